@@ -1,0 +1,14 @@
+import { commonConfig, milliseconds, port, url } from '@app/shared/config';
+import { z } from 'zod';
+
+/** The environment the gateway reads (validated at start-up). */
+export const configSchema = z.object({
+  PORT: port(8080),
+  USERS_SERVICE_URL: url(['http:', 'https:'], 'http://127.0.0.1:3001'),
+  PRODUCTS_SERVICE_URL: url(['http:', 'https:'], 'http://127.0.0.1:3002'),
+  REDIS_URL: url(['redis:', 'rediss:'], 'redis://127.0.0.1:6379'),
+  UPSTREAM_TIMEOUT_MS: milliseconds(10_000),
+  ...commonConfig,
+});
+
+export type GatewayConfig = z.infer<typeof configSchema>;

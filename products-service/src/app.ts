@@ -1,0 +1,15 @@
+import { MySqlStore } from '@app/shared/mysql-store';
+import { createServiceApp, type ServiceDefinition, type ServiceDependencies } from '@app/shared/service';
+import { defaults } from './config.js';
+import { productsTable } from './data/products-table.js';
+import { createProductsService } from './domain/products.js';
+import { productsRoutes } from './routes/products.js';
+
+export const productsService: ServiceDefinition = {
+  ...defaults,
+  migrations: new URL('../migrations/', import.meta.url),
+  routes: (db) => productsRoutes(createProductsService(new MySqlStore(db, productsTable))),
+};
+
+/** The products API as an express app, from its dependencies. It does not listen. */
+export const createApp = (dependencies: ServiceDependencies) => createServiceApp(productsService, dependencies);

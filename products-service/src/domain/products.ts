@@ -1,0 +1,44 @@
+import { ResourceService, type ResourceStore } from '@app/shared/resource';
+import { text } from '@app/shared/validation';
+import { z } from 'zod';
+
+const CURRENCIES = new Set(Intl.supportedValuesOf('currency'));
+const MAX_STOCK = 2 ** 31 - 1;
+
+/** "0019.9" → "19.90": the form MySQL's DECIMAL(12,2) returns, so a write echoes what a read shows. */
+function canonicalAmount(amount: string): string {
+  const [whole = '0', fraction = ''] = amount.split('.');
+  return `${whole.replace(/^0+(?=\d)/, '')}.${fraction.padEnd(2, '0')}`;
+}
+
+/** A decimal string, never a binary float: exact from JSON to DECIMAL and back. */
+const amount = z
+  .string()
+  .regex(/^\d{1,10}(\.\d{1,2})?$/, 'must be a decimal string from 0 to 9999999999.99 with at most 2 fraction digits')
+  .transform(canonicalAmount);
+
+export const productFields = z.strictObject({
+  sku: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1 to 64 of A-Z a-z 0-9 . _ -'),
+  name: text(1, 200),
+  description: text(0, 5000).default(''),
+  price: z.strictObject({
+    amount,
+    currency: z.string().refine((code) => CURRENCIES.has(code), 'must be an ISO 4217 currency code such as EUR'),
+  }),
+  stock: z.int('must be a whole number').min(0, `must be from 0 to ${MAX_STOCK}`).max(MAX_STOCK, `must be from 0 to ${MAX_STOCK}`).default(0),
+});
+
+export type ProductFields = z.infer<typeof productFields>;
+
+/** `?sku=`: exact. */
+export const productFilter = { sku: z.string().max(64, 'must be at most 64 characters').optional() };
+
+export interface ProductFilter {
+  sku?: string;
+}
+
+export type ProductsService = ResourceService<ProductFields, ProductFilter>;
+
+export function createProductsService(store: ResourceStore<ProductFields, ProductFilter>): ProductsService {
+  return new ResourceService('product', productFields, productFilter, store);
+}

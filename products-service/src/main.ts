@@ -1,0 +1,4 @@
+import { runService } from '@app/shared/service';
+import { productsService } from './app.js';
+
+await runService(productsService);

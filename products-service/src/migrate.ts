@@ -1,0 +1,4 @@
+import { runMigrations } from '@app/shared/service';
+import { productsService } from './app.js';
+
+await runMigrations(productsService);

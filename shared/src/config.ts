@@ -1,0 +1,74 @@
+import { z } from 'zod';
+
+/**
+ * Reads configuration from the environment once, at start-up. Every variable is validated; a bad
+ * or missing one stops the process with one message naming every bad variable.
+ */
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+export function parseConfig<S extends z.ZodObject>(schema: S, env: NodeJS.ProcessEnv): z.infer<S> {
+  const result = schema.safeParse(env);
+  if (result.success) return result.data;
+  const problems = result.error.issues.map((issue) => {
+    const name = issue.path.join('.');
+    const value = env[name];
+    const shown = value === undefined ? 'missing' : `got ${JSON.stringify(value)}`;
+    return `${name}: ${issue.message} (${shown})`;
+  });
+  throw new ConfigError(problems);
+}
+
+/** parseConfig for a process entry point: prints the problems and exits 1 instead of throwing. */
+export function loadConfig<S extends z.ZodObject>(schema: S, env: NodeJS.ProcessEnv = process.env): z.infer<S> {
+  try {
+    return parseConfig(schema, env);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    process.stderr.write(`${error.message}\n`);
+    process.exit(1);
+  }
+}
+
+// Building blocks. Empty strings count as unset, so `PORT=` falls back to the default.
+const unsetIfEmpty = (value: unknown) => (value === '' ? undefined : value);
+
+export const port = (fallback: number) =>
+  z.preprocess(unsetIfEmpty, z.coerce.number({ error: 'must be a port number' }).int('must be a port number').min(0, 'must be a port number').max(65535, 'must be a port number').default(fallback));
+
+export const milliseconds = (fallback: number) =>
+  z.preprocess(unsetIfEmpty, z.coerce.number({ error: 'must be a number of milliseconds' }).int('must be a whole number of milliseconds').positive('must be positive').default(fallback));
+
+export const url = (protocols: string[], fallback: string) =>
+  z.preprocess(
+    unsetIfEmpty,
+    z
+      .string()
+      .default(fallback)
+      .refine((value) => URL.canParse(value) && protocols.includes(new URL(value).protocol), {
+        message: `must be a URL with scheme ${protocols.map((p) => p.replace(':', '')).join(' or ')}`,
+      }),
+  );
+
+export const flag = (fallback: boolean) =>
+  z.preprocess(
+    unsetIfEmpty,
+    z.enum(['true', 'false'], { error: 'must be true or false' }).default(fallback ? 'true' : 'false').transform((v) => v === 'true'),
+  );
+
+export const logLevel = z.preprocess(
+  unsetIfEmpty,
+  z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], {
+    error: 'must be one of fatal, error, warn, info, debug, trace, silent',
+  }).default('info'),
+);
+
+/** Variables every process reads. */
+export const commonConfig = {
+  LOG_LEVEL: logLevel,
+  SHUTDOWN_TIMEOUT_MS: milliseconds(10_000),
+};

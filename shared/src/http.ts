@@ -1,0 +1,180 @@
+import { randomUUID } from 'node:crypto';
+import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response, type Router } from 'express';
+import type { Logger } from './logger.js';
+import { HttpProblem, problems } from './problem.js';
+
+const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
+export const BODY_LIMIT = '100kb';
+
+declare module 'express-serve-static-core' {
+  interface Locals {
+    requestId: string;
+    log: Logger;
+  }
+}
+
+/** The request id: the caller's when well-formed, a new one otherwise. */
+export function requestIdOf(header: string | string[] | undefined): string {
+  return typeof header === 'string' && REQUEST_ID.test(header) ? header : randomUUID();
+}
+
+/**
+ * First middleware of every process: assigns the request id, echoes it, gives the request a child
+ * logger, and writes one log line when the response is done (or the client went away).
+ */
+export function requestContext(logger: Logger): RequestHandler {
+  return (req, res, next) => {
+    const requestId = requestIdOf(req.headers['x-request-id']);
+    const started = performance.now();
+    res.locals.requestId = requestId;
+    res.locals.log = logger.child({ requestId });
+    res.setHeader('X-Request-Id', requestId);
+    res.once('close', () => {
+      const entry = {
+        method: req.method,
+        path: req.originalUrl.split('?', 1)[0],
+        status: res.statusCode,
+        durationMs: Math.round((performance.now() - started) * 10) / 10,
+        ...(res.writableFinished ? {} : { aborted: true }),
+      };
+      if (res.statusCode >= 500) res.locals.log.warn(entry, 'request failed');
+      else res.locals.log.info(entry, 'request');
+    });
+    next();
+  };
+}
+
+export function sendProblem(req: Request, res: Response, problem: HttpProblem): void {
+  res.status(problem.status);
+  for (const [name, value] of Object.entries(problem.extras.headers ?? {})) res.setHeader(name, value);
+  res.type('application/problem+json');
+  res.send(JSON.stringify(problem.toJSON(req.originalUrl.split('?', 1)[0] ?? '/')));
+}
+
+interface BodyParserError extends Error {
+  type?: string;
+  status?: number;
+  expose?: boolean;
+}
+
+/** Express's own parser errors, by their `type`. */
+function parserProblem(error: BodyParserError): HttpProblem | undefined {
+  switch (error.type) {
+    case 'entity.parse.failed':
+      return new HttpProblem('malformed-json', 'The request body is not valid JSON');
+    case 'entity.too.large':
+      return new HttpProblem('payload-too-large', `The request body is larger than ${BODY_LIMIT}`);
+    case 'charset.unsupported':
+    case 'encoding.unsupported':
+      return new HttpProblem('unsupported-media-type', error.message);
+    case 'request.aborted':
+    case 'request.size.invalid':
+    case 'stream.encoding.set':
+      return problems.validation([{ path: 'body', message: error.message }]);
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * The one place that turns errors into problem+json. `classify` lets a process map its own
+ * infrastructure errors (a database that is down, an upstream that timed out) to problems.
+ */
+export function problemHandler(classify: (error: unknown) => HttpProblem | undefined = () => undefined): ErrorRequestHandler {
+  return (error: unknown, req, res, next) => {
+    if (res.headersSent) {
+      // Too late for a problem response: let express cut the connection so the client sees the failure.
+      next(error);
+      return;
+    }
+    const problem =
+      (error instanceof HttpProblem ? error : undefined) ??
+      classify(error) ??
+      parserProblem(error as BodyParserError) ??
+      new HttpProblem('internal', 'An unexpected error occurred');
+    if (problem.status >= 500) res.locals.log.error({ err: error, status: problem.status }, problem.detail);
+    sendProblem(req, res, problem);
+  };
+}
+
+export const notFound: RequestHandler = (req) => {
+  throw problems.notFound(`No route for ${req.method} ${req.path}`);
+};
+
+/** Ends a route: 204 with Allow for OPTIONS, 405 with Allow for any other method. */
+export function allowOnly(methods: readonly string[]): RequestHandler {
+  const allow = methods.flatMap((method) => (method === 'GET' ? ['GET', 'HEAD'] : [method]));
+  return (req, res) => {
+    if (req.method === 'OPTIONS') {
+      res.setHeader('Allow', [...allow, 'OPTIONS'].join(', '));
+      res.status(204).end();
+      return;
+    }
+    throw problems.methodNotAllowed(req.method, allow);
+  };
+}
+
+function mediaType(header: string | undefined): string | undefined {
+  return header?.split(';', 1)[0]?.trim().toLowerCase();
+}
+
+/** Accepts only a JSON body of the given media types (415 otherwise), parsed with the size limit. */
+export function jsonBody(mediaTypes: readonly string[] = ['application/json']): RequestHandler[] {
+  return [
+    (req, _res, next) => {
+      const type = mediaType(req.headers['content-type']);
+      if (type === undefined || !mediaTypes.includes(type)) {
+        throw new HttpProblem(
+          'unsupported-media-type',
+          `The request body must be ${mediaTypes.join(' or ')}${type ? `, not ${type}` : ''}`,
+        );
+      }
+      next();
+    },
+    express.json({ type: () => true, limit: BODY_LIMIT, strict: true }),
+  ];
+}
+
+/** Tracks readiness: false from the moment shutdown starts. */
+export class Lifecycle {
+  #shuttingDown = false;
+  get shuttingDown(): boolean {
+    return this.#shuttingDown;
+  }
+  beginShutdown(): void {
+    this.#shuttingDown = true;
+  }
+}
+
+/**
+ * `/healthz` (liveness: the process runs) and `/readyz` (readiness: not shutting down and the
+ * dependency check passes). `unreadyReason` must be quick, must not throw, and returns why the
+ * process cannot serve, or undefined when it can.
+ */
+export function healthRoutes(
+  lifecycle: Lifecycle,
+  unreadyReason: () => Promise<string | undefined> = async () => undefined,
+): Router {
+  const router = express.Router();
+  router.get('/healthz', (_req, res) => {
+    res.setHeader('Cache-Control', 'no-store');
+    res.json({ status: 'ok' });
+  });
+  router.get('/readyz', async (req, res) => {
+    res.setHeader('Cache-Control', 'no-store');
+    const reason = lifecycle.shuttingDown ? 'The process is shutting down' : await unreadyReason();
+    if (reason === undefined) res.json({ status: 'ready' });
+    else sendProblem(req, res, problems.unavailable(reason));
+  });
+  router.all(['/healthz', '/readyz'], allowOnly(['GET']));
+  return router;
+}
+
+/** Express settings every process uses. */
+export function baseApp(): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false); // ETags are the resource versions, set by the routes
+  app.set('query parser', 'simple');
+  return app;
+}

@@ -1,0 +1,99 @@
+import type { RowDataPacket } from 'mysql2/promise';
+import { isDuplicateKey, type Database, type SqlValue } from './mysql.js';
+import { problems } from './problem.js';
+import type { ResourceStore, Stored } from './resource.js';
+
+/**
+ * How a resource's table looks. Every table has `id BINARY(16)` (UUIDv7, so id order is creation
+ * order), `version`, `created_at` and `updated_at`; the mapping names the columns of the fields.
+ */
+export interface TableMapping<F, Filter> {
+  table: string;
+  /** Columns of the writable fields, in the order `toRow` returns their values. */
+  columns: readonly string[];
+  toRow(fields: F): SqlValue[];
+  fromRow(row: RowDataPacket): F;
+  /** SQL conditions (with their values) for a list filter. */
+  where(filter: Filter): { sql: string; values: SqlValue[] }[];
+  /** Unique index name → the field it guards, for 409 answers. */
+  uniqueIndexes: Record<string, { field: string; message: string }>;
+}
+
+export const uuidToBin = (id: string) => Buffer.from(id.replaceAll('-', ''), 'hex');
+
+export function binToUuid(bin: Buffer): string {
+  const hex = bin.toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+export class MySqlStore<F, Filter> implements ResourceStore<F, Filter> {
+  readonly #select: string;
+  readonly #insert: string;
+  readonly #update: string;
+
+  constructor(
+    private readonly db: Database,
+    private readonly mapping: TableMapping<F, Filter>,
+  ) {
+    const { table, columns } = mapping;
+    this.#select = `SELECT id, version, created_at, updated_at, ${columns.join(', ')} FROM ${table}`;
+    this.#insert = `INSERT INTO ${table} (id, version, created_at, updated_at, ${columns.join(', ')}) VALUES (${Array(columns.length + 4).fill('?').join(', ')})`;
+    this.#update = `UPDATE ${table} SET version = ?, updated_at = ?, ${columns.map((c) => `${c} = ?`).join(', ')} WHERE id = ? AND version = ?`;
+  }
+
+  async list({ afterId, limit, filter }: { afterId: string | undefined; limit: number; filter: Filter }): Promise<Stored<F>[]> {
+    const conditions = this.mapping.where(filter);
+    if (afterId !== undefined) conditions.push({ sql: 'id > ?', values: [uuidToBin(afterId)] });
+    const where = conditions.length ? ` WHERE ${conditions.map((c) => c.sql).join(' AND ')}` : '';
+    const rows = await this.db.query(`${this.#select}${where} ORDER BY id LIMIT ?`, [...conditions.flatMap((c) => c.values), limit]);
+    return rows.map((row) => this.#fromRow(row));
+  }
+
+  async find(id: string): Promise<Stored<F> | undefined> {
+    const [row] = await this.db.query(`${this.#select} WHERE id = ?`, [uuidToBin(id)]);
+    return row && this.#fromRow(row);
+  }
+
+  async insert(resource: Stored<F>): Promise<void> {
+    await this.#write(this.#insert, [
+      uuidToBin(resource.id),
+      resource.version,
+      resource.createdAt,
+      resource.updatedAt,
+      ...this.mapping.toRow(resource.fields),
+    ]);
+  }
+
+  async update(resource: Stored<F>, expectedVersion: number): Promise<boolean> {
+    const values = [resource.version, resource.updatedAt, ...this.mapping.toRow(resource.fields), uuidToBin(resource.id), expectedVersion];
+    return (await this.#write(this.#update, values)) === 1;
+  }
+
+  async delete(id: string, expectedVersion?: number): Promise<boolean> {
+    const sql = `DELETE FROM ${this.mapping.table} WHERE id = ?${expectedVersion === undefined ? '' : ' AND version = ?'}`;
+    const values: SqlValue[] = expectedVersion === undefined ? [uuidToBin(id)] : [uuidToBin(id), expectedVersion];
+    return (await this.db.execute(sql, values)) === 1;
+  }
+
+  /** A write whose unique-index violations become 409 problems naming the field. */
+  async #write(sql: string, values: SqlValue[]): Promise<number> {
+    try {
+      return await this.db.execute(sql, values);
+    } catch (error) {
+      for (const [index, { field, message }] of Object.entries(this.mapping.uniqueIndexes)) {
+        if (isDuplicateKey(error, index)) throw problems.conflict(field, message);
+      }
+      throw error;
+    }
+  }
+
+  #fromRow(row: RowDataPacket): Stored<F> {
+    return {
+      id: binToUuid(row.id as Buffer),
+      version: Number(row.version),
+      createdAt: row.created_at as Date,
+      updatedAt: row.updated_at as Date,
+      fields: this.mapping.fromRow(row),
+    };
+  }
+}

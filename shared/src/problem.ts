@@ -1,0 +1,85 @@
+/**
+ * The one error model (RFC 9457 problem details). Anything that should reach a client as a 4xx/5xx
+ * is an HttpProblem; everything else becomes a 500 without details in `problemHandler`.
+ */
+
+export interface FieldError {
+  path: string;
+  message: string;
+}
+
+const PROBLEM_BASE = 'https://problems.example/';
+
+/** The stable problem types: `type` = PROBLEM_BASE + key. Documented in the README. */
+export const problemTypes = {
+  'validation': { status: 400, title: 'Request validation failed' },
+  'malformed-json': { status: 400, title: 'Malformed JSON body' },
+  'not-found': { status: 404, title: 'Resource not found' },
+  'method-not-allowed': { status: 405, title: 'Method not allowed' },
+  'conflict': { status: 409, title: 'Resource already exists' },
+  'concurrent-update': { status: 409, title: 'Resource is being modified concurrently' },
+  'precondition-failed': { status: 412, title: 'Precondition failed' },
+  'payload-too-large': { status: 413, title: 'Request body too large' },
+  'unsupported-media-type': { status: 415, title: 'Unsupported media type' },
+  'internal': { status: 500, title: 'Internal server error' },
+  'bad-gateway': { status: 502, title: 'Upstream service unreachable' },
+  'service-unavailable': { status: 503, title: 'Service unavailable' },
+  'gateway-timeout': { status: 504, title: 'Upstream service timed out' },
+} as const satisfies Record<string, { status: number; title: string }>;
+
+export type ProblemKind = keyof typeof problemTypes;
+
+export class HttpProblem extends Error {
+  readonly type: string;
+  readonly title: string;
+  readonly status: number;
+
+  constructor(
+    readonly kind: ProblemKind,
+    readonly detail: string,
+    readonly extras: { errors?: FieldError[]; headers?: Record<string, string>; cause?: unknown } = {},
+  ) {
+    super(detail, { cause: extras.cause });
+    this.name = 'HttpProblem';
+    this.type = PROBLEM_BASE + kind;
+    this.title = problemTypes[kind].title;
+    this.status = problemTypes[kind].status;
+  }
+
+  toJSON(instance: string): Record<string, unknown> {
+    const body: Record<string, unknown> = {
+      type: this.type,
+      title: this.title,
+      status: this.status,
+      detail: this.detail,
+      instance,
+    };
+    if (this.extras.errors) body.errors = this.extras.errors;
+    return body;
+  }
+}
+
+export const RETRY_AFTER_SECONDS = 5;
+
+export const problems = {
+  validation: (errors: FieldError[]) =>
+    new HttpProblem(
+      'validation',
+      errors.length === 1 ? '1 field is invalid' : `${errors.length} fields are invalid`,
+      { errors },
+    ),
+  notFound: (detail: string) => new HttpProblem('not-found', detail),
+  methodNotAllowed: (method: string, allow: readonly string[]) =>
+    new HttpProblem('method-not-allowed', `${method} is not supported here; use ${allow.join(', ')}`, {
+      headers: { Allow: allow.join(', ') },
+    }),
+  conflict: (path: string, message: string) =>
+    new HttpProblem('conflict', `${path} ${message}`, { errors: [{ path, message }] }),
+  preconditionFailed: () =>
+    new HttpProblem('precondition-failed', 'If-Match does not match the current ETag of the resource'),
+  unavailable: (detail: string, cause?: unknown) =>
+    new HttpProblem('service-unavailable', detail, {
+      headers: { 'Retry-After': String(RETRY_AFTER_SECONDS) },
+      cause,
+    }),
+};

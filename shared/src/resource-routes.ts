@@ -1,0 +1,54 @@
+import express, { type Request, type Response, type Router } from 'express';
+import { allowOnly, jsonBody } from './http.js';
+import { etagMatches, etagOf, representation, type ResourceService, type Stored } from './resource.js';
+
+/** The HTTP mapping of a resource: `path` (list, create) and `path/:id` (read, replace, patch, delete). */
+export function resourceRoutes<F extends Record<string, unknown>, Filter>(path: string, service: ResourceService<F, Filter>): Router {
+  const router = express.Router();
+  const item = `${path}/:id`;
+  const ifMatch = (req: Request) => req.headers['if-match'];
+
+  const sendResource = (res: Response, resource: Stored<F>, status = 200) => {
+    res.status(status).setHeader('ETag', etagOf(resource.version)).json(representation(resource));
+  };
+
+  router
+    .route(path)
+    .get(async (req: Request, res: Response) => {
+      const page = await service.list(req.query);
+      res.setHeader('Cache-Control', 'no-cache');
+      res.json({ items: page.items.map(representation), nextCursor: page.nextCursor });
+    })
+    .post(jsonBody(), async (req: Request, res: Response) => {
+      const created = await service.create(req.body);
+      res.setHeader('Location', `${path}/${created.id}`);
+      sendResource(res, created, 201);
+    })
+    .all(allowOnly(['GET', 'POST']));
+
+  router
+    .route(item)
+    .get(async (req: Request<{ id: string }>, res: Response) => {
+      const resource = await service.get(req.params.id);
+      const etag = etagOf(resource.version);
+      res.setHeader('Cache-Control', 'no-cache');
+      if (etagMatches(req.headers['if-none-match'], etag, 'weak')) {
+        res.status(304).setHeader('ETag', etag).end();
+        return;
+      }
+      sendResource(res, resource);
+    })
+    .put(jsonBody(), async (req: Request<{ id: string }>, res: Response) => {
+      sendResource(res, await service.replace(req.params.id, req.body, ifMatch(req)));
+    })
+    .patch(jsonBody(['application/merge-patch+json', 'application/json']), async (req: Request<{ id: string }>, res: Response) => {
+      sendResource(res, await service.patch(req.params.id, req.body, ifMatch(req)));
+    })
+    .delete(async (req: Request<{ id: string }>, res: Response) => {
+      await service.delete(req.params.id, ifMatch(req));
+      res.status(204).end();
+    })
+    .all(allowOnly(['GET', 'PUT', 'PATCH', 'DELETE']));
+
+  return router;
+}

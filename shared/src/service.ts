@@ -1,0 +1,78 @@
+import { fileURLToPath } from 'node:url';
+import type { Router } from 'express';
+import { z } from 'zod';
+import { commonConfig, flag, loadConfig, port, url } from './config.js';
+import { baseApp, healthRoutes, Lifecycle, notFound, problemHandler, requestContext } from './http.js';
+import { createLogger, type Logger } from './logger.js';
+import { migrate } from './migrate.js';
+import { Database } from './mysql.js';
+import { listen, stopOnSignals } from './server.js';
+
+/** What a service needs to run: everything else about the two services is the same. */
+export interface ServiceDefinition {
+  name: string;
+  defaultPort: number;
+  defaultDatabaseUrl: string;
+  /** `<service>/migrations`, as a file URL relative to the compiled module. */
+  migrations: URL;
+  routes: (db: Database) => Router;
+}
+
+export const serviceConfigSchema = (service: Pick<ServiceDefinition, 'defaultPort' | 'defaultDatabaseUrl'>) =>
+  z.object({
+    PORT: port(service.defaultPort),
+    DATABASE_URL: url(['mysql:'], service.defaultDatabaseUrl),
+    MIGRATE_ON_START: flag(true),
+    ...commonConfig,
+  });
+
+export interface ServiceDependencies {
+  db: Database;
+  logger: Logger;
+  lifecycle: Lifecycle;
+}
+
+/** The express app of a service, from its dependencies. It does not listen. */
+export function createServiceApp(service: ServiceDefinition, { db, logger, lifecycle }: ServiceDependencies) {
+  const app = baseApp();
+  app.use(requestContext(logger));
+  app.use(healthRoutes(lifecycle, () => db.unreadyReason()));
+  app.use(service.routes(db));
+  app.use(notFound);
+  app.use(problemHandler());
+  return app;
+}
+
+export function migrateSchema(service: ServiceDefinition, databaseUrl: string, logger: Logger): Promise<string[]> {
+  return migrate({ databaseUrl, directory: fileURLToPath(service.migrations), logger });
+}
+
+/** The process: config, migrations, HTTP server, graceful shutdown. */
+export async function runService(service: ServiceDefinition): Promise<void> {
+  const config = loadConfig(serviceConfigSchema(service));
+  const logger = createLogger(service.name, config.LOG_LEVEL);
+  process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled rejection'));
+  try {
+    if (config.MIGRATE_ON_START) await migrateSchema(service, config.DATABASE_URL, logger);
+  } catch (error) {
+    logger.fatal({ err: error }, 'migrations failed; not starting');
+    process.exit(1);
+  }
+  const db = new Database(config.DATABASE_URL);
+  const lifecycle = new Lifecycle();
+  const running = await listen(createServiceApp(service, { db, logger, lifecycle }), config.PORT);
+  logger.info({ port: running.port }, `${service.name} listening`);
+  stopOnSignals({ running, lifecycle, logger, shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS, release: () => db.close() });
+}
+
+/** `npm run migrate -w <service>`: applies the migrations and exits. */
+export async function runMigrations(service: ServiceDefinition): Promise<void> {
+  const config = loadConfig(serviceConfigSchema(service));
+  const logger = createLogger(`${service.name}-migrate`, config.LOG_LEVEL);
+  try {
+    await migrateSchema(service, config.DATABASE_URL, logger);
+  } catch (error) {
+    logger.fatal({ err: error }, 'migrations failed');
+    process.exit(1);
+  }
+}

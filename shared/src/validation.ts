@@ -1,0 +1,56 @@
+import { z } from 'zod';
+import { problems, type FieldError } from './problem.js';
+
+/** Messages that read well in a problem's `errors` list ("email: is required"). */
+const messages: z.core.$ZodErrorMap = (issue) => {
+  if (issue.code === 'invalid_type') {
+    if (issue.input === undefined) return 'is required';
+    if (issue.input === null) return 'must not be null';
+    return `must be ${issue.expected === 'object' ? 'a JSON object' : `a${/^[aeiou]/.test(issue.expected) ? 'n' : ''} ${issue.expected}`}`;
+  }
+  return undefined;
+};
+
+function fieldErrors(error: z.ZodError): FieldError[] {
+  return error.issues.flatMap((issue): FieldError[] => {
+    const at = issue.path.map(String);
+    if (issue.code === 'unrecognized_keys') {
+      return issue.keys.map((key) => ({ path: [...at, key].join('.'), message: 'is not a known field' }));
+    }
+    return [{ path: at.join('.') || 'body', message: issue.message }];
+  });
+}
+
+/** Parses `input` with `schema`, or throws a 400 validation problem listing every invalid field. */
+export function parseOrThrow<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
+  const result = schema.safeParse(input, { error: messages });
+  if (!result.success) throw problems.validation(fieldErrors(result.error));
+  return result.data;
+}
+
+const codePoints = (value: string) => [...value].length;
+
+/** A string of `min` to `max` characters (Unicode code points, as MySQL counts them). */
+export function text(min: number, max: number, options: { trim?: boolean } = {}) {
+  const base = options.trim ? z.string().trim() : z.string();
+  return base
+    .refine((value) => codePoints(value) >= min, { message: min === 1 ? 'must not be empty' : `must be at least ${min} characters` })
+    .refine((value) => codePoints(value) <= max, { message: `must be at most ${max} characters` });
+}
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+function isObject(value: unknown): value is Record<string, Json> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** RFC 7396 JSON merge patch: `null` removes a member, objects merge, anything else replaces. */
+export function mergePatch(target: unknown, patch: unknown): unknown {
+  if (!isObject(patch)) return patch;
+  const result = new Map(Object.entries(isObject(target) ? target : {}));
+  for (const [key, value] of Object.entries(patch)) {
+    if (value === null) result.delete(key);
+    else result.set(key, mergePatch(result.get(key), value));
+  }
+  return Object.fromEntries(result);
+}

@@ -1,0 +1,15 @@
+import { MySqlStore } from '@app/shared/mysql-store';
+import { createServiceApp, type ServiceDefinition, type ServiceDependencies } from '@app/shared/service';
+import { defaults } from './config.js';
+import { usersTable } from './data/users-table.js';
+import { createUsersService } from './domain/users.js';
+import { usersRoutes } from './routes/users.js';
+
+export const usersService: ServiceDefinition = {
+  ...defaults,
+  migrations: new URL('../migrations/', import.meta.url),
+  routes: (db) => usersRoutes(createUsersService(new MySqlStore(db, usersTable))),
+};
+
+/** The users API as an express app, from its dependencies. It does not listen. */
+export const createApp = (dependencies: ServiceDependencies) => createServiceApp(usersService, dependencies);

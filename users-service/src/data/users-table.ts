@@ -1,0 +1,11 @@
+import type { TableMapping } from '@app/shared/mysql-store';
+import type { UserFields, UserFilter } from '../domain/users.js';
+
+export const usersTable: TableMapping<UserFields, UserFilter> = {
+  table: 'users',
+  columns: ['email', 'name'],
+  toRow: (user) => [user.email, user.name],
+  fromRow: (row) => ({ email: row.email as string, name: row.name as string }),
+  where: (filter) => (filter.email === undefined ? [] : [{ sql: 'email_lower = LOWER(?)', values: [filter.email] }]),
+  uniqueIndexes: { uq_users_email: { field: 'email', message: 'is already taken' } },
+};

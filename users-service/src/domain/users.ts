@@ -1,0 +1,25 @@
+import { ResourceService, type ResourceStore } from '@app/shared/resource';
+import { text } from '@app/shared/validation';
+import { z } from 'zod';
+
+export const userFields = z.strictObject({
+  email: z
+    .email({ error: (issue) => (issue.code === 'invalid_format' ? 'must be a valid email address' : undefined) })
+    .max(254, 'must be at most 254 characters'),
+  name: text(1, 200, { trim: true }),
+});
+
+export type UserFields = z.infer<typeof userFields>;
+
+/** `?email=`: exact, ignoring case. */
+export const userFilter = { email: z.string().max(254, 'must be at most 254 characters').optional() };
+
+export interface UserFilter {
+  email?: string;
+}
+
+export type UsersService = ResourceService<UserFields, UserFilter>;
+
+export function createUsersService(store: ResourceStore<UserFields, UserFilter>): UsersService {
+  return new ResourceService('user', userFields, userFilter, store);
+}
