@@ -47,7 +47,7 @@ function isObject(value: unknown): value is Record<string, Json> {
 /** RFC 7396 JSON merge patch: `null` removes a member, objects merge, anything else replaces. */
 export function mergePatch(target: unknown, patch: unknown): unknown {
   if (!isObject(patch)) return patch;
-  const result = new Map(Object.entries(isObject(target) ? target : {}));
+  const result = new Map<string, unknown>(Object.entries(isObject(target) ? target : {}));
   for (const [key, value] of Object.entries(patch)) {
     if (value === null) result.delete(key);
     else result.set(key, mergePatch(result.get(key), value));
