@@ -1,0 +1,9 @@
+import { resolveTestServers } from './servers.js';
+
+/** Resolves the servers once per run; workers inherit them through the environment. */
+export default async function globalSetup(): Promise<void> {
+  const servers = await resolveTestServers();
+  process.env.TEST_MYSQL_URL = servers.mysqlUrl;
+  process.env.TEST_REDIS_URL = servers.redisUrl;
+  (globalThis as { testServers?: typeof servers }).testServers = servers;
+}
