@@ -1,0 +1,57 @@
+/** A response as a test reads it: status, headers, and the body parsed when it is JSON. */
+export interface TestResponse {
+  status: number;
+  headers: Headers;
+  text: string;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- tests read arbitrary JSON
+  body: any;
+}
+
+export interface RequestOptions {
+  /** Sent as JSON with `Content-Type: application/json` unless headers say otherwise. */
+  json?: unknown;
+  /** Sent as is. */
+  raw?: string | Buffer;
+  headers?: Record<string, string>;
+}
+
+export async function request(baseUrl: string, method: string, path: string, options: RequestOptions = {}): Promise<TestResponse> {
+  const headers: Record<string, string> = { ...options.headers };
+  let body: string | Buffer | undefined = options.raw;
+  if (options.json !== undefined) {
+    body = JSON.stringify(options.json);
+    headers['content-type'] ??= 'application/json';
+  }
+  const response = await fetch(new URL(path, baseUrl), { method, headers, body });
+  const text = await response.text();
+  const type = response.headers.get('content-type') ?? '';
+  return { status: response.status, headers: response.headers, text, body: /json/.test(type) && text ? JSON.parse(text) : undefined };
+}
+
+/** A client bound to one base URL. */
+export function client(baseUrl: string) {
+  return {
+    get: (path: string, options?: RequestOptions) => request(baseUrl, 'GET', path, options),
+    head: (path: string, options?: RequestOptions) => request(baseUrl, 'HEAD', path, options),
+    post: (path: string, json: unknown, options?: RequestOptions) => request(baseUrl, 'POST', path, { json, ...options }),
+    put: (path: string, json: unknown, options?: RequestOptions) => request(baseUrl, 'PUT', path, { json, ...options }),
+    patch: (path: string, json: unknown, options?: RequestOptions) =>
+      request(baseUrl, 'PATCH', path, { json, ...options, headers: { 'content-type': 'application/merge-patch+json', ...options?.headers } }),
+    delete: (path: string, options?: RequestOptions) => request(baseUrl, 'DELETE', path, options),
+    send: (method: string, path: string, options?: RequestOptions) => request(baseUrl, method, path, options),
+  };
+}
+
+export type Client = ReturnType<typeof client>;
+
+/** Asserts `response` is a problem+json of `status` and returns its body. */
+export function expectProblem(response: TestResponse, status: number, type?: string) {
+  expect({ status: response.status, contentType: response.headers.get('content-type') }).toEqual({
+    status,
+    contentType: 'application/problem+json; charset=utf-8',
+  });
+  expect(response.body).toMatchObject({ status, title: expect.any(String), detail: expect.any(String), instance: expect.any(String) });
+  if (type) expect(response.body.type).toBe(`https://problems.example/${type}`);
+  expect(response.text).not.toMatch(/at .*\.(js|ts):\d+|SELECT|INSERT|127\.0\.0\.1/);
+  return response.body;
+}

@@ -1,0 +1,119 @@
+import { randomBytes } from 'node:crypto';
+import mysql from 'mysql2/promise';
+import { Lifecycle } from '@app/shared/http';
+import { createLogger, type Logger } from '@app/shared/logger';
+import { Database, type DatabaseLimits } from '@app/shared/mysql';
+import { listen, type RunningServer } from '@app/shared/server';
+import { migrateSchema, type ServiceDefinition, type ServiceDependencies } from '@app/shared/service';
+import type { Express } from 'express';
+import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/src/app.js';
+import { createApp as createProductsApp, productsService } from '../../products-service/src/app.js';
+import { createApp as createUsersApp, usersService } from '../../users-service/src/app.js';
+
+/** Quiet unless TEST_LOG_LEVEL asks for logs. */
+export const testLogger = createLogger('test', process.env.TEST_LOG_LEVEL ?? 'silent');
+
+/** A logger whose lines a test can read. */
+export function capturingLogger(name: string): { logger: Logger; lines: Record<string, unknown>[] } {
+  const lines: Record<string, unknown>[] = [];
+  const logger = createLogger(name, 'info', { write: (line: string) => void lines.push(JSON.parse(line)) });
+  return { logger, lines };
+}
+
+function mysqlServerUrl(): string {
+  const url = process.env.TEST_MYSQL_URL;
+  if (!url) throw new Error('TEST_MYSQL_URL is not set: run the tests through jest (its global setup finds MySQL)');
+  return url;
+}
+
+/** A URL naming a new, throwaway schema on the test MySQL server. */
+export function throwawayDatabaseUrl(label: string): string {
+  const url = new URL(mysqlServerUrl());
+  url.pathname = `/t_${randomBytes(5).toString('hex')}_${label.replaceAll('-', '_')}`;
+  return url.toString();
+}
+
+export async function dropSchema(databaseUrl: string): Promise<void> {
+  const url = new URL(databaseUrl);
+  const schema = url.pathname.slice(1);
+  url.pathname = '/';
+  const connection = await mysql.createConnection(url.toString());
+  await connection.query(`DROP DATABASE IF EXISTS \`${schema}\``);
+  await connection.end();
+}
+
+export interface RunningService {
+  url: string;
+  databaseUrl: string;
+  db: Database;
+  lifecycle: Lifecycle;
+  running: RunningServer;
+  close(): Promise<void>;
+}
+
+/** A service in this process with its real dependencies, on a fresh schema, on a free port. */
+export async function startService(
+  definition: ServiceDefinition,
+  createApp: (dependencies: ServiceDependencies) => Express,
+  options: { poolUrl?: (databaseUrl: string) => string; limits?: Partial<DatabaseLimits>; logger?: Logger } = {},
+): Promise<RunningService> {
+  const databaseUrl = throwawayDatabaseUrl(definition.name);
+  await migrateSchema(definition, databaseUrl, testLogger);
+  // A caller may route the pool through a proxy it controls, once the schema exists.
+  const db = new Database(options.poolUrl?.(databaseUrl) ?? databaseUrl, options.limits);
+  const lifecycle = new Lifecycle();
+  const running = await listen(createApp({ db, logger: options.logger ?? testLogger, lifecycle }), 0, '127.0.0.1');
+  return {
+    url: `http://127.0.0.1:${running.port}`,
+    databaseUrl,
+    db,
+    lifecycle,
+    running,
+    close: async () => {
+      await running.close(1_000);
+      await db.close();
+      await dropSchema(databaseUrl);
+    },
+  };
+}
+
+export const startUsersService = (options?: Parameters<typeof startService>[2]) => startService(usersService, createUsersApp, options);
+export const startProductsService = (options?: Parameters<typeof startService>[2]) => startService(productsService, createProductsApp, options);
+
+export interface RunningGateway {
+  url: string;
+  running: RunningServer;
+  close(): Promise<void>;
+}
+
+export async function startGateway(options: {
+  usersUrl: string;
+  productsUrl: string;
+  upstreamTimeoutMs?: number;
+  logger?: Logger;
+}): Promise<RunningGateway> {
+  const upstreams = upstreamsFrom({ USERS_SERVICE_URL: options.usersUrl, PRODUCTS_SERVICE_URL: options.productsUrl });
+  const app = createGatewayApp({
+    upstreams,
+    upstreamTimeoutMs: options.upstreamTimeoutMs ?? 10_000,
+    logger: options.logger ?? testLogger,
+    lifecycle: new Lifecycle(),
+  });
+  const running = await listen(app, 0, '127.0.0.1');
+  return { url: `http://127.0.0.1:${running.port}`, running, close: () => running.close(1_000) };
+}
+
+/** Both services and the gateway in front of them. */
+export async function startStack(options: { usersLogger?: Logger; gatewayLogger?: Logger } = {}) {
+  const [users, products] = await Promise.all([startUsersService({ logger: options.usersLogger }), startProductsService()]);
+  const gateway = await startGateway({ usersUrl: users.url, productsUrl: products.url, logger: options.gatewayLogger });
+  return {
+    users,
+    products,
+    gateway,
+    close: async () => {
+      await gateway.close();
+      await Promise.all([users.close(), products.close()]);
+    },
+  };
+}

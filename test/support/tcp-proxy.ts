@@ -1,0 +1,77 @@
+import net from 'node:net';
+
+/**
+ * A TCP proxy the test controls: `cut()` drops every connection and refuses new ones (the server
+ * behind it looks dead); `restore()` brings it back on the same port.
+ */
+export class TcpProxy {
+  #server: net.Server | undefined;
+  readonly #sockets = new Set<net.Socket>();
+  port = 0;
+
+  constructor(private readonly target: { host: string; port: number }) {}
+
+  async start(): Promise<this> {
+    const server = net.createServer((client) => {
+      const upstream = net.connect(this.target);
+      for (const socket of [client, upstream]) {
+        this.#sockets.add(socket);
+        socket.once('close', () => this.#sockets.delete(socket));
+        socket.on('error', () => undefined);
+      }
+      client.pipe(upstream).pipe(client);
+      client.once('close', () => upstream.destroy());
+      upstream.once('close', () => client.destroy());
+    });
+    await new Promise<void>((resolve) => server.listen(this.port, '127.0.0.1', resolve));
+    this.port = (server.address() as net.AddressInfo).port;
+    this.#server = server;
+    return this;
+  }
+
+  async cut(): Promise<void> {
+    const server = this.#server;
+    this.#server = undefined;
+    for (const socket of this.#sockets) socket.destroy();
+    if (server) await new Promise((resolve) => server.close(resolve));
+  }
+
+  async restore(): Promise<void> {
+    await this.start();
+  }
+
+  /** `mysql://…@host:port/…` of `url`, pointed at this proxy. */
+  rewrite(url: string): string {
+    const parsed = new URL(url);
+    parsed.hostname = '127.0.0.1';
+    parsed.port = String(this.port);
+    return parsed.toString();
+  }
+}
+
+/** A server that accepts connections and never answers: a hung upstream. */
+export async function silentServer(): Promise<{ url: string; close(): Promise<void> }> {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+/** A port nothing listens on. */
+export async function closedPort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
