@@ -1,6 +1,6 @@
 import { baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, requestContext } from '@app/shared/http';
 import type { Logger } from '@app/shared/logger';
-import { upstreamProblem, upstreamProxy, type Upstream } from './upstream.js';
+import { upstreamProxy, type Upstream } from './upstream.js';
 
 export interface GatewayDependencies {
   upstreams: Upstream[];
@@ -17,7 +17,7 @@ export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle }: G
   app.use(healthRoutes(lifecycle));
   for (const upstream of upstreams) app.use(upstreamProxy(upstream, { timeoutMs: upstreamTimeoutMs, logger }));
   app.use(notFound);
-  app.use(problemHandler(upstreamProblem));
+  app.use(problemHandler());
   return app;
 }
 

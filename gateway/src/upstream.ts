@@ -1,8 +1,9 @@
 import http from 'node:http';
 import https from 'node:https';
-import { HttpProblem } from '@app/shared/problem';
+import { sendProblem } from '@app/shared/http';
 import type { Logger } from '@app/shared/logger';
-import type { Response } from 'express';
+import { HttpProblem } from '@app/shared/problem';
+import type { Request, Response } from 'express';
 import { createProxyMiddleware } from 'http-proxy-middleware';
 
 /**
@@ -27,9 +28,6 @@ class UpstreamTimeout extends Error {
   }
 }
 
-/** Errors a proxy reported, with the upstream they came from: only these become 502/504. */
-const failedUpstreams = new WeakMap<object, string>();
-
 /**
  * A keep-alive proxy to one service. Paths go through unchanged. An upstream that does not send
  * response headers within `timeoutMs` is cut off (504); one that cannot be reached is a 502.
@@ -52,20 +50,20 @@ export function upstreamProxy(upstream: Upstream, options: { timeoutMs: number; 
         proxyReq.once('response', () => clearTimeout(deadline));
         proxyReq.once('close', () => clearTimeout(deadline));
       },
-      error: (error, _req, res) => {
-        // The response itself is written by the app's problem handler (HPM passes the error on).
-        failedUpstreams.set(error, upstream.name);
-        const log = 'locals' in res ? (res as Response).locals.log : options.logger;
-        log.warn({ upstream: upstream.name, err: error }, 'upstream request failed');
+      // httpxy hands failures only to this listener (never to express's `next`), so it answers here.
+      error: (error, req, res) => {
+        if (!('setHeader' in res)) return;
+        const response = res as Response;
+        response.locals.log.warn({ upstream: upstream.name, err: error }, 'upstream request failed');
+        if (response.headersSent) response.destroy();
+        else sendProblem(req as Request, response, upstreamProblem(upstream.name, error));
       },
     },
   });
 }
 
-/** Maps proxy failures to 502/504 problems; anything else is not the gateway's to classify. */
-export function upstreamProblem(error: unknown): HttpProblem | undefined {
-  const upstream = typeof error === 'object' && error !== null ? failedUpstreams.get(error) : undefined;
-  if (upstream === undefined) return undefined;
+/** A timeout is a 504; anything else that stops the proxy from getting a response is a 502. */
+function upstreamProblem(upstream: string, error: Error): HttpProblem {
   if (error instanceof UpstreamTimeout) {
     return new HttpProblem('gateway-timeout', `The ${upstream} service did not answer within ${error.timeoutMs} ms`);
   }

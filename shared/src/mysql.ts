@@ -47,9 +47,10 @@ const UNAVAILABLE_CODES = new Set([
 ]);
 
 function isUnavailable(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
-  const { code, fatal } = error as Error & { code?: string; fatal?: boolean };
-  return fatal === true || (code !== undefined && UNAVAILABLE_CODES.has(code)) || error.message === 'Queue limit reached.';
+  // Duck-typed: errors from node:net may come from another realm than this module's Error.
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, fatal, message } = error as { code?: unknown; fatal?: unknown; message?: unknown };
+  return fatal === true || (typeof code === 'string' && UNAVAILABLE_CODES.has(code)) || message === 'Queue limit reached.';
 }
 
 class PoolError extends Error {

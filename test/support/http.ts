@@ -13,6 +13,7 @@ export interface RequestOptions {
   /** Sent as is. */
   raw?: string | Buffer;
   headers?: Record<string, string>;
+  signal?: AbortSignal;
 }
 
 export async function request(baseUrl: string, method: string, path: string, options: RequestOptions = {}): Promise<TestResponse> {
@@ -22,7 +23,7 @@ export async function request(baseUrl: string, method: string, path: string, opt
     body = JSON.stringify(options.json);
     headers['content-type'] ??= 'application/json';
   }
-  const response = await fetch(new URL(path, baseUrl), { method, headers, body });
+  const response = await fetch(new URL(path, baseUrl), { method, headers, body, signal: options.signal });
   const text = await response.text();
   const type = response.headers.get('content-type') ?? '';
   return { status: response.status, headers: response.headers, text, body: /json/.test(type) && text ? JSON.parse(text) : undefined };

@@ -23,7 +23,10 @@ export class TcpProxy {
       client.once('close', () => upstream.destroy());
       upstream.once('close', () => client.destroy());
     });
-    await new Promise<void>((resolve) => server.listen(this.port, '127.0.0.1', resolve));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.port, '127.0.0.1', resolve);
+    });
     this.port = (server.address() as net.AddressInfo).port;
     this.#server = server;
     return this;
@@ -37,7 +40,7 @@ export class TcpProxy {
   }
 
   async restore(): Promise<void> {
-    await this.start();
+    if (!this.#server) await this.start();
   }
 
   /** `mysql://…@host:port/…` of `url`, pointed at this proxy. */

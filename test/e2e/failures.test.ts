@@ -1,0 +1,118 @@
+/**
+ * What a client sees when a part of the system fails: a dead or hung service behind the gateway,
+ * a database that goes away and comes back. Always a fast problem+json, never a hang.
+ */
+import { client, expectProblem } from '../support/http.js';
+import { startGateway, startProductsService, startUsersService, type RunningService } from '../support/stack.js';
+import { closedPort, silentServer, TcpProxy } from '../support/tcp-proxy.js';
+
+/** Fails the test instead of hanging when an answer does not come within a generous bound. */
+const deadline = () => ({ signal: AbortSignal.timeout(8_000) });
+
+let products: RunningService;
+beforeAll(async () => {
+  products = await startProductsService();
+});
+afterAll(() => products.close());
+
+async function eventually(check: () => Promise<boolean>, attempts = 100): Promise<void> {
+  for (let i = 0; i < attempts; i++) {
+    if (await check()) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error('condition not reached');
+}
+
+describe('a dead upstream', () => {
+  it('gives 502 when the service refuses connections, and the other service is unaffected', async () => {
+    const gateway = await startGateway({ usersUrl: `http://127.0.0.1:${await closedPort()}`, productsUrl: products.url });
+    try {
+      const api = client(gateway.url);
+      const problem = expectProblem(await api.get('/api/users', deadline()), 502, 'bad-gateway');
+      expect(problem.detail).toBe('The users service could not be reached');
+      expectProblem(await api.post('/api/users', { email: 'a@example.com', name: 'A' }), 502);
+      expect((await api.get('/api/products')).status).toBe(200);
+    } finally {
+      await gateway.close();
+    }
+  });
+
+  it('gives 504 after UPSTREAM_TIMEOUT_MS when the service does not answer, and the other service answers meanwhile', async () => {
+    const hung = await silentServer();
+    const gateway = await startGateway({ usersUrl: hung.url, productsUrl: products.url, upstreamTimeoutMs: 500 });
+    try {
+      const api = client(gateway.url);
+      const order: string[] = [];
+      const slow = api.get('/api/users', deadline()).then((response) => {
+        order.push('users');
+        return response;
+      });
+      const fast = await api.get('/api/products');
+      order.push('products');
+      expect(fast.status).toBe(200);
+      expectProblem(await slow, 504, 'gateway-timeout');
+      expect(order).toEqual(['products', 'users']);
+    } finally {
+      await gateway.close();
+      await hung.close();
+    }
+  });
+});
+
+describe('a dead database', () => {
+  let proxy: TcpProxy;
+  let users: RunningService;
+
+  beforeAll(async () => {
+    const mysqlUrl = new URL(process.env.TEST_MYSQL_URL!);
+    proxy = await new TcpProxy({ host: mysqlUrl.hostname, port: Number(mysqlUrl.port || 3306) }).start();
+    users = await startUsersService({ poolUrl: (url) => proxy.rewrite(url), limits: { connectTimeoutMs: 500, acquireTimeoutMs: 500, queryTimeoutMs: 1_000 } });
+  });
+  afterAll(async () => {
+    await proxy.restore();
+    await users.close();
+    await proxy.cut();
+  });
+
+  it('gives a fast 503 with Retry-After (through the gateway too), /readyz 503, and recovers by itself', async () => {
+    const direct = client(users.url);
+    const gateway = await startGateway({ usersUrl: users.url, productsUrl: products.url });
+    const viaGateway = client(gateway.url);
+    try {
+      const created = await direct.post('/api/users', { email: 'db@example.com', name: 'Before the outage' });
+      expect(created.status).toBe(201);
+
+      await proxy.cut();
+      for (const response of [
+        await direct.get('/api/users', deadline()),
+        await direct.get(created.headers.get('location')!, deadline()),
+        await direct.post('/api/users', { email: 'during@example.com', name: 'During' }, deadline()),
+        await viaGateway.get('/api/users', deadline()),
+      ]) {
+        expectProblem(response, 503, 'service-unavailable');
+        expect(response.headers.get('retry-after')).toBe('5');
+      }
+      expectProblem(await direct.get('/readyz', deadline()), 503);
+      expect((await direct.get('/healthz')).status).toBe(200);
+
+      await proxy.restore();
+      await eventually(async () => (await direct.get('/readyz')).status === 200);
+      expect((await viaGateway.get(created.headers.get('location')!)).body).toEqual(created.body);
+    } finally {
+      await gateway.close();
+    }
+  });
+});
+
+describe('shutdown', () => {
+  it('turns /readyz to 503 as soon as shutdown begins', async () => {
+    const users = await startUsersService();
+    try {
+      users.lifecycle.beginShutdown();
+      const problem = expectProblem(await client(users.url).get('/readyz'), 503, 'service-unavailable');
+      expect(problem.detail).toBe('The process is shutting down');
+    } finally {
+      await users.close();
+    }
+  });
+});
