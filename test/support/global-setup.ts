@@ -1,4 +1,4 @@
-import { resolveTestServers } from './servers.js';
+import { resolveTestServers } from './servers.ts';
 
 /** Resolves the servers once per run; workers inherit them through the environment. */
 export default async function globalSetup(): Promise<void> {
