@@ -15,7 +15,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['**/test/**/*.ts', 'test/**/*.ts', 'bench/**/*.ts'],
+    files: ['**/test/**/*.ts', 'test/**/*.ts', 'bench/**/*.ts', 'scripts/**'],
     languageOptions: { globals: { ...globals.jest } },
     rules: { 'no-console': 'off', '@typescript-eslint/no-non-null-assertion': 'off' },
   },

@@ -1,0 +1,103 @@
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { Ajv } from 'ajv';
+import { compose, composeEnvironment, deployables, readComposeFile, readEnvFile, repoPath } from './stack.js';
+
+/** docker-compose.yml: valid Compose, and the stack it describes starts in order and scales. */
+
+const require = createRequire(import.meta.url);
+
+/** The Compose specification's JSON schema, as dclint ships it (a copy of compose-spec/compose-spec). */
+function composeSpecValidator() {
+  const schemaFile = path.join(path.dirname(require.resolve('dclint/package.json')), 'schemas', 'compose.schema.json');
+  const schema = JSON.parse(readFileSync(schemaFile, 'utf8')) as { $schema: string };
+  const ajv = new Ajv({ allErrors: true, allowUnionTypes: true, strictTypes: false });
+  // The schema names draft-07 by its https address; Ajv knows the meta-schema by its http one.
+  ajv.addMetaSchema(require('ajv/dist/refs/json-schema-draft-07.json') as object, schema.$schema);
+  return ajv.compile(schema);
+}
+
+const file = compose();
+const services = Object.entries(file.services);
+
+test('docker-compose.yml validates against the Compose specification schema, which rejects unknown keys', () => {
+  const validate = composeSpecValidator();
+  expect(validate(readComposeFile()) ? [] : validate.errors).toEqual([]);
+  const misspelt = readComposeFile() as { services: { gateway: Record<string, unknown> } };
+  misspelt.services.gateway.helthcheck = misspelt.services.gateway.healthcheck;
+  expect(validate(misspelt)).toBe(false);
+});
+
+test('the stack is the three deployables built from their Dockerfiles, mysql:8.4 and redis:7', () => {
+  expect(Object.keys(file.services).sort()).toEqual(['gateway', 'mysql', 'products-service', 'redis', 'users-service']);
+  for (const { name } of deployables) {
+    expect(file.services[name]!.build).toEqual({ context: '.', dockerfile: `${name}/Dockerfile` });
+  }
+  expect(file.services.mysql!.image).toBe('mysql:8.4');
+  expect(file.services.redis!.image).toBe('redis:7');
+});
+
+test('only the gateway is published, on 8080; nothing pins a container name, so every service scales', () => {
+  const published = services.filter(([, service]) => service.ports !== undefined).map(([name, service]) => [name, service.ports]);
+  expect(published).toEqual([['gateway', ['8080:8080']]]);
+  expect(services.filter(([, service]) => service.container_name !== undefined)).toEqual([]);
+});
+
+test('every service has a healthcheck and a restart policy, and waits for what it depends on to be healthy', () => {
+  for (const [, service] of services) {
+    expect(service.healthcheck?.test[0]).toBe('CMD');
+    expect(service.restart).toBe('unless-stopped');
+    for (const dependency of Object.values(service.depends_on ?? {})) expect(dependency).toEqual({ condition: 'service_healthy' });
+  }
+  expect(Object.keys(file.services.gateway!.depends_on!).sort()).toEqual(['products-service', 'redis', 'users-service']);
+  expect(Object.keys(file.services['users-service']!.depends_on!)).toEqual(['mysql']);
+  expect(Object.keys(file.services['products-service']!.depends_on!)).toEqual(['mysql']);
+});
+
+test('MySQL keeps its data in a named volume and runs the init script from compose/mysql-init', () => {
+  expect(file.volumes).toHaveProperty('mysql-data');
+  expect(file.services.mysql!.volumes).toEqual(['mysql-data:/var/lib/mysql', './compose/mysql-init:/docker-entrypoint-initdb.d:ro']);
+});
+
+test('credentials live in the env files only: no service definition holds a password or a URL with credentials', () => {
+  for (const [, service] of services) {
+    for (const [name, value] of Object.entries(service.environment ?? {})) {
+      expect(name).not.toMatch(/PASSWORD|SECRET|TOKEN/);
+      expect(value).not.toMatch(/\/\/[^/]*@/);
+    }
+  }
+});
+
+describe('the MySQL init script', () => {
+  const mysqlEnvironment = readEnvFile('compose/mysql.env');
+
+  /** Runs the script as the mysql image's entrypoint does (sourced), printing the SQL it sends. */
+  const runInitScript = (environment: Record<string, string>) =>
+    execFileSync('bash', ['-c', 'docker_process_sql() { cat; }; source compose/mysql-init/create-service-users.sh'], {
+      cwd: repoPath(),
+      env: { PATH: process.env.PATH, ...environment },
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+
+  test('creates each service schema and a user granted that schema only, with the password of its DATABASE_URL', () => {
+    const sql = runInitScript(mysqlEnvironment);
+    const grants = [...sql.matchAll(/GRANT ALL PRIVILEGES ON `(\w+)`\.\* TO '(\w+)'@'%'/g)].map(([, schema, user]) => [user, schema]);
+    expect(grants).toEqual([['users', 'users'], ['products', 'products']]);
+    for (const { name } of deployables.filter(({ migrates }) => migrates)) {
+      const url = new URL(composeEnvironment(file.services[name]!).DATABASE_URL!);
+      const user = url.username;
+      expect(url.pathname).toBe(`/${user}`);
+      expect(url.host).toBe('mysql:3306');
+      expect(sql).toContain(`CREATE DATABASE IF NOT EXISTS \`${user}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin;`);
+      expect(sql).toContain(`CREATE USER IF NOT EXISTS '${user}'@'%' IDENTIFIED BY '${decodeURIComponent(url.password)}';`);
+    }
+  });
+
+  test('doubles quotes in a password, and stops when a password is missing', () => {
+    expect(runInitScript({ ...mysqlEnvironment, USERS_DB_PASSWORD: "it's" })).toContain("IDENTIFIED BY 'it''s';");
+    expect(() => runInitScript({ PRODUCTS_DB_PASSWORD: 'x' })).toThrow(/USERS_DB_PASSWORD must be set/);
+  });
+});

@@ -1,0 +1,212 @@
+import { readFileSync } from 'node:fs';
+import type { RequestListener } from 'node:http';
+import { Lifecycle } from '@app/shared/http';
+import { createLogger } from '@app/shared/logger';
+import { Database } from '@app/shared/mysql';
+import { listen } from '@app/shared/server';
+import type { IDeployment } from 'kubernetes-models/apps/v1';
+import type { IService } from 'kubernetes-models/v1';
+import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/dist/app.js';
+import { configSchema as gatewayConfig } from '../../gateway/dist/config.js';
+import { createApp as createProductsApp } from '../../products-service/dist/app.js';
+import { createApp as createUsersApp } from '../../users-service/dist/app.js';
+import { imageName, type KubernetesObject, renderKustomization } from './kustomize.js';
+import {
+  compose,
+  composeEnvironment,
+  containerEnvironment,
+  type Deployable,
+  deployables,
+  effectiveConfig,
+  findObject,
+  instructionArgs,
+  knownValues,
+  mainContainer,
+  objectsOfKind,
+  type Overlay,
+  overlays,
+  readDockerfile,
+  readEnvFile,
+  renderOverlay,
+  repoPath,
+  variablesRead,
+  variablesRequired,
+} from './stack.js';
+
+/**
+ * Drift between the deployment files and the code: every variable set is one the config schema
+ * reads, every variable it requires is set, ports and probe paths are the ones the processes serve,
+ * image names are the ones the Dockerfiles build, and Compose and k8s dev hold the same credentials.
+ */
+
+const composeFile = compose();
+const rendered = Object.fromEntries(overlays.map((overlay) => [overlay, renderOverlay(overlay)])) as Record<Overlay, KubernetesObject[]>;
+const k8sEnvironment = (overlay: Overlay, name: string) =>
+  containerEnvironment(mainContainer(findObject(rendered[overlay], 'Deployment', name)), rendered[overlay]);
+
+describe.each(deployables)('$name environment', ({ name, configSchema }) => {
+  const read = variablesRead(configSchema);
+  const sources: [string, Record<string, string | undefined>][] = [
+    ['docker-compose.yml', composeEnvironment(composeFile.services[name]!)],
+    ...overlays.map((overlay): [string, Record<string, string | undefined>] => [`k8s ${overlay}`, k8sEnvironment(overlay, name).values]),
+  ];
+
+  test.each(sources)('%s sets only variables the config schema reads', (_source, environment) => {
+    expect(Object.keys(environment).filter((variable) => !read.includes(variable))).toEqual([]);
+  });
+
+  test.each(sources)('%s sets every variable the config schema requires', (_source, environment) => {
+    expect(variablesRequired(configSchema).filter((variable) => !(variable in environment))).toEqual([]);
+  });
+
+  test.each(sources)('%s values pass the config schema', (_source, environment) => {
+    const known = Object.fromEntries(Object.entries(environment).filter((entry): entry is [string, string] => entry[1] !== undefined));
+    expect(() => effectiveConfig(configSchema, known)).not.toThrow();
+  });
+});
+
+test('variablesRequired finds a variable without a default, so the checks above are not vacuous', () => {
+  expect(variablesRequired(gatewayConfig.required({ REDIS_URL: true }))).toEqual(['REDIS_URL']);
+});
+
+describe.each(deployables)('$name ports', ({ name, configSchema }) => {
+  const composePort = effectiveConfig(configSchema, composeEnvironment(composeFile.services[name]!)).PORT;
+  const [exposed] = instructionArgs(readDockerfile(`${name}/Dockerfile`).at(-1)!, 'EXPOSE');
+
+  test('the port the process listens on under Compose is the one the image exposes', () => {
+    expect(String(composePort)).toBe(exposed);
+  });
+
+  test.each(overlays)('k8s %s: the container port is the port the process listens on', (overlay) => {
+    const container = mainContainer(findObject(rendered[overlay], 'Deployment', name));
+    const { PORT } = effectiveConfig(configSchema, knownValues(k8sEnvironment(overlay, name)));
+    expect(container.ports!.map((port) => port.containerPort)).toEqual([PORT]);
+  });
+});
+
+test('the gateway is published on the port it listens on', () => {
+  const { PORT } = effectiveConfig(gatewayConfig, composeEnvironment(composeFile.services.gateway!));
+  expect(composeFile.services.gateway!.ports).toEqual([`8080:${PORT}`]);
+});
+
+/** The host and port a URL names, defaulting the port by scheme. */
+function hostAndPort(url: string): [string, number] {
+  const { hostname, port, protocol } = new URL(url);
+  const defaults: Record<string, number> = { 'http:': 80, 'https:': 443, 'mysql:': 3306, 'redis:': 6379 };
+  return [hostname, port ? Number(port) : defaults[protocol]!];
+}
+
+/** What each URL variable must reach: a deployable or a datastore, by Compose service and k8s workload. */
+const urlTargets: { deployable: Deployable['name']; variable: string; target: string; kind: 'Deployment' | 'StatefulSet' }[] = [
+  { deployable: 'gateway', variable: 'USERS_SERVICE_URL', target: 'users-service', kind: 'Deployment' },
+  { deployable: 'gateway', variable: 'PRODUCTS_SERVICE_URL', target: 'products-service', kind: 'Deployment' },
+  { deployable: 'gateway', variable: 'REDIS_URL', target: 'redis', kind: 'StatefulSet' },
+  { deployable: 'users-service', variable: 'DATABASE_URL', target: 'mysql', kind: 'StatefulSet' },
+  { deployable: 'products-service', variable: 'DATABASE_URL', target: 'mysql', kind: 'StatefulSet' },
+];
+
+describe.each(urlTargets)('$deployable $variable', ({ deployable, variable, target, kind }) => {
+  test(`reaches ${target} under Compose, on the port it listens on`, () => {
+    const [host, port] = hostAndPort(composeEnvironment(composeFile.services[deployable]!)[variable]!);
+    expect(host).toBe(target);
+    const targetDeployable = deployables.find((candidate) => candidate.name === target);
+    const listening = targetDeployable
+      ? effectiveConfig(targetDeployable.configSchema, composeEnvironment(composeFile.services[target]!)).PORT
+      : { mysql: 3306, redis: 6379 }[target];
+    expect(port).toBe(listening);
+  });
+
+  test(`reaches the ${target} pods in k8s dev, through a Service whose port leads to theirs`, () => {
+    const objects = rendered.dev;
+    const [host, port] = hostAndPort(k8sEnvironment('dev', deployable).values[variable]!);
+    const service = findObject<IService>(objects, 'Service', host);
+    const workload = findObject<KubernetesObject & IDeployment>(objects, kind, target);
+    expect(workload.spec!.template.metadata!.labels).toMatchObject(service.spec!.selector!);
+    const servicePort = service.spec!.ports!.find((candidate) => candidate.port === port);
+    const containerPort = mainContainer(workload).ports!.find((candidate) => candidate.name === servicePort?.targetPort);
+    expect(containerPort?.containerPort).toBe(port);
+  });
+});
+
+describe('probe paths', () => {
+  const db = new Database(process.env.TEST_MYSQL_URL!);
+  const logger = createLogger('deploy-test', 'silent');
+  afterAll(() => db.close());
+
+  const createApp: Record<Deployable['name'], (lifecycle: Lifecycle) => RequestListener> = {
+    gateway: (lifecycle) =>
+      createGatewayApp({ upstreams: upstreamsFrom(gatewayConfig.parse({})), upstreamTimeoutMs: 1_000, logger, lifecycle }),
+    'users-service': (lifecycle) => createUsersApp({ db, logger, lifecycle }),
+    'products-service': (lifecycle) => createProductsApp({ db, logger, lifecycle }),
+  };
+
+  const quotedPaths = (text: string) => [...text.matchAll(/'(\/[a-z]+)'/g)].map(([, path]) => path!);
+
+  /** Every HTTP path a healthcheck or probe of the deployable asks for, by kind of check. */
+  function probePaths(name: Deployable['name']) {
+    const dockerfileCheck = instructionArgs(readDockerfile(`${name}/Dockerfile`).at(-1)!, 'HEALTHCHECK').join(' ');
+    const composeCheck = composeFile.services[name]!.healthcheck!.test.join(' ');
+    const containers = overlays.map((overlay) => mainContainer(findObject(rendered[overlay], 'Deployment', name)));
+    return {
+      liveness: [
+        ...quotedPaths(dockerfileCheck),
+        ...quotedPaths(composeCheck),
+        ...containers.flatMap((container) => [container.livenessProbe?.httpGet?.path, container.startupProbe?.httpGet?.path]),
+      ].filter((path): path is string => path !== undefined),
+      readiness: containers.map((container) => container.readinessProbe!.httpGet!.path!),
+    };
+  }
+
+  test.each(deployables)('$name serves every probe path with 200; readiness alone turns 503 on shutdown', async ({ name }) => {
+    const { liveness, readiness } = probePaths(name);
+    expect(liveness.length).toBeGreaterThanOrEqual(4);
+    const lifecycle = new Lifecycle();
+    const running = await listen(createApp[name](lifecycle), 0, '127.0.0.1');
+    const status = async (path: string) => (await fetch(`http://127.0.0.1:${running.port}${path}`)).status;
+    try {
+      for (const path of [...liveness, ...readiness]) expect([path, await status(path)]).toEqual([path, 200]);
+      lifecycle.beginShutdown();
+      for (const path of readiness) expect([path, await status(path)]).toEqual([path, 503]);
+      for (const path of liveness) expect([path, await status(path)]).toEqual([path, 200]);
+    } finally {
+      await running.close(1_000);
+    }
+  });
+});
+
+describe.each(deployables)('$name image', ({ name }) => {
+  const composeImage = composeFile.services[name]!.image!;
+  const [composeName, composeTag] = [imageName(composeImage), composeImage.slice(imageName(composeImage).length + 1)];
+
+  test('Compose builds it from its Dockerfile under the name the k8s base runs', () => {
+    expect(composeFile.services[name]!.build!.dockerfile).toBe(`${name}/Dockerfile`);
+    const base = renderKustomization(repoPath('k8s', 'base'));
+    expect(imageName(mainContainer(findObject(base, 'Deployment', name)).image!)).toBe(composeName);
+  });
+
+  test('k8s dev runs the very image Compose builds, so `kind load` of it is all a dev cluster needs', () => {
+    expect(mainContainer(findObject(rendered.dev, 'Deployment', name)).image).toBe(`${composeName}:${composeTag}`);
+  });
+
+  test('k8s prod runs the same image from a registry', () => {
+    expect(mainContainer(findObject(rendered.prod, 'Deployment', name)).image).toMatch(new RegExp(`^[a-z0-9.-]+/${composeName}:[\\w.-]+$`));
+  });
+});
+
+test('Compose and k8s dev hold the same local credentials', () => {
+  const secretData = (secretName: string) => findObject<{ stringData: Record<string, string> }>(rendered.dev, 'Secret', secretName).stringData;
+  expect(secretData('mysql')).toEqual(readEnvFile('compose/mysql.env'));
+  expect(secretData('users-service-database')).toEqual(readEnvFile('compose/users-service.env'));
+  expect(secretData('products-service-database')).toEqual(readEnvFile('compose/products-service.env'));
+  expect(secretData('gateway-redis')).toEqual(readEnvFile('compose/gateway.env'));
+});
+
+test('k8s dev holds every ConfigMap and Secret its containers read; prod reads only the Secrets docs/deploy.md creates', () => {
+  const unresolved = (overlay: Overlay) =>
+    objectsOfKind(rendered[overlay], 'Deployment').flatMap((deployment) => containerEnvironment(mainContainer(deployment), rendered[overlay]).unresolved);
+  expect(unresolved('dev')).toEqual([]);
+  const documented = [...readFileSync(repoPath('docs', 'deploy.md'), 'utf8').matchAll(/create secret generic (\S+)\s*\\?\s*--from-literal=(\w+)=/g)].map(
+    ([, secretName, key]) => ({ kind: 'Secret', name: secretName, key }),
+  );
+  expect(unresolved('prod')).toEqual(documented);
+});

@@ -1,0 +1,64 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { deployables, effectiveConfig, instructionArgs, readDockerfile, repoPath } from './stack.js';
+
+/** One image per deployable: built in one stage, run from a small, non-root last stage. */
+
+describe.each(deployables)('$name/Dockerfile', ({ name, configSchema, migrates }) => {
+  const stages = readDockerfile(`${name}/Dockerfile`);
+  const runtime = stages.at(-1)!;
+  const workdir = instructionArgs(runtime, 'WORKDIR').at(-1)!;
+
+  test('every stage is node:24 (slim or alpine); the first builds with npm ci, the last holds no dev dependencies', () => {
+    expect(stages.length).toBeGreaterThanOrEqual(2);
+    for (const stage of stages) expect(stage.from).toMatch(/^node:24(\.[\d.]+)?-(slim|alpine)$/);
+    expect(instructionArgs(stages[0]!, 'RUN')).toEqual(['npm ci', 'npm run build']);
+    const productionInstall = stages.flatMap((stage) => instructionArgs(stage, 'RUN')).filter((run) => run.includes('--omit=dev'));
+    expect(productionInstall).toEqual([`npm ci --omit=dev --workspace ${name}`]);
+    expect(instructionArgs(runtime, 'RUN')).toEqual([]);
+  });
+
+  test('the last stage copies dist/, package.json and production node_modules (and migrations for a service)', () => {
+    const copies = instructionArgs(runtime, 'COPY');
+    expect(copies).toEqual(
+      expect.arrayContaining([
+        '--from=production-dependencies /app/node_modules /app/node_modules',
+        `--from=build /app/${name}/dist /app/${name}/dist`,
+        `--from=build /app/${name}/package.json /app/${name}/`,
+        '--from=build /app/shared/dist /app/shared/dist',
+      ]),
+    );
+    const migrationCopies = copies.filter((copy) => copy.includes('migrations'));
+    expect(migrationCopies).toEqual(migrates ? [`${name}/migrations /app/${name}/migrations`] : []);
+    if (migrates) expect(existsSync(repoPath(name, 'migrations'))).toBe(true);
+  });
+
+  test('runs as node with node as PID 1 on the built entry point, and exposes the port the config defaults to', () => {
+    expect(instructionArgs(runtime, 'USER')).toEqual(['node']);
+    const command = JSON.parse(instructionArgs(runtime, 'CMD').at(-1)!) as string[];
+    expect(command).toEqual(['node', 'dist/main.js']);
+    // WORKDIR is /app/<workspace>, and `npm test` builds dist/ first: the entry point must exist.
+    expect(workdir).toBe(`/app/${name}`);
+    expect(existsSync(repoPath(name, command[1]!))).toBe(true);
+    const { PORT } = effectiveConfig(configSchema, {});
+    expect(instructionArgs(runtime, 'EXPOSE')).toEqual([String(PORT)]);
+  });
+
+  test('HEALTHCHECK runs node against /healthz on PORT, falling back to the default port', () => {
+    const [healthcheck] = instructionArgs(runtime, 'HEALTHCHECK');
+    const { PORT } = effectiveConfig(configSchema, {});
+    const [, command = ''] = /^.*?CMD\s+(\[.*\])$/.exec(healthcheck ?? '') ?? [];
+    const argv = JSON.parse(command) as string[];
+    expect(argv.slice(0, 2)).toEqual(['node', '-e']);
+    expect(argv[2]).toContain(`(process.env.PORT || ${PORT}) + '/healthz'`);
+  });
+
+  test('the build stage is the same in all three Dockerfiles, so BuildKit builds it once', () => {
+    const buildStage = (dockerfile: string) => readDockerfile(dockerfile)[0];
+    expect(buildStage(`${name}/Dockerfile`)).toEqual(buildStage('gateway/Dockerfile'));
+  });
+});
+
+test('.dockerignore keeps node_modules, build output, tests, deployment files and secrets out of the context', () => {
+  const ignored = readFileSync(repoPath('.dockerignore'), 'utf8').split('\n').filter((line) => line && !line.startsWith('#'));
+  expect(ignored).toEqual(expect.arrayContaining(['**/node_modules', '**/dist', '**/test', '.git', '.env', 'compose', 'k8s']));
+});
