@@ -15,7 +15,7 @@ export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle }: G
   app.use(requestContext(logger));
   // Ready while not shutting down: an upstream's health is its own readiness probe's business.
   app.use(healthRoutes(lifecycle));
-  for (const upstream of upstreams) app.use(upstreamProxy(upstream, { timeoutMs: upstreamTimeoutMs, logger }));
+  for (const upstream of upstreams) app.use(upstreamProxy(upstream, { timeoutMs: upstreamTimeoutMs }));
   app.use(notFound);
   app.use(problemHandler());
   return app;

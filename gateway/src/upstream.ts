@@ -1,17 +1,9 @@
-import http from 'node:http';
-import https from 'node:https';
+import type http from 'node:http';
 import { sendProblem } from '@app/shared/http';
-import type { Logger } from '@app/shared/logger';
 import { HttpProblem } from '@app/shared/problem';
 import type { Request, Response } from 'express';
 import { createProxyMiddleware } from 'http-proxy-middleware';
-
-/**
- * How long an idle keep-alive socket to a service is kept. Shorter than the services' server
- * keep-alive timeout (KEEP_ALIVE_TIMEOUT_MS), so the gateway never reuses a socket the service is
- * closing.
- */
-export const UPSTREAM_IDLE_SOCKET_MS = 30_000;
+import { retireAgedSocket, upstreamAgent } from './upstream-agent.js';
 
 export interface Upstream {
   /** A name for logs and problem details; never a host name. */
@@ -32,20 +24,18 @@ class UpstreamTimeout extends Error {
  * A keep-alive proxy to one service. Paths go through unchanged. An upstream that does not send
  * response headers within `timeoutMs` is cut off (504); one that cannot be reached is a 502.
  */
-export function upstreamProxy(upstream: Upstream, options: { timeoutMs: number; logger: Logger }) {
-  const secure = upstream.url.startsWith('https:');
-  const agentOptions = { keepAlive: true, timeout: UPSTREAM_IDLE_SOCKET_MS };
-  const agent = secure ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
+export function upstreamProxy(upstream: Upstream, options: { timeoutMs: number }) {
   const { prefix } = upstream;
   return createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
     target: upstream.url,
-    agent,
+    agent: upstreamAgent(upstream.url),
     xfwd: true,
     pathFilter: (path) => path === prefix || path.startsWith(`${prefix}/`),
     on: {
       proxyReq: (proxyReq, _req, res) => {
         const { locals } = res as Response;
         proxyReq.setHeader('X-Request-Id', locals.requestId);
+        retireAgedSocket(proxyReq);
         const deadline = setTimeout(() => proxyReq.destroy(new UpstreamTimeout(options.timeoutMs)), options.timeoutMs);
         proxyReq.once('response', () => clearTimeout(deadline));
         proxyReq.once('close', () => clearTimeout(deadline));
