@@ -26,16 +26,17 @@ export function rotatingLookup(resolve: Resolve = resolveAll): LookupFunction {
   const turns = new Map<string, number>();
   return (hostname, options, callback) => {
     resolve(hostname, (error, addresses) => {
-      if (error || addresses.length === 0) {
+      const turn = turns.get(hostname) ?? 0;
+      const start = addresses.length > 0 ? turn % addresses.length : 0;
+      const rotated = [...addresses.slice(start), ...addresses.slice(0, start)];
+      const [first] = rotated;
+      if (error || !first) {
         callback(error ?? Object.assign(new Error(`no address for ${hostname}`), { code: 'ENOTFOUND' }), '', 0);
         return;
       }
-      const turn = turns.get(hostname) ?? 0;
       turns.set(hostname, turn + 1);
-      const start = turn % addresses.length;
-      const rotated = [...addresses.slice(start), ...addresses.slice(0, start)];
       if (options.all) callback(null, rotated);
-      else callback(null, rotated[0]!.address, rotated[0]!.family);
+      else callback(null, first.address, first.family);
     });
   };
 }
