@@ -1,6 +1,7 @@
 import type http from 'node:http';
 import { sendProblem } from '@app/shared/http';
 import { HttpProblem } from '@app/shared/problem';
+import { KEEP_ALIVE_TIMEOUT_MS } from '@app/shared/server';
 import type { Request, Response } from 'express';
 import { createProxyMiddleware } from 'http-proxy-middleware';
 import { retireAgedSocket, upstreamAgent } from './upstream-agent.js';
@@ -39,6 +40,15 @@ export function upstreamProxy(upstream: Upstream, options: { timeoutMs: number }
         const deadline = setTimeout(() => proxyReq.destroy(new UpstreamTimeout(options.timeoutMs)), options.timeoutMs);
         proxyReq.once('response', () => clearTimeout(deadline));
         proxyReq.once('close', () => clearTimeout(deadline));
+      },
+      // Connection and Keep-Alive are hop-by-hop: the client's connection is the gateway's, not the
+      // service's (and is closing while the gateway shuts down).
+      proxyRes: (proxyRes, req, res) => {
+        const decided = res.getHeader('connection');
+        const close = decided === 'close' || /\bclose\b/i.test(req.headers.connection ?? '');
+        proxyRes.headers.connection = close ? 'close' : 'keep-alive';
+        if (close) delete proxyRes.headers['keep-alive'];
+        else proxyRes.headers['keep-alive'] = `timeout=${KEEP_ALIVE_TIMEOUT_MS / 1000}`;
       },
       // httpxy hands failures only to this listener (never to express's `next`), so it answers here.
       error: (error, req, res) => {

@@ -1,0 +1,167 @@
+/**
+ * The real processes, as `npm start -w <workspace>` runs them: start-up, configuration errors,
+ * migrations, and graceful shutdown with requests in flight.
+ */
+import http from 'node:http';
+import net from 'node:net';
+import { client, expectProblem } from '../support/http.js';
+import { run, startWorkspace } from '../support/process.js';
+import { dropSchema, throwawayDatabaseUrl } from '../support/stack.js';
+import { closedPort } from '../support/tcp-proxy.js';
+
+const schemas: string[] = [];
+function databaseUrl(label: string): string {
+  const url = throwawayDatabaseUrl(label);
+  schemas.push(url);
+  return url;
+}
+afterAll(() => Promise.all(schemas.map(dropSchema)));
+
+const USER = JSON.stringify({ email: 'in-flight@example.com', name: 'In Flight' });
+
+/** A POST whose body is only half sent: the request is in flight until `finish()` sends the rest. */
+function halfSentPost(url: string, path: string, body: string) {
+  const { hostname, port } = new URL(url);
+  const request = http.request({ host: hostname, port, path, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } });
+  const response = new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }>((resolve, reject) => {
+    request.on('response', (res) => {
+      let text = '';
+      res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: text }));
+    });
+    request.on('error', reject);
+  });
+  request.write(body.slice(0, 10));
+  return { response, finish: () => request.end(body.slice(10)) };
+}
+
+function refusesConnections(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: '127.0.0.1', port });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code === 'ECONNREFUSED'));
+  });
+}
+
+describe('npm start -w <workspace>', () => {
+  it('runs the three processes with their config, and a client of the gateway can use the API', async () => {
+    const npm = (workspace: string, env: Record<string, string>) => run('npm', ['start', '--silent', '-w', workspace], { PORT: '0', ...env });
+    const listening = (line: Record<string, unknown>) => String(line.msg).endsWith('listening');
+    const users = npm('users-service', { DATABASE_URL: databaseUrl('users') });
+    const products = npm('products-service', { DATABASE_URL: databaseUrl('products') });
+    const [usersPort, productsPort] = (await Promise.all([users.logged(listening), products.logged(listening)])).map((line) => line.port);
+    const gateway = npm('gateway', { USERS_SERVICE_URL: `http://127.0.0.1:${usersPort}`, PRODUCTS_SERVICE_URL: `http://127.0.0.1:${productsPort}` });
+    const api = client(`http://127.0.0.1:${(await gateway.logged(listening)).port}`);
+    try {
+      const user = await api.post('/api/users', { email: 'npm@example.com', name: 'Npm Start' });
+      expect(user.status).toBe(201);
+      expect((await api.get(user.headers.get('location')!)).body).toEqual(user.body);
+      const product = await api.post('/api/products', { sku: 'NPM-1', name: 'Npm', price: { amount: '1.5', currency: 'EUR' } });
+      expect(product.body.price).toEqual({ amount: '1.50', currency: 'EUR' });
+      expect((await api.get('/readyz')).status).toBe(200);
+    } finally {
+      for (const started of [gateway, users, products]) started.child.kill('SIGTERM');
+    }
+    // npm passes SIGTERM on and, once its child is done, re-raises it on itself: what counts is
+    // that each process shut down cleanly.
+    await Promise.all([gateway.exited, users.exited, products.exited]);
+    for (const started of [gateway, users, products]) expect(started.lines).toContainEqual(expect.objectContaining({ msg: 'shutdown complete' }));
+  });
+
+  it('npm run migrate -w <service> applies the migrations and exits 0', async () => {
+    const url = databaseUrl('migrate');
+    const migrate = run('npm', ['run', '--silent', 'migrate', '-w', 'products-service'], { DATABASE_URL: url });
+    expect((await migrate.exited).code).toBe(0);
+    expect(migrate.lines).toContainEqual(expect.objectContaining({ migration: '0001_create_products.sql', msg: 'applying migration' }));
+  });
+});
+
+describe('configuration', () => {
+  it('stops the gateway with one message naming every bad variable', async () => {
+    const gateway = run(process.execPath, ['gateway/dist/main.js'], {
+      PORT: 'eighty',
+      UPSTREAM_TIMEOUT_MS: '0',
+      USERS_SERVICE_URL: 'ftp://users',
+      LOG_LEVEL: 'loud',
+    });
+    expect((await gateway.exited).code).toBe(1);
+    const message = gateway.stderr();
+    expect(message.match(/Invalid configuration/g)).toHaveLength(1);
+    for (const name of ['PORT', 'UPSTREAM_TIMEOUT_MS', 'USERS_SERVICE_URL', 'LOG_LEVEL']) expect(message).toContain(`${name}:`);
+    expect(message).not.toContain('PRODUCTS_SERVICE_URL');
+  });
+
+  it('stops a service with one message naming every bad variable', async () => {
+    const users = run(process.execPath, ['users-service/dist/main.js'], { DATABASE_URL: 'postgres://db/users', MIGRATE_ON_START: 'maybe', SHUTDOWN_TIMEOUT_MS: '-1' });
+    expect((await users.exited).code).toBe(1);
+    for (const name of ['DATABASE_URL', 'MIGRATE_ON_START', 'SHUTDOWN_TIMEOUT_MS']) expect(users.stderr()).toContain(`${name}:`);
+  });
+
+  it('does not start a service whose migrations cannot run, and says why', async () => {
+    const users = run(process.execPath, ['users-service/dist/main.js'], { PORT: '0', DATABASE_URL: `mysql://root@127.0.0.1:${await closedPort()}/users` });
+    expect((await users.exited).code).toBe(1);
+    expect(users.lines).toContainEqual(expect.objectContaining({ level: 'fatal', msg: 'migrations failed; not starting' }));
+  });
+
+  it('starts without migrating when MIGRATE_ON_START=false, and is unready while its database is unreachable', async () => {
+    const users = await startWorkspace('users-service', { MIGRATE_ON_START: 'false', DATABASE_URL: `mysql://root@127.0.0.1:${await closedPort()}/users` });
+    try {
+      const api = client(users.url);
+      expect((await api.get('/healthz')).status).toBe(200);
+      expectProblem(await api.get('/readyz'), 503, 'service-unavailable');
+      expectProblem(await api.get('/api/users'), 503, 'service-unavailable');
+    } finally {
+      users.child.kill('SIGTERM');
+    }
+    expect((await users.exited).code).toBe(0);
+  });
+});
+
+describe('shutdown on SIGTERM', () => {
+  it('stops accepting, lets the in-flight request finish, closes the pool and exits 0', async () => {
+    const users = await startWorkspace('users-service', { DATABASE_URL: databaseUrl('users') });
+    const inFlight = halfSentPost(users.url, '/api/users', USER);
+    expect((await client(users.url).get('/healthz')).status).toBe(200); // the server has the in-flight request by now
+
+    users.child.kill('SIGTERM');
+    await users.logged((line) => line.msg === 'shutting down: draining in-flight requests');
+    expect(await refusesConnections(users.port)).toBe(true);
+
+    inFlight.finish();
+    const response = await inFlight.response;
+    expect(response.status).toBe(201);
+    expect(response.headers.connection).toBe('close');
+    expect(await users.exited).toEqual({ code: 0, signal: null });
+    expect(users.lines).toContainEqual(expect.objectContaining({ msg: 'shutdown complete' }));
+  });
+
+  it('gives up on requests still in flight after SHUTDOWN_TIMEOUT_MS and exits 0', async () => {
+    const users = await startWorkspace('users-service', { DATABASE_URL: databaseUrl('users'), SHUTDOWN_TIMEOUT_MS: '300' });
+    const stuck = halfSentPost(users.url, '/api/users', USER);
+    expect((await client(users.url).get('/healthz')).status).toBe(200);
+    const cutOff = expect(stuck.response).rejects.toThrow('socket hang up');
+    users.child.kill('SIGTERM');
+    expect(await users.exited).toEqual({ code: 0, signal: null });
+    await cutOff;
+  });
+
+  it('drains the gateway too: a proxied request in flight completes', async () => {
+    const users = await startWorkspace('users-service', { DATABASE_URL: databaseUrl('users') });
+    const gateway = await startWorkspace('gateway', { USERS_SERVICE_URL: users.url, PRODUCTS_SERVICE_URL: `http://127.0.0.1:${await closedPort()}` });
+    try {
+      const inFlight = halfSentPost(gateway.url, '/api/users', USER);
+      expect((await client(gateway.url).get('/healthz')).status).toBe(200);
+      gateway.child.kill('SIGINT');
+      await gateway.logged((line) => line.msg === 'shutting down: draining in-flight requests');
+      inFlight.finish();
+      expect((await inFlight.response).status).toBe(201);
+      expect(await gateway.exited).toEqual({ code: 0, signal: null });
+    } finally {
+      users.child.kill('SIGTERM');
+      await users.exited;
+    }
+  });
+});

@@ -1,0 +1,68 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+export interface RunningProcess {
+  child: ChildProcess;
+  /** Parsed JSON log lines so far. */
+  lines: Record<string, unknown>[];
+  stderr: () => string;
+  /** Resolves with the first log line `matches` accepts (now or later). */
+  logged(matches: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>>;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Runs `command` (a workspace's built entry point, or npm) with `env` added to a minimal environment. */
+export function run(command: string, args: string[], env: Record<string, string>): RunningProcess {
+  const child = spawn(command, args, {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: Record<string, unknown>[] = [];
+  const waiters: { matches: (line: Record<string, unknown>) => boolean; resolve: (line: Record<string, unknown>) => void }[] = [];
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString();
+    let newline: number;
+    while ((newline = stdout.indexOf('\n')) >= 0) {
+      const text = stdout.slice(0, newline);
+      stdout = stdout.slice(newline + 1);
+      if (!text.startsWith('{')) continue;
+      const line = JSON.parse(text) as Record<string, unknown>;
+      lines.push(line);
+      for (const waiter of waiters.filter((w) => w.matches(line))) {
+        waiters.splice(waiters.indexOf(waiter), 1);
+        waiter.resolve(line);
+      }
+    }
+  });
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  // 'close', not 'exit': it waits for the output of any grandchild (npm runs the process in a shell).
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('close', (code, signal) => resolve({ code, signal })),
+  );
+  return {
+    child,
+    lines,
+    stderr: () => stderr,
+    exited,
+    logged: (matches) => {
+      const seen = lines.find(matches);
+      if (seen) return Promise.resolve(seen);
+      return new Promise((resolve, reject) => {
+        waiters.push({ matches, resolve });
+        void exited.then(({ code }) => reject(new Error(`process exited (${code}) before logging the expected line; stderr: ${stderr}`)));
+      });
+    },
+  };
+}
+
+/** Starts a workspace's built `dist/main.js` on a free port; resolves once it listens. */
+export async function startWorkspace(workspace: string, env: Record<string, string>) {
+  const started = run(process.execPath, [`${workspace}/dist/main.js`], { PORT: '0', ...env });
+  const listening = await started.logged((line) => typeof line.msg === 'string' && line.msg.endsWith('listening'));
+  return { ...started, port: listening.port as number, url: `http://127.0.0.1:${listening.port as number}` };
+}
