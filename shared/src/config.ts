@@ -37,11 +37,21 @@ export function loadConfig<S extends z.ZodObject>(schema: S, env: NodeJS.Process
 // Building blocks. Empty strings count as unset, so `PORT=` falls back to the default.
 const unsetIfEmpty = (value: unknown) => (value === '' ? undefined : value);
 
-export const port = (fallback: number) =>
-  z.preprocess(unsetIfEmpty, z.coerce.number({ error: 'must be a port number' }).int('must be a port number').min(0, 'must be a port number').max(65535, 'must be a port number').default(fallback));
+/** A whole number written in decimal digits (no `1e3`, `0x50` or spaces), from `min` to `max`. */
+const wholeNumber = (fallback: number, min: number, max: number, message: string) =>
+  z.preprocess(
+    unsetIfEmpty,
+    z
+      .string()
+      .default(String(fallback))
+      .refine((value) => /^\d{1,15}$/.test(value) && Number(value) >= min && Number(value) <= max, { message })
+      .transform(Number),
+  );
+
+export const port = (fallback: number) => wholeNumber(fallback, 0, 65535, 'must be a port number from 0 to 65535');
 
 export const milliseconds = (fallback: number) =>
-  z.preprocess(unsetIfEmpty, z.coerce.number({ error: 'must be a number of milliseconds' }).int('must be a whole number of milliseconds').positive('must be positive').default(fallback));
+  wholeNumber(fallback, 1, 2 ** 31 - 1, 'must be a whole, positive number of milliseconds');
 
 export const url = (protocols: string[], fallback: string) =>
   z.preprocess(

@@ -47,7 +47,9 @@ export async function migrate(options: { databaseUrl: string; directory: string;
       );
       const [rows] = await connection.query<mysql.RowDataPacket[]>('SELECT version, checksum FROM schema_migrations');
       const applied = new Map(rows.map((row) => [row.version as string, row.checksum as string]));
-      const files = (await readdir(directory)).filter((name) => MIGRATION_FILE.test(name)).sort();
+      const files = (await readdir(directory)).filter((name) => name.endsWith('.sql')).sort();
+      const misnamed = files.filter((name) => !MIGRATION_FILE.test(name));
+      if (misnamed.length > 0) throw new Error(`migration files must be named NNNN_lower_case.sql: ${misnamed.join(', ')}`);
       const newlyApplied: string[] = [];
       for (const file of files) {
         const sql = await readFile(path.join(directory, file), 'utf8');

@@ -73,7 +73,7 @@ export const cursor = z
   .string()
   .transform((value, context) => {
     const id = Buffer.from(value, 'base64url').toString('latin1');
-    if (!UUID_V7.test(id)) {
+    if (!UUID_V7.test(id) || encodeCursor(id) !== value) {
       context.addIssue({ code: 'custom', message: 'is not a cursor returned by this API' });
       return z.NEVER;
     }

@@ -34,6 +34,7 @@ const codePoints = (value: string) => [...value].length;
 export function text(min: number, max: number, options: { trim?: boolean } = {}) {
   const base = options.trim ? z.string().trim() : z.string();
   return base
+    .refine((value) => value.isWellFormed(), { message: 'must be valid Unicode text (no lone surrogates)' })
     .refine((value) => codePoints(value) >= min, { message: min === 1 ? 'must not be empty' : `must be at least ${min} characters` })
     .refine((value) => codePoints(value) <= max, { message: `must be at most ${max} characters` });
 }

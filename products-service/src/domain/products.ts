@@ -17,8 +17,10 @@ const amount = z
   .regex(/^\d{1,10}(\.\d{1,2})?$/, 'must be a decimal string from 0 to 9999999999.99 with at most 2 fraction digits')
   .transform(canonicalAmount);
 
+const sku = z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1 to 64 of A-Z a-z 0-9 . _ -');
+
 export const productFields = z.strictObject({
-  sku: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1 to 64 of A-Z a-z 0-9 . _ -'),
+  sku,
   name: text(1, 200),
   description: text(0, 5000).default(''),
   price: z.strictObject({
@@ -30,8 +32,8 @@ export const productFields = z.strictObject({
 
 export type ProductFields = z.infer<typeof productFields>;
 
-/** `?sku=`: exact. */
-export const productFilter = { sku: z.string().max(64, 'must be at most 64 characters').optional() };
+/** `?sku=`: exact. Held to the sku rule: the column is ASCII, and MySQL refuses to compare it with other text. */
+export const productFilter = { sku: sku.optional() };
 
 export interface ProductFilter {
   sku?: string;

@@ -1,0 +1,152 @@
+import { ConfigError, parseConfig } from '@app/shared/config';
+import type { z } from 'zod';
+import { configSchema as gatewaySchema } from '../../gateway/src/config.js';
+import { configSchema as productsSchema } from '../../products-service/src/config.js';
+import { configSchema as usersSchema } from '../../users-service/src/config.js';
+
+/** The problems of the ConfigError that parsing `env` throws. */
+function problemsOf(schema: z.ZodObject, env: NodeJS.ProcessEnv): string[] {
+  try {
+    parseConfig(schema, env);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return (error as ConfigError).problems;
+  }
+  throw new Error(`expected ${JSON.stringify(env)} to be refused`);
+}
+
+/** The variables the problems name, sorted. */
+const named = (problems: string[]) => problems.map((problem) => problem.split(':', 1)[0]).sort();
+
+const gatewayDefaults = {
+  PORT: 8080,
+  USERS_SERVICE_URL: 'http://127.0.0.1:3001',
+  PRODUCTS_SERVICE_URL: 'http://127.0.0.1:3002',
+  REDIS_URL: 'redis://127.0.0.1:6379',
+  UPSTREAM_TIMEOUT_MS: 10_000,
+  LOG_LEVEL: 'info',
+  SHUTDOWN_TIMEOUT_MS: 10_000,
+};
+
+const services = [
+  { name: 'users-service', schema: usersSchema, port: 3001, databaseUrl: 'mysql://root@127.0.0.1:3306/users' },
+  { name: 'products-service', schema: productsSchema, port: 3002, databaseUrl: 'mysql://root@127.0.0.1:3306/products' },
+];
+
+describe('the gateway configuration', () => {
+  it('names every bad variable at once, with its value', () => {
+    const problems = problemsOf(gatewaySchema, {
+      PORT: 'abc',
+      UPSTREAM_TIMEOUT_MS: '-1',
+      USERS_SERVICE_URL: 'ftp://x',
+      PRODUCTS_SERVICE_URL: 'not a url',
+      REDIS_URL: 'http://127.0.0.1:6379',
+      LOG_LEVEL: 'loud',
+      SHUTDOWN_TIMEOUT_MS: '1.5',
+    });
+    expect(named(problems)).toEqual(
+      ['LOG_LEVEL', 'PORT', 'PRODUCTS_SERVICE_URL', 'REDIS_URL', 'SHUTDOWN_TIMEOUT_MS', 'UPSTREAM_TIMEOUT_MS', 'USERS_SERVICE_URL'].sort(),
+    );
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        'PORT: must be a port number from 0 to 65535 (got "abc")',
+        'UPSTREAM_TIMEOUT_MS: must be a whole, positive number of milliseconds (got "-1")',
+        'USERS_SERVICE_URL: must be a URL with scheme http or https (got "ftp://x")',
+        'REDIS_URL: must be a URL with scheme redis or rediss (got "http://127.0.0.1:6379")',
+        'LOG_LEVEL: must be one of fatal, error, warn, info, debug, trace, silent (got "loud")',
+      ]),
+    );
+  });
+
+  it('puts every problem in the error message', () => {
+    expect(() => parseConfig(gatewaySchema, { PORT: '70000', LOG_LEVEL: 'loud' })).toThrow(
+      /^Invalid configuration:\n {2}- PORT: .*\n {2}- LOG_LEVEL: /,
+    );
+  });
+
+  it('uses the defaults when variables are unset', () => {
+    expect(parseConfig(gatewaySchema, {})).toEqual(gatewayDefaults);
+  });
+
+  it('treats an empty variable as unset', () => {
+    const empty = Object.fromEntries(Object.keys(gatewayDefaults).map((name) => [name, '']));
+    expect(parseConfig(gatewaySchema, empty)).toEqual(gatewayDefaults);
+  });
+
+  it('reads valid values, converting numbers', () => {
+    expect(
+      parseConfig(gatewaySchema, {
+        PORT: '9000',
+        USERS_SERVICE_URL: 'https://users.internal:8443',
+        PRODUCTS_SERVICE_URL: 'http://products',
+        REDIS_URL: 'rediss://cache:6380',
+        UPSTREAM_TIMEOUT_MS: '250',
+        LOG_LEVEL: 'debug',
+        SHUTDOWN_TIMEOUT_MS: '3000',
+      }),
+    ).toEqual({
+      PORT: 9000,
+      USERS_SERVICE_URL: 'https://users.internal:8443',
+      PRODUCTS_SERVICE_URL: 'http://products',
+      REDIS_URL: 'rediss://cache:6380',
+      UPSTREAM_TIMEOUT_MS: 250,
+      LOG_LEVEL: 'debug',
+      SHUTDOWN_TIMEOUT_MS: 3000,
+    });
+  });
+
+  it('ignores variables it does not read', () => {
+    expect(parseConfig(gatewaySchema, { HOME: '/root', PATH: '/usr/bin', DATABASE_URL: 'nonsense' })).toEqual(gatewayDefaults);
+  });
+
+  it.each([
+    ['PORT', '65536'],
+    ['PORT', '-1'],
+    ['PORT', '80.5'],
+    ['PORT', '1e3'],
+    ['PORT', '0x50'],
+    ['PORT', ' 80'],
+    ['UPSTREAM_TIMEOUT_MS', '0'],
+    ['UPSTREAM_TIMEOUT_MS', '1.5'],
+    ['UPSTREAM_TIMEOUT_MS', 'ten'],
+    ['USERS_SERVICE_URL', '127.0.0.1:3001'],
+    ['LOG_LEVEL', 'INFO'],
+  ])('refuses %s=%s', (name, value) => {
+    expect(named(problemsOf(gatewaySchema, { [name]: value }))).toEqual([name]);
+  });
+});
+
+describe.each(services)('the $name configuration', ({ schema, port, databaseUrl }) => {
+  it('names every bad variable at once', () => {
+    const problems = problemsOf(schema, {
+      PORT: 'abc',
+      DATABASE_URL: 'postgres://db/app',
+      MIGRATE_ON_START: 'yes',
+      LOG_LEVEL: 'loud',
+      SHUTDOWN_TIMEOUT_MS: '-5',
+    });
+    expect(named(problems)).toEqual(['DATABASE_URL', 'LOG_LEVEL', 'MIGRATE_ON_START', 'PORT', 'SHUTDOWN_TIMEOUT_MS']);
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        'MIGRATE_ON_START: must be true or false (got "yes")',
+        'DATABASE_URL: must be a URL with scheme mysql (got "postgres://db/app")',
+      ]),
+    );
+  });
+
+  it('uses the defaults when variables are unset or empty', () => {
+    const defaults = { PORT: port, DATABASE_URL: databaseUrl, MIGRATE_ON_START: true, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: 10_000 };
+    expect(parseConfig(schema, {})).toEqual(defaults);
+    expect(parseConfig(schema, { PORT: '', DATABASE_URL: '', MIGRATE_ON_START: '', LOG_LEVEL: '', SHUTDOWN_TIMEOUT_MS: '' })).toEqual(defaults);
+  });
+
+  it('reads MIGRATE_ON_START=false as false', () => {
+    expect(parseConfig(schema, { MIGRATE_ON_START: 'false' }).MIGRATE_ON_START).toBe(false);
+    expect(parseConfig(schema, { MIGRATE_ON_START: 'true' }).MIGRATE_ON_START).toBe(true);
+  });
+
+  it('refuses MIGRATE_ON_START=1 and names that variable alone', () => {
+    const problems = problemsOf(schema, { MIGRATE_ON_START: '1' });
+    expect(problems).toEqual(['MIGRATE_ON_START: must be true or false (got "1")']);
+  });
+});

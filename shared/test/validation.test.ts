@@ -1,0 +1,157 @@
+import { HttpProblem } from '@app/shared/problem';
+import { mergePatch, parseOrThrow, text } from '@app/shared/validation';
+import { z } from 'zod';
+
+/** The field errors of the 400 problem `parse` throws. */
+function fieldErrorsOf(parse: () => unknown) {
+  try {
+    parse();
+  } catch (error) {
+    expect(error).toBeInstanceOf(HttpProblem);
+    const problem = error as HttpProblem;
+    expect({ status: problem.status, type: problem.type }).toEqual({ status: 400, type: 'https://problems.example/validation' });
+    return problem.extras.errors;
+  }
+  throw new Error('expected a validation problem, but parsing succeeded');
+}
+
+describe('mergePatch (RFC 7396)', () => {
+  // RFC 7396, appendix A: original, patch, result.
+  const appendixA: [unknown, unknown, unknown][] = [
+    [{ a: 'b' }, { a: 'c' }, { a: 'c' }],
+    [{ a: 'b' }, { b: 'c' }, { a: 'b', b: 'c' }],
+    [{ a: 'b' }, { a: null }, {}],
+    [{ a: 'b', b: 'c' }, { a: null }, { b: 'c' }],
+    [{ a: ['b'] }, { a: 'c' }, { a: 'c' }],
+    [{ a: 'c' }, { a: ['b'] }, { a: ['b'] }],
+    [{ a: { b: 'c' } }, { a: { b: 'd', c: null } }, { a: { b: 'd' } }],
+    [{ a: [{ b: 'c' }] }, { a: [1] }, { a: [1] }],
+    [['a', 'b'], ['c', 'd'], ['c', 'd']],
+    [{ a: 'b' }, ['c'], ['c']],
+    [{ a: 'foo' }, null, null],
+    [{ a: 'foo' }, 'bar', 'bar'],
+    [{ e: null }, { a: 1 }, { e: null, a: 1 }],
+    [[1, 2], { a: 'b', c: null }, { a: 'b' }],
+    [{}, { a: { bb: { ccc: null } } }, { a: { bb: {} } }],
+  ];
+
+  it.each(appendixA)('patches %j with %j into %j', (original, patch, result) => {
+    expect(mergePatch(original, patch)).toEqual(result);
+  });
+
+  it('merges nested objects member by member and removes members patched to null', () => {
+    const product = { sku: 'W-1', price: { amount: '19.99', currency: 'EUR' }, description: 'Good.' };
+    expect(mergePatch(product, { price: { amount: '5.00' }, description: null })).toEqual({
+      sku: 'W-1',
+      price: { amount: '5.00', currency: 'EUR' },
+    });
+  });
+
+  it('replaces an array as a whole instead of merging its elements', () => {
+    expect(mergePatch({ tags: ['a', 'b', 'c'] }, { tags: ['z'] })).toEqual({ tags: ['z'] });
+  });
+
+  it('leaves the target unchanged', () => {
+    const target = { a: { b: 'c' }, d: 'e' };
+    mergePatch(target, { a: { b: null }, d: 'f' });
+    expect(target).toEqual({ a: { b: 'c' }, d: 'e' });
+  });
+
+  it('does not pollute Object.prototype through a __proto__ member', () => {
+    const patched = mergePatch({}, JSON.parse('{"__proto__": {"polluted": true}}')) as Record<string, unknown>;
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    expect(Object.keys(patched)).toEqual(['__proto__']);
+  });
+});
+
+describe('text(min, max)', () => {
+  const name = text(1, 200);
+
+  it('counts code points, so an emoji counts as one character', () => {
+    expect(parseOrThrow(name, '😀'.repeat(200))).toBe('😀'.repeat(200));
+    expect(fieldErrorsOf(() => parseOrThrow(name, '😀'.repeat(201)))).toEqual([{ path: 'body', message: 'must be at most 200 characters' }]);
+  });
+
+  it('accepts exactly max characters and refuses max + 1', () => {
+    expect(parseOrThrow(name, 'x'.repeat(200))).toBe('x'.repeat(200));
+    expect(fieldErrorsOf(() => parseOrThrow(name, 'x'.repeat(201)))).toEqual([{ path: 'body', message: 'must be at most 200 characters' }]);
+  });
+
+  it('refuses fewer than min characters', () => {
+    expect(fieldErrorsOf(() => parseOrThrow(name, ''))).toEqual([{ path: 'body', message: 'must not be empty' }]);
+    expect(fieldErrorsOf(() => parseOrThrow(text(3, 10), 'ab'))).toEqual([{ path: 'body', message: 'must be at least 3 characters' }]);
+    expect(parseOrThrow(text(0, 10), '')).toBe('');
+  });
+
+  it('with trim, trims first and counts what is left', () => {
+    const trimmed = text(1, 5, { trim: true });
+    expect(parseOrThrow(trimmed, '  Ada  ')).toBe('Ada');
+    expect(parseOrThrow(trimmed, '   abcde   ')).toBe('abcde');
+    expect(fieldErrorsOf(() => parseOrThrow(trimmed, '   '))).toEqual([{ path: 'body', message: 'must not be empty' }]);
+    expect(fieldErrorsOf(() => parseOrThrow(trimmed, ' abcdef '))).toEqual([{ path: 'body', message: 'must be at most 5 characters' }]);
+  });
+
+  it('without trim, keeps surrounding spaces and counts them', () => {
+    expect(parseOrThrow(text(1, 5), ' a b ')).toBe(' a b ');
+    expect(fieldErrorsOf(() => parseOrThrow(text(1, 5), '  ab  '))).toEqual([{ path: 'body', message: 'must be at most 5 characters' }]);
+  });
+});
+
+describe('parseOrThrow', () => {
+  const product = z.strictObject({
+    sku: z.string(),
+    name: z.string(),
+    price: z.strictObject({ amount: z.string(), currency: z.string() }),
+    stock: z.number().default(0),
+  });
+
+  it('returns the parsed value, defaults filled in', () => {
+    expect(parseOrThrow(product, { sku: 'A', name: 'B', price: { amount: '1', currency: 'EUR' } })).toEqual({
+      sku: 'A',
+      name: 'B',
+      price: { amount: '1', currency: 'EUR' },
+      stock: 0,
+    });
+  });
+
+  it('lists every invalid field at once, with its path, in a 400 validation problem', () => {
+    const errors = fieldErrorsOf(() => parseOrThrow(product, { name: 7, price: { currency: 'EUR', extra: 1 }, color: 'red' }));
+    expect(errors).toEqual(
+      expect.arrayContaining([
+        { path: 'sku', message: 'is required' },
+        { path: 'name', message: 'must be a string' },
+        { path: 'price.amount', message: 'is required' },
+        { path: 'price.extra', message: 'is not a known field' },
+        { path: 'color', message: 'is not a known field' },
+      ]),
+    );
+    expect(errors).toHaveLength(5);
+  });
+
+  it('says how many fields are invalid in the detail', () => {
+    const one = () => parseOrThrow(product, { sku: 'A', name: 'B', price: { amount: '1' } });
+    expect(one).toThrow('1 field is invalid');
+    expect(() => parseOrThrow(product, {})).toThrow('3 fields are invalid');
+  });
+
+  it('names a nested field that is missing as path.to.field', () => {
+    expect(fieldErrorsOf(() => parseOrThrow(product, { sku: 'A', name: 'B', price: { currency: 'EUR' } }))).toEqual([
+      { path: 'price.amount', message: 'is required' },
+    ]);
+  });
+
+  it('says "must not be null" for null and "must be a JSON object" for a nested non-object', () => {
+    expect(fieldErrorsOf(() => parseOrThrow(product, { sku: null, name: 'B', price: [] }))).toEqual([
+      { path: 'sku', message: 'must not be null' },
+      { path: 'price', message: 'must be a JSON object' },
+    ]);
+  });
+
+  it('reports a body that is not an object at the path "body"', () => {
+    for (const body of [[], 'text', 42, null]) {
+      expect(fieldErrorsOf(() => parseOrThrow(product, body))).toEqual([
+        { path: 'body', message: body === null ? 'must not be null' : 'must be a JSON object' },
+      ]);
+    }
+  });
+});
