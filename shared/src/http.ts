@@ -57,8 +57,10 @@ interface BodyParserError extends Error {
   expose?: boolean;
 }
 
-/** Express's own parser errors, by their `type`. */
-function parserProblem(error: BodyParserError): HttpProblem | undefined {
+/** Express's own errors: the router's, and the body parser's by their `type`. */
+function expressProblem(error: BodyParserError): HttpProblem | undefined {
+  // The router could not percent-decode a path parameter: no resource has such an id.
+  if (error.name === 'URIError') return problems.notFound('No resource at this path (it is not valid percent-encoding)');
   switch (error.type) {
     case 'entity.parse.failed':
       return new HttpProblem('malformed-json', 'The request body is not valid JSON');
@@ -90,7 +92,7 @@ export function problemHandler(classify: (error: unknown) => HttpProblem | undef
     const problem =
       (error instanceof HttpProblem ? error : undefined) ??
       classify(error) ??
-      parserProblem(error as BodyParserError) ??
+      expressProblem(error as BodyParserError) ??
       new HttpProblem('internal', 'An unexpected error occurred');
     if (problem.status >= 500) res.locals.log.error({ err: error, status: problem.status }, problem.detail);
     sendProblem(req, res, problem);

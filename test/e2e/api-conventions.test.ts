@@ -151,6 +151,8 @@ describe.each(cases)('$name through the gateway', (resource) => {
       expectProblem(await api.get(`${resource.path}/${UNKNOWN_ID}`), 404, 'not-found');
       expectProblem(await api.get(`${resource.path}/not-a-uuid`), 404, 'not-found');
       expectProblem(await api.get(`${resource.path}/${UNKNOWN_ID.toUpperCase()}`), 404, 'not-found');
+      expectProblem(await api.get(`${resource.path}/%E0%A4%A`), 404, 'not-found');
+      expectProblem(await api.delete(`${resource.path}/%ZZ`), 404, 'not-found');
     });
   });
 
