@@ -1,5 +1,12 @@
+import type { RequestListener } from 'node:http';
 import { baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, requestContext } from '@app/shared/http';
 import type { Logger } from '@app/shared/logger';
+import { cachedReads, type CachedUpstream } from './cache/cached-reads.js';
+import { withCacheHotPath } from './cache/hot-path.js';
+import type { ResponseCache } from './cache/response-cache.js';
+import { CacheScopes } from './cache/scope.js';
+import { GatewayMetrics } from './metrics.js';
+import { upstreamAgent } from './upstream-agent.js';
 import { upstreamProxy, type Upstream } from './upstream.js';
 
 export interface GatewayDependencies {
@@ -7,18 +14,42 @@ export interface GatewayDependencies {
   upstreamTimeoutMs: number;
   logger: Logger;
   lifecycle: Lifecycle;
+  /** The Redis-backed GET cache; undefined when CACHE_ENABLED=false. */
+  cache: ResponseCache | undefined;
 }
 
-/** The gateway as an express app: its own health endpoints, one proxy per service, 404 for the rest. */
-export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle }: GatewayDependencies) {
+const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/**
+ * The gateway: cache hits first (before express), then express with its own health and metrics
+ * endpoints, cached reads, one proxy per service, and 404 for the rest. It does not listen.
+ */
+export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle, cache }: GatewayDependencies): RequestListener {
+  const scopes = new CacheScopes(Object.fromEntries(upstreams.map((u) => [u.prefix, u.name])));
+  const metrics = new GatewayMetrics((path) => scopes.route(path) ?? (['/healthz', '/readyz', '/metrics'].includes(path) ? path : 'other'));
+  const targets: CachedUpstream[] = upstreams.map((upstream) => ({ upstream, agent: upstreamAgent(upstream.url) }));
+  const upstreamFor = (path: string) => targets.find(({ upstream: { prefix } }) => path === prefix || path.startsWith(`${prefix}/`));
+
+  // A write the service may have applied (anything but a 4xx) renews what it affects before the
+  // client hears back, so nobody reads the old data from the cache after that.
+  const invalidateWrites = async (req: { method?: string; url?: string }, status: number) => {
+    if (cache && WRITES.has(req.method ?? '') && (status < 400 || status >= 500)) await cache.invalidate(scopes.written(req.url ?? '/'));
+  };
+
   const app = baseApp();
-  app.use(requestContext(logger));
+  app.use(requestContext(logger, metrics.requestFinished));
   // Ready while not shutting down: an upstream's health is its own readiness probe's business.
   app.use(healthRoutes(lifecycle));
-  for (const upstream of upstreams) app.use(upstreamProxy(upstream, { timeoutMs: upstreamTimeoutMs }));
+  app.get('/metrics', async (_req, res) => {
+    res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+  });
+  app.use(cachedReads({ cache, scopes, upstreamFor, timeoutMs: upstreamTimeoutMs, metrics }));
+  for (const { upstream, agent } of targets) {
+    app.use(upstreamProxy(upstream, { timeoutMs: upstreamTimeoutMs, agent, onSettled: invalidateWrites }));
+  }
   app.use(notFound);
   app.use(problemHandler());
-  return app;
+  return cache ? withCacheHotPath(app, { cache, scopes, logger, metrics }) : app;
 }
 
 export function upstreamsFrom(config: { USERS_SERVICE_URL: string; PRODUCTS_SERVICE_URL: string }): Upstream[] {

@@ -1,8 +1,10 @@
 import { loadConfig } from '@app/shared/config';
 import { Lifecycle } from '@app/shared/http';
 import { createLogger } from '@app/shared/logger';
+import { createCacheClient } from '@app/shared/redis';
 import { listen, stopOnSignals } from '@app/shared/server';
 import { createApp, upstreamsFrom } from './app.js';
+import { ResponseCache } from './cache/response-cache.js';
 import { configSchema } from './config.js';
 
 const config = loadConfig(configSchema);
@@ -10,7 +12,20 @@ const logger = createLogger('gateway', config.LOG_LEVEL);
 process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled rejection'));
 const lifecycle = new Lifecycle();
 const upstreams = upstreamsFrom(config);
-const app = createApp({ upstreams, upstreamTimeoutMs: config.UPSTREAM_TIMEOUT_MS, logger, lifecycle });
+const redis = config.CACHE_ENABLED ? createCacheClient(config.REDIS_URL, logger) : undefined;
+const cache = redis && new ResponseCache(redis, { ttlSeconds: config.CACHE_TTL_SECONDS, staleSeconds: config.CACHE_STALE_SECONDS }, logger);
+const app = createApp({ upstreams, upstreamTimeoutMs: config.UPSTREAM_TIMEOUT_MS, logger, lifecycle, cache });
 const running = await listen(app, config.PORT);
-logger.info({ port: running.port, upstreams: upstreams.map(({ name, url }) => ({ name, url })) }, 'gateway listening');
-stopOnSignals({ running, lifecycle, logger, shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS, release: async () => undefined });
+logger.info(
+  { port: running.port, upstreams: upstreams.map(({ name, url }) => ({ name, url })), cache: cache ? cache.settings : 'disabled' },
+  'gateway listening',
+);
+stopOnSignals({
+  running,
+  lifecycle,
+  logger,
+  shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
+  release: async () => {
+    redis?.disconnect();
+  },
+});

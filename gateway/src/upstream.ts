@@ -1,10 +1,11 @@
-import type http from 'node:http';
+import http from 'node:http';
+import https from 'node:https';
 import { sendProblem } from '@app/shared/http';
 import { HttpProblem } from '@app/shared/problem';
-import { KEEP_ALIVE_TIMEOUT_MS } from '@app/shared/server';
 import type { Request, Response } from 'express';
 import { createProxyMiddleware } from 'http-proxy-middleware';
-import { retireAgedSocket, upstreamAgent } from './upstream-agent.js';
+import { HOP_BY_HOP } from './cache/entry.js';
+import { retireAgedSocket } from './upstream-agent.js';
 
 export interface Upstream {
   /** A name for logs and problem details; never a host name. */
@@ -24,37 +25,41 @@ class UpstreamTimeout extends Error {
 /**
  * A keep-alive proxy to one service. Paths go through unchanged. An upstream that does not send
  * response headers within `timeoutMs` is cut off (504); one that cannot be reached is a 502.
+ * `onSettled` runs once the request is settled (the service answered with `status`, or it failed:
+ * 502) and before the client hears back: the cache invalidates writes there.
  */
-export function upstreamProxy(upstream: Upstream, options: { timeoutMs: number }) {
+export function upstreamProxy(
+  upstream: Upstream,
+  options: { timeoutMs: number; agent: http.Agent; onSettled?: (req: http.IncomingMessage, status: number) => Promise<void> },
+) {
   const { prefix } = upstream;
   return createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
     target: upstream.url,
-    agent: upstreamAgent(upstream.url),
+    agent: options.agent,
     xfwd: true,
+    selfHandleResponse: true,
     pathFilter: (path) => path === prefix || path.startsWith(`${prefix}/`),
     on: {
       proxyReq: (proxyReq, _req, res) => {
-        const { locals } = res as Response;
-        proxyReq.setHeader('X-Request-Id', locals.requestId);
-        retireAgedSocket(proxyReq);
-        const deadline = setTimeout(() => proxyReq.destroy(new UpstreamTimeout(options.timeoutMs)), options.timeoutMs);
-        proxyReq.once('response', () => clearTimeout(deadline));
-        proxyReq.once('close', () => clearTimeout(deadline));
+        proxyReq.setHeader('X-Request-Id', (res as Response).locals.requestId);
+        limitWait(proxyReq, options.timeoutMs);
       },
-      // Connection and Keep-Alive are hop-by-hop: the client's connection is the gateway's, not the
-      // service's (and is closing while the gateway shuts down).
-      proxyRes: (proxyRes, req, res) => {
-        const decided = res.getHeader('connection');
-        const close = decided === 'close' || /\bclose\b/i.test(req.headers.connection ?? '');
-        proxyRes.headers.connection = close ? 'close' : 'keep-alive';
-        if (close) delete proxyRes.headers['keep-alive'];
-        else proxyRes.headers['keep-alive'] = `timeout=${KEEP_ALIVE_TIMEOUT_MS / 1000}`;
+      proxyRes: async (proxyRes, req, res) => {
+        await options.onSettled?.(req, proxyRes.statusCode ?? 502);
+        res.statusCode = proxyRes.statusCode ?? 502;
+        // Hop-by-hop headers describe the service's connection, not the client's: Node sets its own.
+        for (const [name, value] of Object.entries(proxyRes.headers)) {
+          if (value !== undefined && !HOP_BY_HOP.has(name)) res.setHeader(name, value);
+        }
+        proxyRes.once('error', () => res.destroy());
+        proxyRes.pipe(res);
       },
       // httpxy hands failures only to this listener (never to express's `next`), so it answers here.
-      error: (error, req, res) => {
+      error: async (error, req, res) => {
         if (!('setHeader' in res)) return;
         const response = res as Response;
         response.locals.log.warn({ upstream: upstream.name, err: error }, 'upstream request failed');
+        await options.onSettled?.(req, 502);
         if (response.headersSent) response.destroy();
         else sendProblem(req as Request, response, upstreamProblem(upstream.name, error));
       },
@@ -62,8 +67,49 @@ export function upstreamProxy(upstream: Upstream, options: { timeoutMs: number }
   });
 }
 
-/** A timeout is a 504; anything else that stops the proxy from getting a response is a 502. */
-function upstreamProblem(upstream: string, error: Error): HttpProblem {
+/** Cuts the request off (UpstreamTimeout) when no response headers arrive within `timeoutMs`. */
+function limitWait(request: http.ClientRequest, timeoutMs: number): void {
+  retireAgedSocket(request);
+  const deadline = setTimeout(() => request.destroy(new UpstreamTimeout(timeoutMs)), timeoutMs);
+  request.once('response', () => clearTimeout(deadline));
+  request.once('close', () => clearTimeout(deadline));
+}
+
+export interface FetchedResponse {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: Buffer;
+}
+
+// Request headers a cache fill does not pass on: the gateway fetches the full representation and
+// answers conditionals itself.
+const NOT_FORWARDED = new Set([...HOP_BY_HOP, 'host', 'if-none-match', 'if-modified-since', 'content-length']);
+
+/** A plain GET of `path` from the service, body in memory: what the cache stores and shares. */
+export function fetchFromUpstream(
+  upstream: Upstream,
+  request: { path: string; headers: http.IncomingHttpHeaders; requestId: string; remoteAddress?: string },
+  options: { timeoutMs: number; agent: http.Agent },
+): Promise<FetchedResponse> {
+  const headers: http.OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(request.headers)) if (!NOT_FORWARDED.has(name)) headers[name] = value;
+  headers['x-forwarded-for'] ??= request.remoteAddress;
+  headers['x-request-id'] = request.requestId;
+  const get = upstream.url.startsWith('https:') ? https.get : http.get;
+  return new Promise((resolve, reject) => {
+    const outgoing = get(new URL(request.path, upstream.url), { agent: options.agent, headers }, (response) => {
+      const chunks: Buffer[] = [];
+      response.on('data', (chunk: Buffer) => chunks.push(chunk));
+      response.once('end', () => resolve({ status: response.statusCode ?? 502, headers: response.headers, body: Buffer.concat(chunks) }));
+      response.once('error', reject);
+    });
+    limitWait(outgoing, options.timeoutMs);
+    outgoing.once('error', reject);
+  });
+}
+
+/** A timeout is a 504; anything else that stops the gateway from getting a response is a 502. */
+export function upstreamProblem(upstream: string, error: Error): HttpProblem {
   if (error instanceof UpstreamTimeout) {
     return new HttpProblem('gateway-timeout', `The ${upstream} service did not answer within ${error.timeoutMs} ms`);
   }

@@ -53,6 +53,9 @@ export const port = (fallback: number) => wholeNumber(fallback, 0, 65535, 'must 
 export const milliseconds = (fallback: number) =>
   wholeNumber(fallback, 1, 2 ** 31 - 1, 'must be a whole, positive number of milliseconds');
 
+export const seconds = (fallback: number, min: number) =>
+  wholeNumber(fallback, min, 86_400 * 365, `must be a whole number of seconds, at least ${min}`);
+
 export const url = (protocols: string[], fallback: string) =>
   z.preprocess(
     unsetIfEmpty,

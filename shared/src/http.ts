@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response, type Router } from 'express';
 import type { Logger } from './logger.js';
 import { HttpProblem, problems } from './problem.js';
@@ -18,28 +19,52 @@ export function requestIdOf(header: string | string[] | undefined): string {
   return typeof header === 'string' && REQUEST_ID.test(header) ? header : randomUUID();
 }
 
+/** What is known of a request once its response is done. */
+export interface FinishedRequest {
+  method: string;
+  path: string;
+  status: number;
+  seconds: number;
+}
+
 /**
- * First middleware of every process: assigns the request id, echoes it, gives the request a child
- * logger, and writes one log line when the response is done (or the client went away).
+ * Assigns the request id, echoes it, and writes one log line when the response is done (or the
+ * client went away); `onFinished` sees the same facts (for metrics). Returns the request's logger.
  */
-export function requestContext(logger: Logger): RequestHandler {
+export function observeRequest(
+  logger: Logger,
+  req: IncomingMessage,
+  res: ServerResponse,
+  onFinished?: (request: FinishedRequest) => void,
+): { requestId: string; log: Logger } {
+  const requestId = requestIdOf(req.headers['x-request-id']);
+  const log = logger.child({ requestId });
+  const started = performance.now();
+  res.setHeader('X-Request-Id', requestId);
+  res.once('close', () => {
+    const seconds = (performance.now() - started) / 1000;
+    const method = req.method ?? 'GET';
+    const path = (req.url ?? '/').split('?', 1)[0] ?? '/';
+    const entry = {
+      method,
+      path,
+      status: res.statusCode,
+      durationMs: Math.round(seconds * 10_000) / 10,
+      ...(res.writableFinished ? {} : { aborted: true }),
+    };
+    if (res.statusCode >= 500) log.warn(entry, 'request failed');
+    else log.info(entry, 'request');
+    onFinished?.({ method, path, status: res.statusCode, seconds });
+  });
+  return { requestId, log };
+}
+
+/** First middleware of every process: request id, request logger, one log line per request. */
+export function requestContext(logger: Logger, onFinished?: (request: FinishedRequest) => void): RequestHandler {
   return (req, res, next) => {
-    const requestId = requestIdOf(req.headers['x-request-id']);
-    const started = performance.now();
+    const { requestId, log } = observeRequest(logger, req, res, onFinished);
     res.locals.requestId = requestId;
-    res.locals.log = logger.child({ requestId });
-    res.setHeader('X-Request-Id', requestId);
-    res.once('close', () => {
-      const entry = {
-        method: req.method,
-        path: req.originalUrl.split('?', 1)[0],
-        status: res.statusCode,
-        durationMs: Math.round((performance.now() - started) * 10) / 10,
-        ...(res.writableFinished ? {} : { aborted: true }),
-      };
-      if (res.statusCode >= 500) res.locals.log.warn(entry, 'request failed');
-      else res.locals.log.info(entry, 'request');
-    });
+    res.locals.log = log;
     next();
   };
 }

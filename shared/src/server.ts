@@ -66,10 +66,11 @@ export function stopOnSignals(options: {
   const shutdown = async (signal: NodeJS.Signals) => {
     if (lifecycle.shuttingDown) return;
     lifecycle.beginShutdown();
+    const drained = running.close(shutdownTimeoutMs); // stops accepting at once
     logger.info({ signal, shutdownTimeoutMs }, 'shutting down: draining in-flight requests');
     let exitCode = 0;
     try {
-      await running.close(shutdownTimeoutMs);
+      await drained;
       await release();
       logger.info('shutdown complete');
     } catch (error) {

@@ -24,6 +24,9 @@ const gatewayDefaults = {
   PRODUCTS_SERVICE_URL: 'http://127.0.0.1:3002',
   REDIS_URL: 'redis://127.0.0.1:6379',
   UPSTREAM_TIMEOUT_MS: 10_000,
+  CACHE_ENABLED: true,
+  CACHE_TTL_SECONDS: 60,
+  CACHE_STALE_SECONDS: 300,
   LOG_LEVEL: 'info',
   SHUTDOWN_TIMEOUT_MS: 10_000,
 };
@@ -83,6 +86,9 @@ describe('the gateway configuration', () => {
         UPSTREAM_TIMEOUT_MS: '250',
         LOG_LEVEL: 'debug',
         SHUTDOWN_TIMEOUT_MS: '3000',
+        CACHE_ENABLED: 'false',
+        CACHE_TTL_SECONDS: '5',
+        CACHE_STALE_SECONDS: '0',
       }),
     ).toEqual({
       PORT: 9000,
@@ -92,6 +98,9 @@ describe('the gateway configuration', () => {
       UPSTREAM_TIMEOUT_MS: 250,
       LOG_LEVEL: 'debug',
       SHUTDOWN_TIMEOUT_MS: 3000,
+      CACHE_ENABLED: false,
+      CACHE_TTL_SECONDS: 5,
+      CACHE_STALE_SECONDS: 0,
     });
   });
 
@@ -111,6 +120,9 @@ describe('the gateway configuration', () => {
     ['UPSTREAM_TIMEOUT_MS', 'ten'],
     ['USERS_SERVICE_URL', '127.0.0.1:3001'],
     ['LOG_LEVEL', 'INFO'],
+    ['CACHE_ENABLED', 'yes'],
+    ['CACHE_TTL_SECONDS', '0'],
+    ['CACHE_STALE_SECONDS', '-1'],
   ])('refuses %s=%s', (name, value) => {
     expect(named(problemsOf(gatewaySchema, { [name]: value }))).toEqual([name]);
   });

@@ -3,10 +3,12 @@ import mysql from 'mysql2/promise';
 import { Lifecycle } from '@app/shared/http';
 import { createLogger, type Logger } from '@app/shared/logger';
 import { Database, type DatabaseLimits } from '@app/shared/mysql';
+import { createCacheClient } from '@app/shared/redis';
 import { listen, type RunningServer } from '@app/shared/server';
 import { migrateSchema, type ServiceDefinition, type ServiceDependencies } from '@app/shared/service';
 import type { Express } from 'express';
 import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/src/app.js';
+import { ResponseCache } from '../../gateway/src/cache/response-cache.js';
 import { createApp as createProductsApp, productsService } from '../../products-service/src/app.js';
 import { createApp as createUsersApp, usersService } from '../../users-service/src/app.js';
 
@@ -83,7 +85,15 @@ export const startProductsService = (options?: Parameters<typeof startService>[2
 export interface RunningGateway {
   url: string;
   running: RunningServer;
+  cache: ResponseCache | undefined;
   close(): Promise<void>;
+}
+
+export interface GatewayCacheOptions {
+  redisUrl?: string;
+  ttlSeconds?: number;
+  staleSeconds?: number;
+  now?: () => number;
 }
 
 export async function startGateway(options: {
@@ -91,22 +101,33 @@ export async function startGateway(options: {
   productsUrl: string;
   upstreamTimeoutMs?: number;
   logger?: Logger;
+  /** The Redis cache (default: off, so tests of other behaviour see every request reach a service). */
+  cache?: GatewayCacheOptions;
 }): Promise<RunningGateway> {
+  const logger = options.logger ?? testLogger;
   const upstreams = upstreamsFrom({ USERS_SERVICE_URL: options.usersUrl, PRODUCTS_SERVICE_URL: options.productsUrl });
-  const app = createGatewayApp({
-    upstreams,
-    upstreamTimeoutMs: options.upstreamTimeoutMs ?? 10_000,
-    logger: options.logger ?? testLogger,
-    lifecycle: new Lifecycle(),
-  });
+  const redis = options.cache && createCacheClient(options.cache.redisUrl ?? process.env.TEST_REDIS_URL!, logger);
+  if (redis) await new Promise((resolve) => redis.once('ready', resolve));
+  const cache =
+    redis &&
+    new ResponseCache(redis, { ttlSeconds: options.cache?.ttlSeconds ?? 60, staleSeconds: options.cache?.staleSeconds ?? 300, now: options.cache?.now }, logger);
+  const app = createGatewayApp({ upstreams, upstreamTimeoutMs: options.upstreamTimeoutMs ?? 10_000, logger, lifecycle: new Lifecycle(), cache });
   const running = await listen(app, 0, '127.0.0.1');
-  return { url: `http://127.0.0.1:${running.port}`, running, close: () => running.close(1_000) };
+  return {
+    url: `http://127.0.0.1:${running.port}`,
+    running,
+    cache,
+    close: async () => {
+      await running.close(1_000);
+      redis?.disconnect();
+    },
+  };
 }
 
 /** Both services and the gateway in front of them. */
-export async function startStack(options: { usersLogger?: Logger; gatewayLogger?: Logger } = {}) {
+export async function startStack(options: { usersLogger?: Logger; gatewayLogger?: Logger; cache?: GatewayCacheOptions } = {}) {
   const [users, products] = await Promise.all([startUsersService({ logger: options.usersLogger }), startProductsService()]);
-  const gateway = await startGateway({ usersUrl: users.url, productsUrl: products.url, logger: options.gatewayLogger });
+  const gateway = await startGateway({ usersUrl: users.url, productsUrl: products.url, logger: options.gatewayLogger, cache: options.cache });
   return {
     users,
     products,

@@ -1,0 +1,93 @@
+import type http from 'node:http';
+import type { RequestHandler, Response } from 'express';
+import type { GatewayMetrics } from '../metrics.js';
+import { fetchFromUpstream, upstreamProblem, type FetchedResponse, type Upstream } from '../upstream.js';
+import { isStorable, sendHeld, storableHeaders } from './entry.js';
+import { isCacheableRequest, lookups } from './hot-path.js';
+import type { ResponseCache } from './response-cache.js';
+import type { CacheScopes } from './scope.js';
+
+export interface CachedUpstream {
+  upstream: Upstream;
+  agent: http.Agent;
+}
+
+/**
+ * GET and HEAD under /api that the hot path did not answer. Every such response says how the cache
+ * took part (`X-Cache`). A miss is fetched once per key and generation however many requests want
+ * it at the same moment (request collapsing), stored when storable, and shared; when the service
+ * fails, an entry that expired less than CACHE_STALE_SECONDS ago is served instead (STALE).
+ */
+export function cachedReads(options: {
+  cache: ResponseCache | undefined;
+  scopes: CacheScopes;
+  upstreamFor: (path: string) => CachedUpstream | undefined;
+  timeoutMs: number;
+  metrics: GatewayMetrics;
+}): RequestHandler {
+  const { cache, scopes, upstreamFor, timeoutMs, metrics } = options;
+  const flights = new Map<string, Promise<FetchedResponse>>();
+
+  return async (req, res, next) => {
+    if ((req.method !== 'GET' && req.method !== 'HEAD') || !(req.path === '/api' || req.path.startsWith('/api/'))) {
+      next();
+      return;
+    }
+    const lookup = lookups.get(req);
+    const scope = scopes.read(req.originalUrl);
+    const target = upstreamFor(req.path);
+    const generation = cache && lookup && scope && isCacheableRequest(req) ? await cache.generationFor(scope, lookup) : undefined;
+    if (!cache || !lookup || !scope || !target || generation === undefined) {
+      res.setHeader('X-Cache', 'BYPASS');
+      metrics.cacheOutcome('bypass');
+      next();
+      return;
+    }
+
+    const serveStale = () => {
+      const stale = lookup.entry;
+      if (!stale || !cache.isServableStale(stale)) return false;
+      metrics.cacheOutcome('stale');
+      sendHeld(req, res, stale, { outcome: 'STALE', ageSeconds: cache.ageSeconds(stale) });
+      return true;
+    };
+
+    const flightKey = `${scope.entryKey}\n${generation}`;
+    let flight = flights.get(flightKey);
+    const leads = flight === undefined;
+    if (!flight) {
+      flight = fetchFromUpstream(
+        target.upstream,
+        { path: req.originalUrl, headers: req.headers, requestId: (res as Response).locals.requestId, remoteAddress: req.socket.remoteAddress },
+        { timeoutMs, agent: target.agent },
+      );
+      flights.set(flightKey, flight);
+      flight
+        .then(async (fetched) => {
+          if (isStorable(fetched.status, fetched.headers)) {
+            await cache.store(scope, { generation, storedAt: cache.now(), status: fetched.status, headers: storableHeaders(fetched.headers), body: fetched.body });
+          }
+        })
+        .catch(() => undefined)
+        .finally(() => flights.delete(flightKey));
+    }
+
+    let fetched: FetchedResponse;
+    try {
+      fetched = await flight;
+    } catch (error) {
+      if (serveStale()) return;
+      res.setHeader('X-Cache', 'MISS');
+      metrics.cacheOutcome('miss');
+      res.locals.log.warn({ upstream: target.upstream.name, err: error }, 'upstream request failed');
+      throw upstreamProblem(target.upstream.name, error as Error);
+    }
+    if (fetched.status >= 500 && serveStale()) return;
+    metrics.cacheOutcome(leads ? 'miss' : 'collapsed');
+    const headers = storableHeaders(fetched.headers);
+    // A cookie is for the one client whose request made it: never shared with collapsed requests.
+    const cookie = leads ? fetched.headers['set-cookie'] : undefined;
+    if (cookie) res.setHeader('Set-Cookie', cookie);
+    sendHeld(req, res, { status: fetched.status, headers, body: fetched.body }, { outcome: 'MISS' });
+  };
+}

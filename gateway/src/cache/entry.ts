@@ -1,0 +1,87 @@
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+
+/** A response as the cache keeps it. */
+export interface CachedResponse {
+  /** The generation it was fetched under: valid only while that is still current. */
+  generation: string;
+  /** When it was fetched (ms since the epoch). */
+  storedAt: number;
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+/** Headers about the connection or this one delivery: never stored, never forwarded. */
+export const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+const NOT_STORED = new Set([...HOP_BY_HOP, 'date', 'x-request-id', 'content-length', 'age', 'x-cache', 'set-cookie']);
+
+export function storableHeaders(headers: IncomingHttpHeaders): Record<string, string> {
+  const kept: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (typeof value === 'string' && !NOT_STORED.has(name)) kept[name] = value;
+  }
+  return kept;
+}
+
+/** May a response be stored at all (RFC 9111: never `no-store`/`private`, never a `Set-Cookie`)? */
+export function isStorable(status: number, headers: IncomingHttpHeaders): boolean {
+  const cacheControl = headers['cache-control'] ?? '';
+  return status === 200 && headers['set-cookie'] === undefined && !/\b(no-store|private)\b/i.test(cacheControl);
+}
+
+// Stored as one Redis string: a JSON line of metadata, then the body bytes as they came.
+export function encode(entry: CachedResponse): Buffer {
+  const meta = JSON.stringify({ g: entry.generation, t: entry.storedAt, s: entry.status, h: entry.headers });
+  return Buffer.concat([Buffer.from(`${meta}\n`), entry.body]);
+}
+
+export function decode(stored: Buffer): CachedResponse | undefined {
+  const newline = stored.indexOf(0x0a);
+  if (newline < 0) return undefined;
+  try {
+    const meta = JSON.parse(stored.subarray(0, newline).toString()) as { g: string; t: number; s: number; h: Record<string, string> };
+    return { generation: meta.g, storedAt: meta.t, status: meta.s, headers: meta.h, body: stored.subarray(newline + 1) };
+  } catch {
+    return undefined;
+  }
+}
+
+function etagMatches(ifNoneMatch: string | undefined, etag: string | undefined): boolean {
+  if (ifNoneMatch === undefined || etag === undefined) return false;
+  if (ifNoneMatch.trim() === '*') return true;
+  const strip = (tag: string) => tag.trim().replace(/^W\//, '');
+  return ifNoneMatch.split(',').some((tag) => strip(tag) === strip(etag));
+}
+
+/**
+ * Answers a GET or HEAD from a response the gateway holds (from Redis, or fetched for the cache):
+ * 304 when If-None-Match matches its ETag, no body for HEAD.
+ */
+export function sendHeld(
+  request: { method?: string; headers: IncomingHttpHeaders },
+  res: ServerResponse,
+  held: Pick<CachedResponse, 'status' | 'headers' | 'body'>,
+  cache: { outcome: 'HIT' | 'MISS' | 'STALE'; ageSeconds?: number },
+): void {
+  for (const [name, value] of Object.entries(held.headers)) res.setHeader(name, value);
+  res.setHeader('X-Cache', cache.outcome);
+  if (cache.ageSeconds !== undefined) res.setHeader('Age', String(cache.ageSeconds));
+  if (held.status === 200 && etagMatches(request.headers['if-none-match'], held.headers.etag)) {
+    res.removeHeader('content-type');
+    res.writeHead(304).end();
+    return;
+  }
+  res.setHeader('Content-Length', held.body.length);
+  res.writeHead(held.status);
+  res.end(request.method === 'HEAD' ? undefined : held.body);
+}

@@ -1,0 +1,47 @@
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { observeRequest } from '@app/shared/http';
+import type { Logger } from '@app/shared/logger';
+import type { GatewayMetrics } from '../metrics.js';
+import { sendHeld } from './entry.js';
+import type { Lookup, ResponseCache } from './response-cache.js';
+import type { CacheScopes } from './scope.js';
+
+/** What the hot path found for a request it did not answer, so the miss path does not ask Redis again. */
+export const lookups = new WeakMap<IncomingMessage, Lookup>();
+
+/** Whether the cache may answer this request at all. */
+export function isCacheableRequest(req: IncomingMessage): boolean {
+  return (req.method === 'GET' || req.method === 'HEAD') && req.headers.authorization === undefined && req.headers.cookie === undefined;
+}
+
+/**
+ * Serves fresh cache hits before express does any work: one Redis round trip, the same headers and
+ * log line as any response. Anything else goes on to the express app.
+ */
+export function withCacheHotPath(
+  app: RequestListener,
+  options: { cache: ResponseCache; scopes: CacheScopes; logger: Logger; metrics: GatewayMetrics },
+): RequestListener {
+  const { cache, scopes, logger, metrics } = options;
+  const tryHit = async (req: IncomingMessage, res: ServerResponse): Promise<boolean> => {
+    if (!isCacheableRequest(req)) return false;
+    const scope = scopes.read(req.url ?? '/');
+    const lookup = scope && (await cache.lookup(scope));
+    if (!lookup) return false;
+    const { entry } = lookup;
+    if (!entry || !cache.isFresh(entry)) {
+      lookups.set(req, lookup);
+      return false;
+    }
+    observeRequest(logger, req, res, metrics.requestFinished);
+    metrics.cacheOutcome('hit');
+    sendHeld(req, res, entry, { outcome: 'HIT', ageSeconds: cache.ageSeconds(entry) });
+    return true;
+  };
+  return (req, res) => {
+    tryHit(req, res).then(
+      (served) => served || app(req, res),
+      () => app(req, res),
+    );
+  };
+}

@@ -1,0 +1,42 @@
+import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import type { FinishedRequest } from '@app/shared/http';
+
+export type CacheOutcome = 'hit' | 'miss' | 'bypass' | 'stale' | 'collapsed';
+
+/** The gateway's Prometheus metrics, served at GET /metrics. */
+export class GatewayMetrics {
+  readonly registry = new Registry();
+  readonly #requests = new Counter({
+    name: 'gateway_http_requests_total',
+    help: 'Requests answered, by route, method and status.',
+    labelNames: ['route', 'method', 'status'],
+    registers: [this.registry],
+  });
+  readonly #duration = new Histogram({
+    name: 'gateway_http_request_duration_seconds',
+    help: 'Time from request to response, by route, method and status.',
+    labelNames: ['route', 'method', 'status'],
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+  readonly #cache = new Counter({
+    name: 'gateway_cache_outcomes_total',
+    help: 'GET/HEAD requests under /api by cache outcome.',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+
+  constructor(private readonly routeOf: (path: string) => string) {
+    collectDefaultMetrics({ register: this.registry });
+  }
+
+  readonly requestFinished = ({ method, path, status, seconds }: FinishedRequest): void => {
+    const labels = { route: this.routeOf(path), method, status: String(status) };
+    this.#requests.inc(labels);
+    this.#duration.observe(labels, seconds);
+  };
+
+  cacheOutcome(outcome: CacheOutcome): void {
+    this.#cache.inc({ outcome });
+  }
+}

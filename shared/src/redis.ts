@@ -1,0 +1,30 @@
+import { Redis } from 'ioredis';
+import type { Logger } from './logger.js';
+
+export type { Redis };
+
+/**
+ * A Redis client for a cache: it never queues and never waits long. While Redis is unreachable
+ * every command fails at once (no offline queue, no retries) and a slow one fails after
+ * `commandTimeoutMs`; the client reconnects in the background. Callers treat failures as misses.
+ */
+export function createCacheClient(url: string, logger: Logger, options: { commandTimeoutMs?: number } = {}): Redis {
+  const client = new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    commandTimeout: options.commandTimeoutMs ?? 100,
+    connectTimeout: 1_000,
+    retryStrategy: (attempt) => Math.min(attempt * 100, 2_000),
+  });
+  // Say it once per outage, not once per reconnection attempt.
+  let reachable = true;
+  client.on('ready', () => {
+    if (!reachable) logger.info('redis is reachable again');
+    reachable = true;
+  });
+  client.on('error', (error: Error) => {
+    if (reachable) logger.warn({ err: error }, 'redis is unreachable: the cache is bypassed until it returns');
+    reachable = false;
+  });
+  return client;
+}
