@@ -30,12 +30,27 @@ export function parseOrThrow<S extends z.ZodType>(schema: S, input: unknown): z.
 
 const codePoints = (value: string) => [...value].length;
 
-/** A string of `min` to `max` characters (Unicode code points, as MySQL counts them). */
-export function text(min: number, max: number, options: { trim?: boolean } = {}) {
-  const base = options.trim ? z.string().trim() : z.string();
-  return base
+/**
+ * A string of `min` to `max` characters (Unicode code points, as MySQL counts them), after removing
+ * surrounding white space when `trim` is set. JSON Schema's minLength/maxLength count code points
+ * too, so the API description states the same rule.
+ */
+export function text(min: number, max: number, options: { trim?: boolean } = {}): z.ZodType<string, string> {
+  const counted = z
+    .string()
     .refine((value) => codePoints(value) >= min, { message: min === 1 ? 'must not be empty' : `must be at least ${min} characters` })
-    .refine((value) => codePoints(value) <= max, { message: `must be at most ${max} characters` });
+    .refine((value) => codePoints(value) <= max, { message: `must be at most ${max} characters` })
+    .meta({ minLength: min, maxLength: max });
+  if (!options.trim) return counted;
+  // What a request may send (any padding; with `min` ≥ 1, something besides white space) and what is stored.
+  const padded = z
+    .string()
+    .trim()
+    .meta({
+      description: `Surrounding white space is removed; then ${min} to ${max} characters.`,
+      ...(min >= 1 ? { pattern: '\\S' } : {}),
+    });
+  return padded.pipe(counted);
 }
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
