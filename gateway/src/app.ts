@@ -1,5 +1,6 @@
 import { baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, requestContext } from '@app/shared/http';
 import type { Logger } from '@app/shared/logger';
+import { openApiRoutes } from './openapi.js';
 import { upstreamProxy, type Upstream } from './upstream.js';
 
 export interface GatewayDependencies {
@@ -15,6 +16,7 @@ export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle }: G
   app.use(requestContext(logger));
   // Ready while not shutting down: an upstream's health is its own readiness probe's business.
   app.use(healthRoutes(lifecycle));
+  app.use(openApiRoutes({ upstreams, timeoutMs: upstreamTimeoutMs }));
   for (const upstream of upstreams) app.use(upstreamProxy(upstream, { timeoutMs: upstreamTimeoutMs, logger }));
   app.use(notFound);
   app.use(problemHandler());
