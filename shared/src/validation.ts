@@ -42,15 +42,25 @@ export function text(min: number, max: number, options: { trim?: boolean } = {})
     .refine((value) => codePoints(value) <= max, { message: `must be at most ${max} characters` })
     .meta({ minLength: min, maxLength: max });
   if (!options.trim) return counted;
-  // What a request may send (any padding; with `min` ≥ 1, something besides white space) and what is stored.
+  // What a request may send (the same rule, around any white space) and, piped into `counted`, what is stored.
   const padded = z
     .string()
     .trim()
-    .meta({
-      description: `Surrounding white space is removed; then ${min} to ${max} characters.`,
-      ...(min >= 1 ? { pattern: '\\S' } : {}),
-    });
+    .meta({ description: `Surrounding white space is removed; then ${min} to ${max} characters.`, pattern: trimmedLengthPattern(min, max) });
   return padded.pipe(counted);
+}
+
+/**
+ * A JSON Schema pattern (ECMA-262, which counts code points) for "`min` to `max` characters once
+ * surrounding white space is removed": `\s` is the white space String.prototype.trim removes.
+ */
+function trimmedLengthPattern(min: number, max: number): string {
+  const cores = [
+    ...(min <= 1 && max >= 1 ? ['\\S'] : []),
+    ...(max >= 2 ? [`\\S[\\s\\S]{${Math.max(min, 2) - 2},${max - 2}}\\S`] : []),
+  ];
+  const core = cores.length > 0 ? `(?:${cores.join('|')})${min === 0 ? '?' : ''}` : '';
+  return `^\\s*${core}\\s*$`;
 }
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
