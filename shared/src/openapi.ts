@@ -405,6 +405,15 @@ export function documentPart(options: { description: string; responses?: Record<
 
 // Putting parts together -----------------------------------------------------------------------
 
+/** Equal as JSON values: unlike isDeepStrictEqual, blind to which realm made them (JSON from fetch is the main realm's). */
+export function sameJson(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null || Array.isArray(a) !== Array.isArray(b)) return false;
+  const [left, right] = [a as Record<string, unknown>, b as Record<string, unknown>];
+  const keys = Object.keys(left);
+  return keys.length === Object.keys(right).length && keys.every((key) => Object.hasOwn(right, key) && sameJson(left[key], right[key]));
+}
+
 /** Parts side by side. A path described twice, or a component with two different definitions, is an error. */
 export function mergeParts(parts: readonly ApiPart[]): ApiPart {
   const merged: ApiPart = { tags: [], paths: {}, components: { schemas: {}, headers: {}, parameters: {} } };
@@ -417,7 +426,7 @@ export function mergeParts(parts: readonly ApiPart[]): ApiPart {
     for (const kind of ['schemas', 'headers', 'parameters'] as const) {
       const into: Record<string, unknown> = merged.components[kind];
       for (const [name, definition] of Object.entries(part.components[kind] ?? {})) {
-        if (name in into && !isDeepStrictEqual(into[name], definition)) throw new Error(`Two different definitions of components.${kind}.${name}`);
+        if (name in into && !sameJson(into[name], definition)) throw new Error(`Two different definitions of components.${kind}.${name}`);
         into[name] = definition;
       }
     }
