@@ -6,6 +6,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { problemTypes, type ProblemKind } from '@app/shared/problem';
 import { apiContract, ContractViolation, type Exchange } from '../support/contract.js';
+import { startContractProxy } from '../support/contract-proxy.js';
 import { client } from '../support/http.js';
 
 const contract = apiContract();
@@ -103,21 +104,38 @@ describe('the contract checker', () => {
   });
 });
 
-describe('client()', () => {
-  it('fails the request when a server answers something openapi.json does not describe', async () => {
-    // A "users service" whose list lost its nextCursor.
-    const server = http.createServer((_req, res) => {
-      res.writeHead(200, { 'content-type': JSON_TYPE, 'x-request-id': 'r-1', 'cache-control': 'no-cache' });
-      res.end(JSON.stringify({ items: [user] }));
-    });
+describe('against a server that answers wrongly', () => {
+  // A "users service" whose list lost its nextCursor.
+  const server = http.createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': JSON_TYPE, 'x-request-id': 'r-1', 'cache-control': 'no-cache' });
+    res.end(JSON.stringify({ items: [user] }));
+  });
+  let url: string;
+  beforeAll(async () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(() => new Promise((resolve) => server.close(resolve)));
+
+  it('client() fails the request', async () => {
+    const api = client(url);
+    await expect(api.get('/api/users')).rejects.toThrow(ContractViolation);
+    await expect(api.get('/api/users')).rejects.toThrow(/GET \/api\/users → 200 departs from openapi.json:\n {2}- body must have required property 'nextCursor'/);
+  });
+
+  it('the contract-checking proxy reports it, and a request that departs from the contract', async () => {
+    const proxy = await startContractProxy(url);
     try {
-      const api = client(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
-      const failure = api.get('/api/users');
-      await expect(failure).rejects.toThrow(ContractViolation);
-      await expect(api.get('/api/users')).rejects.toThrow(/GET \/api\/users → 200 departs from openapi.json:\n {2}- body must have required property 'nextCursor'/);
+      await fetch(`${proxy.url}/api/users?limit=2`);
+      await fetch(`${proxy.url}/api/users?colour=red`);
+      expect(proxy.exchanges).toEqual(['GET /api/users?limit=2 → 200', 'GET /api/users?colour=red → 200']);
+      expect(proxy.violations).toEqual([
+        "GET /api/users?limit=2 → 200: body must have required property 'nextCursor'",
+        'GET /api/users?colour=red → 200: request: query parameter colour is not described',
+        "GET /api/users?colour=red → 200: body must have required property 'nextCursor'",
+      ]);
     } finally {
-      await new Promise((resolve) => server.close(resolve));
+      await proxy.close();
     }
   });
 });
