@@ -14,9 +14,9 @@ export interface GatewayDependencies {
 export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle }: GatewayDependencies) {
   const app = baseApp();
   app.use(requestContext(logger));
+  app.use(openApiRoutes({ upstreams, timeoutMs: upstreamTimeoutMs }));
   // Ready while not shutting down: an upstream's health is its own readiness probe's business.
   app.use(healthRoutes(lifecycle));
-  app.use(openApiRoutes({ upstreams, timeoutMs: upstreamTimeoutMs }));
   for (const upstream of upstreams) app.use(upstreamProxy(upstream, { timeoutMs: upstreamTimeoutMs, logger }));
   app.use(notFound);
   app.use(problemHandler());
