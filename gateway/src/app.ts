@@ -1,5 +1,5 @@
 import type { RequestListener } from 'node:http';
-import { baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, requestContext } from '@app/shared/http';
+import { allowOnly, baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, requestContext } from '@app/shared/http';
 import type { Logger } from '@app/shared/logger';
 import { cachedReads, type CachedUpstream } from './cache/cached-reads.js';
 import { withCacheHotPath } from './cache/hot-path.js';
@@ -7,6 +7,7 @@ import type { ResponseCache } from './cache/response-cache.js';
 import { CacheScopes } from './cache/scope.js';
 import { GatewayMetrics } from './metrics.js';
 import { upstreamAgent } from './upstream-agent.js';
+import { openApiRoutes } from './openapi.js';
 import { upstreamProxy, type Upstream } from './upstream.js';
 
 export interface GatewayDependencies {
@@ -38,11 +39,13 @@ export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle, cac
 
   const app = baseApp();
   app.use(requestContext(logger, metrics.requestFinished));
+  app.use(openApiRoutes({ upstreams, timeoutMs: upstreamTimeoutMs }));
   // Ready while not shutting down: an upstream's health is its own readiness probe's business.
   app.use(healthRoutes(lifecycle));
   app.get('/metrics', async (_req, res) => {
     res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
   });
+  app.all('/metrics', allowOnly(['GET']));
   app.use(cachedReads({ cache, scopes, upstreamFor, timeoutMs: upstreamTimeoutMs, metrics }));
   for (const { upstream, agent } of targets) {
     app.use(upstreamProxy(upstream, { timeoutMs: upstreamTimeoutMs, agent, onSettled: invalidateWrites }));

@@ -3,11 +3,12 @@ import { createServiceApp, type ServiceDefinition, type ServiceDependencies } fr
 import { defaults } from './config.js';
 import { productsTable } from './data/products-table.js';
 import { createProductsService } from './domain/products.js';
-import { productsRoutes } from './routes/products.js';
+import { productsApi, productsRoutes } from './routes/products.js';
 
 export const productsService: ServiceDefinition = {
   ...defaults,
   migrations: new URL('../migrations/', import.meta.url),
+  api: productsApi,
   routes: (db) => productsRoutes(createProductsService(new MySqlStore(db, productsTable))),
 };
 

@@ -4,7 +4,7 @@ import express, { type ErrorRequestHandler, type Request, type RequestHandler, t
 import type { Logger } from './logger.js';
 import { HttpProblem, problems } from './problem.js';
 
-const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
+export const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 export const BODY_LIMIT = '100kb';
 
 declare module 'express-serve-static-core' {
@@ -128,9 +128,14 @@ export const notFound: RequestHandler = (req) => {
   throw problems.notFound(`No route for ${req.method} ${req.path}`);
 };
 
+/** The methods a route that implements `methods` answers: HEAD comes with GET (express runs GET for it). */
+export function answeredMethods(methods: readonly string[]): string[] {
+  return methods.flatMap((method) => (method === 'GET' ? ['GET', 'HEAD'] : [method]));
+}
+
 /** Ends a route: 204 with Allow for OPTIONS, 405 with Allow for any other method. */
 export function allowOnly(methods: readonly string[]): RequestHandler {
-  const allow = methods.flatMap((method) => (method === 'GET' ? ['GET', 'HEAD'] : [method]));
+  const allow = answeredMethods(methods);
   return (req, res) => {
     if (req.method === 'OPTIONS') {
       res.setHeader('Allow', [...allow, 'OPTIONS'].join(', '));

@@ -8,7 +8,7 @@ export interface FieldError {
   message: string;
 }
 
-const PROBLEM_BASE = 'https://problems.example/';
+export const PROBLEM_BASE = 'https://problems.example/';
 
 /** The stable problem types: `type` = PROBLEM_BASE + key. Documented in the README. */
 export const problemTypes = {

@@ -2,6 +2,13 @@ import express, { type Request, type Response, type Router } from 'express';
 import { allowOnly, jsonBody } from './http.js';
 import { etagMatches, etagOf, representation, type ResourceService, type Stored } from './resource.js';
 
+/** What `path` answers (HEAD and OPTIONS come with them); the API description reads these too. */
+export const COLLECTION_METHODS = ['GET', 'POST'] as const;
+/** What `path/:id` answers. */
+export const ITEM_METHODS = ['GET', 'PUT', 'PATCH', 'DELETE'] as const;
+/** PATCH takes an RFC 7396 merge patch; plain JSON is accepted as the same. */
+export const PATCH_MEDIA_TYPES = ['application/merge-patch+json', 'application/json'] as const;
+
 /** The HTTP mapping of a resource: `path` (list, create) and `path/:id` (read, replace, patch, delete). */
 export function resourceRoutes<F extends Record<string, unknown>, Filter>(path: string, service: ResourceService<F, Filter>): Router {
   const router = express.Router();
@@ -24,7 +31,7 @@ export function resourceRoutes<F extends Record<string, unknown>, Filter>(path: 
       res.setHeader('Location', `${path}/${created.id}`);
       sendResource(res, created, 201);
     })
-    .all(allowOnly(['GET', 'POST']));
+    .all(allowOnly(COLLECTION_METHODS));
 
   router
     .route(item)
@@ -41,14 +48,14 @@ export function resourceRoutes<F extends Record<string, unknown>, Filter>(path: 
     .put(jsonBody(), async (req: Request<{ id: string }>, res: Response) => {
       sendResource(res, await service.replace(req.params.id, req.body, ifMatch(req)));
     })
-    .patch(jsonBody(['application/merge-patch+json', 'application/json']), async (req: Request<{ id: string }>, res: Response) => {
+    .patch(jsonBody(PATCH_MEDIA_TYPES), async (req: Request<{ id: string }>, res: Response) => {
       sendResource(res, await service.patch(req.params.id, req.body, ifMatch(req)));
     })
     .delete(async (req: Request<{ id: string }>, res: Response) => {
       await service.delete(req.params.id, ifMatch(req));
       res.status(204).end();
     })
-    .all(allowOnly(['GET', 'PUT', 'PATCH', 'DELETE']));
+    .all(allowOnly(ITEM_METHODS));
 
   return router;
 }

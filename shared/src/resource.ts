@@ -71,6 +71,7 @@ export function encodeCursor(id: string): string {
 
 export const cursor = z
   .string()
+  .meta({ description: 'The `nextCursor` of the previous page: an opaque token.' })
   .transform((value, context) => {
     const id = Buffer.from(value, 'base64url').toString('latin1');
     if (!UUID_V7.test(id) || encodeCursor(id) !== value) {
@@ -80,25 +81,45 @@ export const cursor = z
     return id;
   });
 
+export const DEFAULT_LIMIT = 50;
+
 /** `?limit=` as the query string carries it. */
 export const limit = z
   .string()
   .regex(/^\d{1,3}$/, 'must be a whole number from 1 to 200')
   .transform(Number)
-  .pipe(z.number().min(1, 'must be a whole number from 1 to 200').max(200, 'must be a whole number from 1 to 200'));
+  .pipe(z.int().min(1, 'must be a whole number from 1 to 200').max(200, 'must be a whole number from 1 to 200'))
+  .meta({ description: `The page size, from 1 to 200; ${DEFAULT_LIMIT} when absent.` });
 
-export const DEFAULT_LIMIT = 50;
+/** What a resource is, apart from where it is stored: the API description is generated from it too. */
+export interface ResourceDefinition<F extends Record<string, unknown>> {
+  /** Singular, lower case: `user`. */
+  name: string;
+  /** The writable fields: request bodies are validated with it, responses are shaped by its output. */
+  fields: z.ZodType<F>;
+  /** The list filters, one optional query parameter each. */
+  filter: z.ZodRawShape;
+  /** A valid request body: the API description's examples start from it. */
+  example: Record<string, unknown>;
+}
+
+/** The query a list accepts: `limit`, `cursor` and the filters; anything else is a 400. */
+export function listQuerySchema(filter: z.ZodRawShape) {
+  return z.strictObject({ limit: limit.optional(), cursor: cursor.optional(), ...filter });
+}
 
 export class ResourceService<F extends Record<string, unknown>, Filter> {
   readonly #listQuery: z.ZodType<{ limit?: number; cursor?: string } & Filter>;
+  readonly name: string;
+  readonly fieldsSchema: z.ZodType<F>;
 
   constructor(
-    readonly name: string,
-    readonly fieldsSchema: z.ZodType<F>,
-    filterShape: z.ZodRawShape,
+    readonly definition: ResourceDefinition<F>,
     readonly store: ResourceStore<F, Filter>,
   ) {
-    this.#listQuery = z.strictObject({ limit: limit.optional(), cursor: cursor.optional(), ...filterShape }) as never;
+    this.name = definition.name;
+    this.fieldsSchema = definition.fields;
+    this.#listQuery = listQuerySchema(definition.filter) as never;
   }
 
   async list(query: unknown): Promise<Page<F>> {

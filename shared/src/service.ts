@@ -1,11 +1,12 @@
 import { fileURLToPath } from 'node:url';
-import type { Router } from 'express';
+import express, { type Router } from 'express';
 import { z } from 'zod';
 import { commonConfig, flag, loadConfig, port, url } from './config.js';
-import { baseApp, healthRoutes, Lifecycle, notFound, problemHandler, requestContext } from './http.js';
+import { allowOnly, baseApp, healthRoutes, Lifecycle, notFound, problemHandler, requestContext } from './http.js';
 import { createLogger, type Logger } from './logger.js';
 import { migrate } from './migrate.js';
 import { Database } from './mysql.js';
+import { assembleDocument, documentPart, DOCUMENT_PATH, LICENSE, probesPart, type ApiPart, type OpenApiDocument } from './openapi.js';
 import { listen, stopOnSignals } from './server.js';
 
 /** What a service needs to run: everything else about the two services is the same. */
@@ -16,6 +17,31 @@ export interface ServiceDefinition {
   /** `<service>/migrations`, as a file URL relative to the compiled module. */
   migrations: URL;
   routes: (db: Database) => Router;
+  /** The description of what `routes` serves (see `resourceApi`). */
+  api: ApiPart;
+}
+
+/** The service's own API description: its routes and probes, as a client of the service sees them. */
+export function serviceDocument(service: Pick<ServiceDefinition, 'name' | 'api'>): OpenApiDocument {
+  const info = {
+    title: service.name,
+    version: '1.0.0',
+    description: `The part of the API that ${service.name} serves. Clients use the gateway, whose \`GET /openapi.json\` merges the parts of every service.`,
+    license: LICENSE,
+  };
+  return assembleDocument(info, [probesPart(), documentPart({ description: `The description of ${service.name}.` }), service.api]);
+}
+
+/** `GET /openapi.json` (and HEAD, OPTIONS): a document that never changes while the process runs. */
+export function documentRoutes(document: OpenApiDocument): Router {
+  const body = JSON.stringify(document);
+  const router = express.Router();
+  router.get(DOCUMENT_PATH, (_req, res) => {
+    res.setHeader('Cache-Control', 'no-cache');
+    res.type('application/json').send(body);
+  });
+  router.all(DOCUMENT_PATH, allowOnly(['GET']));
+  return router;
 }
 
 export const serviceConfigSchema = (service: Pick<ServiceDefinition, 'defaultPort' | 'defaultDatabaseUrl'>) =>
@@ -37,6 +63,7 @@ export function createServiceApp(service: ServiceDefinition, { db, logger, lifec
   const app = baseApp();
   app.use(requestContext(logger));
   app.use(healthRoutes(lifecycle, () => db.unreadyReason()));
+  app.use(documentRoutes(serviceDocument(service)));
   app.use(service.routes(db));
   app.use(notFound);
   app.use(problemHandler());

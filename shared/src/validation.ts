@@ -30,13 +30,38 @@ export function parseOrThrow<S extends z.ZodType>(schema: S, input: unknown): z.
 
 const codePoints = (value: string) => [...value].length;
 
-/** A string of `min` to `max` characters (Unicode code points, as MySQL counts them). */
-export function text(min: number, max: number, options: { trim?: boolean } = {}) {
-  const base = options.trim ? z.string().trim() : z.string();
-  return base
+/**
+ * A string of `min` to `max` characters (Unicode code points, as MySQL counts them), after removing
+ * surrounding white space when `trim` is set. JSON Schema's minLength/maxLength count code points
+ * too, so the API description states the same rule.
+ */
+export function text(min: number, max: number, options: { trim?: boolean } = {}): z.ZodType<string, string> {
+  const counted = z
+    .string()
     .refine((value) => value.isWellFormed(), { message: 'must be valid Unicode text (no lone surrogates)' })
     .refine((value) => codePoints(value) >= min, { message: min === 1 ? 'must not be empty' : `must be at least ${min} characters` })
-    .refine((value) => codePoints(value) <= max, { message: `must be at most ${max} characters` });
+    .refine((value) => codePoints(value) <= max, { message: `must be at most ${max} characters` })
+    .meta({ minLength: min, maxLength: max });
+  if (!options.trim) return counted;
+  // What a request may send (the same rule, around any white space) and, piped into `counted`, what is stored.
+  const padded = z
+    .string()
+    .trim()
+    .meta({ description: `Surrounding white space is removed; then ${min} to ${max} characters.`, pattern: trimmedLengthPattern(min, max) });
+  return padded.pipe(counted);
+}
+
+/**
+ * A JSON Schema pattern (ECMA-262, which counts code points) for "`min` to `max` characters once
+ * surrounding white space is removed": `\s` is the white space String.prototype.trim removes.
+ */
+function trimmedLengthPattern(min: number, max: number): string {
+  const cores = [
+    ...(min <= 1 && max >= 1 ? ['\\S'] : []),
+    ...(max >= 2 ? [`\\S[\\s\\S]{${Math.max(min, 2) - 2},${max - 2}}\\S`] : []),
+  ];
+  const core = cores.length > 0 ? `(?:${cores.join('|')})${min === 0 ? '?' : ''}` : '';
+  return `^\\s*${core}\\s*$`;
 }
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };

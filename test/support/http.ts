@@ -1,3 +1,5 @@
+import { assertConforms } from './contract.js';
+
 /** A response as a test reads it: status, headers, and the body parsed when it is JSON. */
 export interface TestResponse {
   status: number;
@@ -16,6 +18,10 @@ export interface RequestOptions {
   signal?: AbortSignal;
 }
 
+/**
+ * One request. Every response is checked against the API description (openapi.json): one that
+ * departs from it fails the test with a ContractViolation, whatever the test then expects.
+ */
 export async function request(baseUrl: string, method: string, path: string, options: RequestOptions = {}): Promise<TestResponse> {
   const headers: Record<string, string> = { ...options.headers };
   let body: string | Buffer | undefined = options.raw;
@@ -23,8 +29,10 @@ export async function request(baseUrl: string, method: string, path: string, opt
     body = JSON.stringify(options.json);
     headers['content-type'] ??= 'application/json';
   }
-  const response = await fetch(new URL(path, baseUrl), { method, headers, body, signal: options.signal });
+  const url = new URL(path, baseUrl);
+  const response = await fetch(url, { method, headers, body, signal: options.signal });
   const text = await response.text();
+  assertConforms({ method, url: url.pathname + url.search, status: response.status, headers: response.headers, text });
   const type = response.headers.get('content-type') ?? '';
   return { status: response.status, headers: response.headers, text, body: /json/.test(type) && text ? JSON.parse(text) : undefined };
 }

@@ -3,11 +3,12 @@ import { createServiceApp, type ServiceDefinition, type ServiceDependencies } fr
 import { defaults } from './config.js';
 import { usersTable } from './data/users-table.js';
 import { createUsersService } from './domain/users.js';
-import { usersRoutes } from './routes/users.js';
+import { usersApi, usersRoutes } from './routes/users.js';
 
 export const usersService: ServiceDefinition = {
   ...defaults,
   migrations: new URL('../migrations/', import.meta.url),
+  api: usersApi,
   routes: (db) => usersRoutes(createUsersService(new MySqlStore(db, usersTable))),
 };
 

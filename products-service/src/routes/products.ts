@@ -1,5 +1,11 @@
+import { resourceApi } from '@app/shared/resource-openapi';
 import { resourceRoutes } from '@app/shared/resource-routes';
-import type { ProductsService } from '../domain/products.js';
+import { productsResource, type ProductsService } from '../domain/products.js';
+
+const path = '/api/products';
 
 /** `/api/products` (list, create) and `/api/products/{id}` (read, replace, patch, delete). */
-export const productsRoutes = (products: ProductsService) => resourceRoutes('/api/products', products);
+export const productsRoutes = (products: ProductsService) => resourceRoutes(path, products);
+
+/** The description of what `productsRoutes` serves. */
+export const productsApi = resourceApi(path, productsResource);

@@ -1,18 +1,21 @@
-import { ResourceService, type ResourceStore } from '@app/shared/resource';
+import { ResourceService, type ResourceDefinition, type ResourceStore } from '@app/shared/resource';
 import { text } from '@app/shared/validation';
 import { z } from 'zod';
 
 export const userFields = z.strictObject({
   email: z
     .email({ error: (issue) => (issue.code === 'invalid_format' ? 'must be a valid email address' : undefined) })
-    .max(254, 'must be at most 254 characters'),
+    .max(254, 'must be at most 254 characters')
+    .meta({ description: 'Unique, ignoring case.' }),
   name: text(1, 200, { trim: true }),
 });
 
 export type UserFields = z.infer<typeof userFields>;
 
 /** `?email=`: exact, ignoring case. */
-export const userFilter = { email: z.string().max(254, 'must be at most 254 characters').optional() };
+export const userFilter = {
+  email: z.string().max(254, 'must be at most 254 characters').meta({ description: 'Only the user with this email, ignoring case.' }).optional(),
+};
 
 export interface UserFilter {
   email?: string;
@@ -20,6 +23,13 @@ export interface UserFilter {
 
 export type UsersService = ResourceService<UserFields, UserFilter>;
 
+export const usersResource: ResourceDefinition<UserFields> = {
+  name: 'user',
+  fields: userFields,
+  filter: userFilter,
+  example: { email: 'ada@example.com', name: 'Ada Lovelace' },
+};
+
 export function createUsersService(store: ResourceStore<UserFields, UserFilter>): UsersService {
-  return new ResourceService('user', userFields, userFilter, store);
+  return new ResourceService(usersResource, store);
 }

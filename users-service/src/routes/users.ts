@@ -1,5 +1,11 @@
+import { resourceApi } from '@app/shared/resource-openapi';
 import { resourceRoutes } from '@app/shared/resource-routes';
-import type { UsersService } from '../domain/users.js';
+import { usersResource, type UsersService } from '../domain/users.js';
+
+const path = '/api/users';
 
 /** `/api/users` (list, create) and `/api/users/{id}` (read, replace, patch, delete). */
-export const usersRoutes = (users: UsersService) => resourceRoutes('/api/users', users);
+export const usersRoutes = (users: UsersService) => resourceRoutes(path, users);
+
+/** The description of what `usersRoutes` serves. */
+export const usersApi = resourceApi(path, usersResource);

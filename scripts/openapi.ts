@@ -1,0 +1,33 @@
+/**
+ * `npm run openapi`: writes openapi.json, the API description clients use, from the compiled
+ * workspaces (run `tsc -b` first; the npm script does). It is the document the gateway serves at
+ * `GET /openapi.json`, built the same way: each service's own description, merged by the gateway.
+ */
+import { writeFileSync } from 'node:fs';
+import { serializeDocument, type OpenApiDocument } from '@app/shared/openapi';
+import { serviceDocument, type ServiceDefinition } from '@app/shared/service';
+import { upstreamsFrom } from '../gateway/dist/app.js';
+import { gatewayDocument } from '../gateway/dist/openapi.js';
+import { productsService } from '../products-service/dist/app.js';
+import { usersService } from '../users-service/dist/app.js';
+
+export const OPENAPI_FILE = new URL('../openapi.json', import.meta.url);
+
+/** The document, as the gateway merges it from what each service serves. */
+export function apiDocument(): OpenApiDocument {
+  const services: Record<string, ServiceDefinition> = { users: usersService, products: productsService };
+  const upstreams = upstreamsFrom({ USERS_SERVICE_URL: 'http://users', PRODUCTS_SERVICE_URL: 'http://products' });
+  return gatewayDocument(
+    upstreams.map((upstream) => {
+      const service = services[upstream.name];
+      if (!service) throw new Error(`No service definition for the ${upstream.name} upstream`);
+      // Through JSON, as the gateway receives it.
+      return { upstream, document: JSON.parse(JSON.stringify(serviceDocument(service))) as OpenApiDocument };
+    }),
+  );
+}
+
+if (import.meta.main) {
+  writeFileSync(OPENAPI_FILE, serializeDocument(apiDocument()));
+  console.log(`wrote ${OPENAPI_FILE.pathname}`);
+}
