@@ -166,6 +166,17 @@ export function resourceApi<F extends Record<string, unknown>>(path: string, def
       content: jsonContent(ref('schemas', names.resource), exampleResource),
     },
   });
+  /** PUT and PATCH: the same outcomes. */
+  const updateResponses = (description: string): Record<string, Response> => ({
+    ...withResource(description, '200'),
+    400: problem(400, validationExample(definition.fields, {}, exampleItem)),
+    404: notFound,
+    409: problem(409, problemExample(problems.conflict(firstField, 'is already taken'), exampleItem)),
+    412: problem(412, problemExample(problems.preconditionFailed(), exampleItem)),
+    ...bodyProblems(exampleItem),
+    500: internal,
+    503: unavailable(exampleItem),
+  });
   const writeBody = (description: string) => ({
     description,
     required: true,
@@ -240,16 +251,7 @@ export function resourceApi<F extends Record<string, unknown>>(path: string, def
             tags: [tag],
             parameters: parameters('IfMatch'),
             requestBody: writeBody(`The new state of the ${definition.name}.`),
-            responses: {
-              ...withResource(`Replaced: the ${definition.name} as stored, with its new ETag.`, '200'),
-              400: problem(400, validationExample(definition.fields, {}, exampleItem)),
-              404: notFound,
-              409: problem(409, problemExample(problems.conflict(firstField, 'is already taken'), exampleItem)),
-              412: problem(412, problemExample(problems.preconditionFailed(), exampleItem)),
-              ...bodyProblems(exampleItem),
-              500: internal,
-              503: unavailable(exampleItem),
-            },
+            responses: updateResponses(`Replaced: the ${definition.name} as stored, with its new ETag.`),
           },
           PATCH: {
             operationId: `patch${Name}`,
@@ -264,16 +266,7 @@ export function resourceApi<F extends Record<string, unknown>>(path: string, def
                 PATCH_MEDIA_TYPES.map((type) => [type, { schema: ref('schemas', names.patch), example: { [firstField]: exampleInput[firstField] } }]),
               ),
             },
-            responses: {
-              ...withResource(`Patched: the ${definition.name} as stored, with its new ETag.`, '200'),
-              400: problem(400, validationExample(definition.fields, {}, exampleItem)),
-              404: notFound,
-              409: problem(409, problemExample(problems.conflict(firstField, 'is already taken'), exampleItem)),
-              412: problem(412, problemExample(problems.preconditionFailed(), exampleItem)),
-              ...bodyProblems(exampleItem),
-              500: internal,
-              503: unavailable(exampleItem),
-            },
+            responses: updateResponses(`Patched: the ${definition.name} as stored, with its new ETag.`),
           },
           DELETE: {
             operationId: `delete${Name}`,
