@@ -4,7 +4,6 @@ import { sendProblem } from '@app/shared/http';
 import { HttpProblem } from '@app/shared/problem';
 import type { Request, Response } from 'express';
 import { createProxyMiddleware } from 'http-proxy-middleware';
-import { HOP_BY_HOP } from './cache/entry.js';
 import { retireAgedSocket } from './upstream-agent.js';
 
 export interface Upstream {
@@ -15,6 +14,18 @@ export interface Upstream {
   prefix: string;
 }
 
+/** Headers about the connection or this one delivery: never stored, never forwarded. */
+export const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
 class UpstreamTimeout extends Error {
   constructor(readonly timeoutMs: number) {
     super(`no response headers within ${timeoutMs} ms`);

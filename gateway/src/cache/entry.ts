@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import { HOP_BY_HOP } from '../upstream.js';
 
 /** A response as the cache keeps it. */
 export interface CachedResponse {
@@ -11,18 +12,6 @@ export interface CachedResponse {
   body: Buffer;
 }
 
-/** Headers about the connection or this one delivery: never stored, never forwarded. */
-export const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-]);
 const NOT_STORED = new Set([...HOP_BY_HOP, 'date', 'x-request-id', 'content-length', 'age', 'x-cache', 'set-cookie']);
 
 export function storableHeaders(headers: IncomingHttpHeaders): Record<string, string> {
