@@ -13,5 +13,3 @@ export const configSchema = z.object({
   CACHE_STALE_SECONDS: seconds(300, 0),
   ...commonConfig,
 });
-
-export type GatewayConfig = z.infer<typeof configSchema>;

@@ -15,7 +15,7 @@ declare module 'express-serve-static-core' {
 }
 
 /** The request id: the caller's when well-formed, a new one otherwise. */
-export function requestIdOf(header: string | string[] | undefined): string {
+function requestIdOf(header: string | string[] | undefined): string {
   return typeof header === 'string' && REQUEST_ID.test(header) ? header : randomUUID();
 }
 
@@ -104,10 +104,11 @@ function expressProblem(error: BodyParserError): HttpProblem | undefined {
 }
 
 /**
- * The one place that turns errors into problem+json. `classify` lets a process map its own
- * infrastructure errors (a database that is down, an upstream that timed out) to problems.
+ * The one place that turns errors into problem+json: HttpProblems as they are (infrastructure errors
+ * become HttpProblems where they happen, e.g. in Database), express's own errors by kind, anything
+ * else a 500 without details.
  */
-export function problemHandler(classify: (error: unknown) => HttpProblem | undefined = () => undefined): ErrorRequestHandler {
+export function problemHandler(): ErrorRequestHandler {
   return (error: unknown, req, res, next) => {
     if (res.headersSent) {
       // Too late for a problem response: let express cut the connection so the client sees the failure.
@@ -116,7 +117,6 @@ export function problemHandler(classify: (error: unknown) => HttpProblem | undef
     }
     const problem =
       (error instanceof HttpProblem ? error : undefined) ??
-      classify(error) ??
       expressProblem(error as BodyParserError) ??
       new HttpProblem('internal', 'An unexpected error occurred');
     if (problem.status >= 500) res.locals.log.error({ err: error, status: problem.status }, problem.detail);

@@ -19,9 +19,9 @@ export interface TableMapping<F, Filter> {
   uniqueIndexes: Record<string, { field: string; message: string }>;
 }
 
-export const uuidToBin = (id: string) => Buffer.from(id.replaceAll('-', ''), 'hex');
+const uuidToBin = (id: string) => Buffer.from(id.replaceAll('-', ''), 'hex');
 
-export function binToUuid(bin: Buffer): string {
+function binToUuid(bin: Buffer): string {
   const hex = bin.toString('hex');
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }

@@ -17,7 +17,7 @@ export interface DatabaseLimits {
   queryTimeoutMs: number;
 }
 
-export const defaultLimits: DatabaseLimits = {
+const defaultLimits: DatabaseLimits = {
   connectionLimit: 10,
   queueLimit: 200,
   connectTimeoutMs: 2_000,
