@@ -8,7 +8,7 @@ import { CacheScopes } from './cache/scope.js';
 import { GatewayMetrics } from './metrics.js';
 import { upstreamAgent } from './upstream-agent.js';
 import { openApiRoutes } from './openapi.js';
-import { upstreamProxy, type Upstream } from './upstream.js';
+import { servesPath, upstreamProxy, type Upstream } from './upstream.js';
 
 export interface GatewayDependencies {
   upstreams: Upstream[];
@@ -26,10 +26,10 @@ const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
  * endpoints, cached reads, one proxy per service, and 404 for the rest. It does not listen.
  */
 export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle, cache }: GatewayDependencies): RequestListener {
-  const scopes = new CacheScopes(Object.fromEntries(upstreams.map((u) => [u.prefix, u.name])));
+  const scopes = new CacheScopes(upstreams);
   const metrics = new GatewayMetrics((path) => scopes.route(path) ?? (['/healthz', '/readyz', '/metrics'].includes(path) ? path : 'other'));
   const targets: CachedUpstream[] = upstreams.map((upstream) => ({ upstream, agent: upstreamAgent(upstream.url) }));
-  const upstreamFor = (path: string) => targets.find(({ upstream: { prefix } }) => path === prefix || path.startsWith(`${prefix}/`));
+  const upstreamFor = (path: string) => targets.find(({ upstream }) => servesPath(upstream, path));
 
   // A write the service may have applied (anything but a 4xx) renews what it affects before the
   // client hears back, so nobody reads the old data from the cache after that.

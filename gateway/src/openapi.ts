@@ -23,7 +23,7 @@ import {
 } from '@app/shared/openapi';
 import { HttpProblem, problems } from '@app/shared/problem';
 import express, { type NextFunction, type Request, type Response as ExpressResponse, type Router } from 'express';
-import type { Upstream } from './upstream.js';
+import { servesPath, type Upstream } from './upstream.js';
 
 /**
  * The API description clients use, `GET /openapi.json`, and a page that shows it, `GET /docs`.
@@ -34,8 +34,6 @@ import type { Upstream } from './upstream.js';
  * endpoints) and merges them. A service that cannot be asked is replaced by the last description
  * it gave; before it ever gave one, the document is a 503 with Retry-After.
  */
-
-const served = (upstream: Upstream, route: string) => route === upstream.prefix || route.startsWith(`${upstream.prefix}/`);
 
 /** A service's operation as the gateway answers it: plus 502/504, plus the cache headers on GET and HEAD. */
 function throughGateway(upstream: Upstream, method: string, operation: Operation, route: string): Operation {
@@ -67,7 +65,7 @@ function throughGateway(upstream: Upstream, method: string, operation: Operation
 export function proxiedPart(upstream: Upstream, document: OpenApiDocument): ApiPart {
   const paths: Record<string, PathItem> = {};
   for (const [route, item] of Object.entries(document.paths)) {
-    if (!served(upstream, route)) continue;
+    if (!servesPath(upstream, route)) continue;
     const through: PathItem = { ...item };
     for (const method of HTTP_METHODS) {
       const operation = item[method];

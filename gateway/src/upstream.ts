@@ -14,6 +14,10 @@ export interface Upstream {
   prefix: string;
 }
 
+/** Whether the upstream serves `path`: its prefix and everything below it (not `/api/usersx`). */
+export const servesPath = (upstream: Pick<Upstream, 'prefix'>, path: string) =>
+  path === upstream.prefix || path.startsWith(`${upstream.prefix}/`);
+
 /** Headers about the connection or this one delivery: never stored, never forwarded. */
 export const HOP_BY_HOP = new Set([
   'connection',
@@ -43,13 +47,12 @@ export function upstreamProxy(
   upstream: Upstream,
   options: { timeoutMs: number; agent: http.Agent; onSettled?: (req: http.IncomingMessage, status: number) => Promise<void> },
 ) {
-  const { prefix } = upstream;
   return createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
     target: upstream.url,
     agent: options.agent,
     xfwd: true,
     selfHandleResponse: true,
-    pathFilter: (path) => path === prefix || path.startsWith(`${prefix}/`),
+    pathFilter: (path) => servesPath(upstream, path),
     on: {
       proxyReq: (proxyReq, _req, res) => {
         proxyReq.setHeader('X-Request-Id', (res as Response).locals.requestId);

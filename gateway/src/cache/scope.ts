@@ -1,3 +1,6 @@
+import { UUID_V7 } from '@app/shared/resource';
+import { servesPath, type Upstream } from '../upstream.js';
+
 /**
  * Which cache keys a request reads or renews. Each resource has a generation for its list pages
  * (`g:{users}`) and one per item (`g:{users:<id>}`); an entry is stored with the generation it was
@@ -9,15 +12,9 @@ export interface ReadScope {
   generationKey: string;
 }
 
-const ITEM_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-
 export class CacheScopes {
-  readonly #resources: Map<string, string>;
-
-  /** `resources`: path prefix → resource name, e.g. `/api/users` → `users`. */
-  constructor(resources: Record<string, string>) {
-    this.#resources = new Map(Object.entries(resources));
-  }
+  /** Each upstream's `name` names its resource in the keys, e.g. `users` for `/api/users`. */
+  constructor(private readonly upstreams: readonly Upstream[]) {}
 
   /** The entry and generation a GET of `url` uses, or undefined when the path is not cached. */
   read(url: string): ReadScope | undefined {
@@ -38,22 +35,17 @@ export class CacheScopes {
 
   /** A metrics label for the path: `/api/users`, `/api/users/{id}`, or undefined. */
   route(path: string): string | undefined {
-    for (const prefix of this.#resources.keys()) {
-      if (path === prefix) return prefix;
-      if (path.startsWith(`${prefix}/`)) return `${prefix}/{id}`;
-    }
-    return undefined;
+    const upstream = this.upstreams.find((u) => servesPath(u, path));
+    return upstream && (path === upstream.prefix ? upstream.prefix : `${upstream.prefix}/{id}`);
   }
 
+  /** The resource and item id a path names; undefined for other paths (only well-formed ids are cached). */
   #target(path: string): { resource: string; id?: string } | undefined {
-    for (const [prefix, resource] of this.#resources) {
-      if (path === prefix) return { resource };
-      if (path.startsWith(`${prefix}/`)) {
-        const id = path.slice(prefix.length + 1);
-        return ITEM_ID.test(id) ? { resource, id } : undefined;
-      }
-    }
-    return undefined;
+    const upstream = this.upstreams.find((u) => servesPath(u, path));
+    if (!upstream) return undefined;
+    if (path === upstream.prefix) return { resource: upstream.name };
+    const id = path.slice(upstream.prefix.length + 1);
+    return UUID_V7.test(id) ? { resource: upstream.name, id } : undefined;
   }
 }
 
