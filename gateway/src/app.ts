@@ -46,7 +46,7 @@ export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle, cac
     res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
   });
   app.all('/metrics', allowOnly(['GET']));
-  app.use(cachedReads({ cache, scopes, upstreamFor, timeoutMs: upstreamTimeoutMs, metrics }));
+  app.use(cachedReads({ cache, upstreamFor, timeoutMs: upstreamTimeoutMs, metrics }));
   for (const { upstream, agent } of targets) {
     app.use(upstreamProxy(upstream, { timeoutMs: upstreamTimeoutMs, agent, onSettled: invalidateWrites }));
   }

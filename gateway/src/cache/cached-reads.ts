@@ -3,9 +3,8 @@ import type { RequestHandler, Response } from 'express';
 import type { GatewayMetrics } from '../metrics.js';
 import { fetchFromUpstream, upstreamProblem, type FetchedResponse, type Upstream } from '../upstream.js';
 import { isStorable, sendHeld, storableHeaders } from './entry.js';
-import { isCacheableRequest, lookups } from './hot-path.js';
+import { misses } from './hot-path.js';
 import type { ResponseCache } from './response-cache.js';
-import type { CacheScopes } from './scope.js';
 
 export interface CachedUpstream {
   upstream: Upstream;
@@ -20,12 +19,11 @@ export interface CachedUpstream {
  */
 export function cachedReads(options: {
   cache: ResponseCache | undefined;
-  scopes: CacheScopes;
   upstreamFor: (path: string) => CachedUpstream | undefined;
   timeoutMs: number;
   metrics: GatewayMetrics;
 }): RequestHandler {
-  const { cache, scopes, upstreamFor, timeoutMs, metrics } = options;
+  const { cache, upstreamFor, timeoutMs, metrics } = options;
   const flights = new Map<string, Promise<FetchedResponse>>();
 
   return async (req, res, next) => {
@@ -33,17 +31,17 @@ export function cachedReads(options: {
       next();
       return;
     }
-    const lookup = lookups.get(req);
-    const scope = scopes.read(req.originalUrl);
+    const miss = misses.get(req);
     const target = upstreamFor(req.path);
-    const generation = cache && lookup && scope && isCacheableRequest(req) ? await cache.generationFor(scope, lookup) : undefined;
-    if (!cache || !lookup || !scope || !target || generation === undefined) {
+    const generation = cache && miss ? await cache.generationFor(miss.scope, miss.lookup) : undefined;
+    if (!cache || !miss || !target || generation === undefined) {
       res.setHeader('X-Cache', 'BYPASS');
       metrics.cacheOutcome('bypass');
       next();
       return;
     }
 
+    const { scope, lookup } = miss;
     const serveStale = () => {
       const stale = lookup.entry;
       if (!stale || !cache.isServableStale(stale)) return false;

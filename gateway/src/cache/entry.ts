@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import { etagMatches } from '@app/shared/resource';
 import { HOP_BY_HOP } from '../upstream.js';
 
 /** A response as the cache keeps it. */
@@ -45,13 +46,6 @@ export function decode(stored: Buffer): CachedResponse | undefined {
   }
 }
 
-function etagMatches(ifNoneMatch: string | undefined, etag: string | undefined): boolean {
-  if (ifNoneMatch === undefined || etag === undefined) return false;
-  if (ifNoneMatch.trim() === '*') return true;
-  const strip = (tag: string) => tag.trim().replace(/^W\//, '');
-  return ifNoneMatch.split(',').some((tag) => strip(tag) === strip(etag));
-}
-
 /**
  * Answers a GET or HEAD from a response the gateway holds (from Redis, or fetched for the cache):
  * 304 when If-None-Match matches its ETag, no body for HEAD.
@@ -65,7 +59,8 @@ export function sendHeld(
   for (const [name, value] of Object.entries(held.headers)) res.setHeader(name, value);
   res.setHeader('X-Cache', cache.outcome);
   if (cache.ageSeconds !== undefined) res.setHeader('Age', String(cache.ageSeconds));
-  if (held.status === 200 && etagMatches(request.headers['if-none-match'], held.headers.etag)) {
+  const { etag } = held.headers;
+  if (held.status === 200 && etag !== undefined && etagMatches(request.headers['if-none-match'], etag, 'weak')) {
     res.removeHeader('content-type');
     res.writeHead(304).end();
     return;

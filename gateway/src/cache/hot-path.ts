@@ -4,13 +4,16 @@ import type { Logger } from '@app/shared/logger';
 import type { GatewayMetrics } from '../metrics.js';
 import { sendHeld } from './entry.js';
 import type { Lookup, ResponseCache } from './response-cache.js';
-import type { CacheScopes } from './scope.js';
+import type { CacheScopes, ReadScope } from './scope.js';
 
-/** What the hot path found for a request it did not answer, so the miss path does not ask Redis again. */
-export const lookups = new WeakMap<IncomingMessage, Lookup>();
+/**
+ * What the hot path found for a cacheable request it did not answer, so the miss path neither asks
+ * Redis again nor works out the keys again. A request without an entry here bypasses the cache.
+ */
+export const misses = new WeakMap<IncomingMessage, { scope: ReadScope; lookup: Lookup }>();
 
 /** Whether the cache may answer this request at all. */
-export function isCacheableRequest(req: IncomingMessage): boolean {
+function isCacheableRequest(req: IncomingMessage): boolean {
   return (req.method === 'GET' || req.method === 'HEAD') && req.headers.authorization === undefined && req.headers.cookie === undefined;
 }
 
@@ -30,7 +33,7 @@ export function withCacheHotPath(
     if (!lookup) return false;
     const { entry } = lookup;
     if (!entry || !cache.isFresh(entry)) {
-      lookups.set(req, lookup);
+      misses.set(req, { scope, lookup });
       return false;
     }
     observeRequest(logger, req, res, metrics.requestFinished);
