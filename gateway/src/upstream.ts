@@ -56,7 +56,7 @@ export function upstreamProxy(
     on: {
       proxyReq: (proxyReq, _req, res) => {
         proxyReq.setHeader('X-Request-Id', (res as Response).locals.requestId);
-        limitWait(proxyReq, options.timeoutMs);
+        superviseUpstreamRequest(proxyReq, options.timeoutMs);
       },
       proxyRes: async (proxyRes, req, res) => {
         await options.onSettled?.(req, proxyRes.statusCode ?? 502);
@@ -81,8 +81,11 @@ export function upstreamProxy(
   });
 }
 
-/** Cuts the request off (UpstreamTimeout) when no response headers arrive within `timeoutMs`. */
-function limitWait(request: http.ClientRequest, timeoutMs: number): void {
+/**
+ * What every request to a service gets: its socket retired once old (see upstream-agent.ts), and a
+ * cut-off (UpstreamTimeout) when no response headers arrive within `timeoutMs`.
+ */
+function superviseUpstreamRequest(request: http.ClientRequest, timeoutMs: number): void {
   retireAgedSocket(request);
   const deadline = setTimeout(() => request.destroy(new UpstreamTimeout(timeoutMs)), timeoutMs);
   request.once('response', () => clearTimeout(deadline));
@@ -117,7 +120,7 @@ export function fetchFromUpstream(
       response.once('end', () => resolve({ status: response.statusCode ?? 502, headers: response.headers, body: Buffer.concat(chunks) }));
       response.once('error', reject);
     });
-    limitWait(outgoing, options.timeoutMs);
+    superviseUpstreamRequest(outgoing, options.timeoutMs);
     outgoing.once('error', reject);
   });
 }
