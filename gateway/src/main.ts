@@ -2,7 +2,7 @@ import { loadConfig } from '@app/shared/config';
 import { Lifecycle } from '@app/shared/http';
 import { createLogger } from '@app/shared/logger';
 import { createCacheClient } from '@app/shared/redis';
-import { listen, stopOnSignals } from '@app/shared/server';
+import { serve } from '@app/shared/server';
 import { createApp, upstreamsFrom } from './app.js';
 import { ResponseCache } from './cache/response-cache.js';
 import { configSchema } from './config.js';
@@ -14,18 +14,13 @@ const lifecycle = new Lifecycle();
 const upstreams = upstreamsFrom(config);
 const redis = config.CACHE_ENABLED ? createCacheClient(config.REDIS_URL, logger) : undefined;
 const cache = redis && new ResponseCache(redis, { ttlSeconds: config.CACHE_TTL_SECONDS, staleSeconds: config.CACHE_STALE_SECONDS }, logger);
-const app = createApp({ upstreams, upstreamTimeoutMs: config.UPSTREAM_TIMEOUT_MS, logger, lifecycle, cache });
-const running = await listen(app, config.PORT);
-logger.info(
-  { port: running.port, upstreams: upstreams.map(({ name, url }) => ({ name, url })), cache: cache ? cache.settings : 'disabled' },
-  'gateway listening',
-);
-stopOnSignals({
-  running,
+await serve({
+  name: 'gateway',
+  handler: createApp({ upstreams, upstreamTimeoutMs: config.UPSTREAM_TIMEOUT_MS, logger, lifecycle, cache }),
+  port: config.PORT,
   lifecycle,
   logger,
   shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
-  release: async () => {
-    redis?.disconnect();
-  },
+  release: async () => redis?.disconnect(),
+  details: { upstreams: upstreams.map(({ name, url }) => ({ name, url })), cache: cache ? cache.settings : 'disabled' },
 });

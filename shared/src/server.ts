@@ -52,10 +52,27 @@ export async function listen(handler: RequestListener, port: number, host?: stri
 }
 
 /**
- * Runs a process until SIGTERM or SIGINT, then shuts down in order: readiness turns 503, the
- * server stops accepting and drains, `release` closes pools and clients, and the process exits 0.
+ * A process's HTTP server from start to exit: listens on `port`, says where (with `details`), and
+ * on SIGTERM or SIGINT shuts down in order: readiness turns 503, the server stops accepting and
+ * drains, `release` closes pools and clients, and the process exits 0.
  */
-export function stopOnSignals(options: {
+export async function serve(options: {
+  name: string;
+  handler: RequestListener;
+  port: number;
+  lifecycle: Lifecycle;
+  logger: Logger;
+  shutdownTimeoutMs: number;
+  release: () => Promise<void>;
+  details?: Record<string, unknown>;
+}): Promise<void> {
+  const { name, handler, port, logger, details } = options;
+  const running = await listen(handler, port);
+  logger.info({ port: running.port, ...details }, `${name} listening`);
+  stopOnSignals({ ...options, running });
+}
+
+function stopOnSignals(options: {
   running: RunningServer;
   lifecycle: Lifecycle;
   logger: Logger;

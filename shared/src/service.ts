@@ -7,7 +7,7 @@ import { createLogger, type Logger } from './logger.js';
 import { migrate } from './migrate.js';
 import { Database } from './mysql.js';
 import { assembleDocument, documentPart, DOCUMENT_PATH, LICENSE, probesPart, type ApiPart, type OpenApiDocument } from './openapi.js';
-import { listen, stopOnSignals } from './server.js';
+import { serve } from './server.js';
 
 /** What a service needs to run: everything else about the two services is the same. */
 export interface ServiceDefinition {
@@ -33,7 +33,7 @@ export function serviceDocument(service: Pick<ServiceDefinition, 'name' | 'api'>
 }
 
 /** `GET /openapi.json` (and HEAD, OPTIONS): a document that never changes while the process runs. */
-export function documentRoutes(document: OpenApiDocument): Router {
+function documentRoutes(document: OpenApiDocument): Router {
   const body = JSON.stringify(document);
   const router = express.Router();
   router.get(DOCUMENT_PATH, (_req, res) => {
@@ -87,9 +87,15 @@ export async function runService(service: ServiceDefinition): Promise<void> {
   }
   const db = new Database(config.DATABASE_URL);
   const lifecycle = new Lifecycle();
-  const running = await listen(createServiceApp(service, { db, logger, lifecycle }), config.PORT);
-  logger.info({ port: running.port }, `${service.name} listening`);
-  stopOnSignals({ running, lifecycle, logger, shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS, release: () => db.close() });
+  await serve({
+    name: service.name,
+    handler: createServiceApp(service, { db, logger, lifecycle }),
+    port: config.PORT,
+    lifecycle,
+    logger,
+    shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
+    release: () => db.close(),
+  });
 }
 
 /** `npm run migrate -w <service>`: applies the migrations and exits. */
