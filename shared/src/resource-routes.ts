@@ -1,5 +1,6 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type Request, type Response, type Router } from 'express';
-import { allowOnly, jsonBody } from './http.js';
+import { allowOnly, jsonBody, sendJson } from './http.js';
 import { etagMatches, etagOf, representation, type ResourceService, type Stored } from './resource.js';
 
 /** What `path` answers (HEAD and OPTIONS come with them); the API description reads these too. */
@@ -9,14 +10,38 @@ export const ITEM_METHODS = ['GET', 'PUT', 'PATCH', 'DELETE'] as const;
 /** PATCH takes an RFC 7396 merge patch; plain JSON is accepted as the same. */
 export const PATCH_MEDIA_TYPES = ['application/merge-patch+json', 'application/json'] as const;
 
+/** A resource's HTTP mapping: its express router, and its item read for callers before express. */
+export interface ResourceRoutes {
+  /** The collection path, e.g. `/api/products`. */
+  path: string;
+  /** `path` (list, create) and `path/:id` (read, replace, patch, delete). */
+  router: Router;
+  /** GET/HEAD `path/{id}`: what the router runs for it, as a plain node:http handler. */
+  readItem(req: IncomingMessage, res: ServerResponse, id: string): Promise<void>;
+}
+
 /** The HTTP mapping of a resource: `path` (list, create) and `path/:id` (read, replace, patch, delete). */
-export function resourceRoutes<F extends Record<string, unknown>, Filter>(path: string, service: ResourceService<F, Filter>): Router {
+export function resourceRoutes<F extends Record<string, unknown>, Filter>(path: string, service: ResourceService<F, Filter>): ResourceRoutes {
   const router = express.Router();
   const item = `${path}/:id`;
   const ifMatch = (req: Request) => req.headers['if-match'];
 
-  const sendResource = (res: Response, resource: Stored<F>, status = 200) => {
-    res.status(status).setHeader('ETag', etagOf(resource.version)).json(representation(resource));
+  const sendResource = (res: ServerResponse, resource: Stored<F>, status = 200) => {
+    res.setHeader('ETag', etagOf(resource.version));
+    sendJson(res, status, representation(resource));
+  };
+
+  const readItem = async (req: IncomingMessage, res: ServerResponse, id: string) => {
+    const resource = await service.get(id);
+    const etag = etagOf(resource.version);
+    res.setHeader('Cache-Control', 'no-cache');
+    if (etagMatches(req.headers['if-none-match'], etag, 'weak')) {
+      res.statusCode = 304;
+      res.setHeader('ETag', etag);
+      res.end();
+      return;
+    }
+    sendResource(res, resource);
   };
 
   router
@@ -24,7 +49,7 @@ export function resourceRoutes<F extends Record<string, unknown>, Filter>(path: 
     .get(async (req: Request, res: Response) => {
       const page = await service.list(req.query);
       res.setHeader('Cache-Control', 'no-cache');
-      res.json({ items: page.items.map(representation), nextCursor: page.nextCursor });
+      sendJson(res, 200, { items: page.items.map(representation), nextCursor: page.nextCursor });
     })
     .post(jsonBody(), async (req: Request, res: Response) => {
       const created = await service.create(req.body);
@@ -35,16 +60,7 @@ export function resourceRoutes<F extends Record<string, unknown>, Filter>(path: 
 
   router
     .route(item)
-    .get(async (req: Request<{ id: string }>, res: Response) => {
-      const resource = await service.get(req.params.id);
-      const etag = etagOf(resource.version);
-      res.setHeader('Cache-Control', 'no-cache');
-      if (etagMatches(req.headers['if-none-match'], etag, 'weak')) {
-        res.status(304).setHeader('ETag', etag).end();
-        return;
-      }
-      sendResource(res, resource);
-    })
+    .get((req: Request<{ id: string }>, res: Response) => readItem(req, res, req.params.id))
     .put(jsonBody(), async (req: Request<{ id: string }>, res: Response) => {
       sendResource(res, await service.replace(req.params.id, req.body, ifMatch(req)));
     })
@@ -57,5 +73,5 @@ export function resourceRoutes<F extends Record<string, unknown>, Filter>(path: 
     })
     .all(allowOnly(ITEM_METHODS));
 
-  return router;
+  return { path, router, readItem };
 }
