@@ -11,7 +11,8 @@ export const PATCH_MEDIA_TYPES = ['application/merge-patch+json', 'application/j
 
 /** The HTTP mapping of a resource: `path` (list, create) and `path/:id` (read, replace, patch, delete). */
 export function resourceRoutes<F extends Record<string, unknown>, Filter>(path: string, service: ResourceService<F, Filter>): Router {
-  const router = express.Router();
+  // Exact paths only, as request-target.ts spells them (the service refuses other spellings first).
+  const router = express.Router({ strict: true, caseSensitive: true });
   const item = `${path}/:id`;
   const ifMatch = (req: Request) => req.headers['if-match'];
 

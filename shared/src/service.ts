@@ -2,7 +2,7 @@ import { fileURLToPath } from 'node:url';
 import express, { type Router } from 'express';
 import { z } from 'zod';
 import { commonConfig, flag, loadConfig, port, url } from './config.js';
-import { allowOnly, baseApp, healthRoutes, Lifecycle, notFound, problemHandler, requestContext } from './http.js';
+import { allowOnly, baseApp, canonicalTargetsOnly, healthRoutes, Lifecycle, notFound, problemHandler, requestContext } from './http.js';
 import { createLogger, type Logger } from './logger.js';
 import { migrate } from './migrate.js';
 import { Database } from './mysql.js';
@@ -62,6 +62,7 @@ export interface ServiceDependencies {
 export function createServiceApp(service: ServiceDefinition, { db, logger, lifecycle }: ServiceDependencies) {
   const app = baseApp();
   app.use(requestContext(logger));
+  app.use(canonicalTargetsOnly);
   app.use(healthRoutes(lifecycle, () => db.unreadyReason()));
   app.use(documentRoutes(serviceDocument(service)));
   app.use(service.routes(db));
