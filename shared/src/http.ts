@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response, type Router } from 'express';
 import type { Logger } from './logger.js';
 import { HttpProblem, problems } from './problem.js';
+import { requestTarget } from './request-target.js';
 
 export const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 export const BODY_LIMIT = '100kb';
@@ -123,6 +124,15 @@ export function problemHandler(): ErrorRequestHandler {
     sendProblem(req, res, problem);
   };
 }
+
+/** The answer to a request target with no canonical form (see request-target.ts). */
+export const noCanonicalForm = () => problems.notFound('No resource at this path: it is not in its canonical form');
+
+/** 404 for a request target with no canonical form: the services act only on canonical paths. */
+export const canonicalTargetsOnly: RequestHandler = (req, _res, next) => {
+  if (requestTarget(req.url) === undefined) throw noCanonicalForm();
+  next();
+};
 
 export const notFound: RequestHandler = (req) => {
   throw problems.notFound(`No route for ${req.method} ${req.path}`);
