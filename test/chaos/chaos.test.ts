@@ -286,7 +286,7 @@ describe('chaos under load', () => {
           `  requests ${seen.requests}, retries ${seen.retries} (connection errors ${seen.connectionErrors}), operations given up ${seen.gaveUp}`,
           `  statuses ${JSON.stringify(statuses)}`,
           `  faults injected: ${faults.join('; ')}`,
-          `  acknowledged writes checked: ${createdProducts.size} product creates, ${createdUsers.size} user creates, ${updatesChecked} updates (${updates.size} products); ${rowIds.length} rows, ${keyRows.length} keys`,
+          `  acknowledged writes checked: ${createdProducts.size} product creates, ${createdUsers.size} user creates, ${updatesChecked} updates; ${rowIds.length} rows, ${keyRows.length} idempotency keys`,
           `  stale reads ${seen.staleReads.length}, unexpected responses ${seen.unexpected.length}, problems ${problems.length}`,
         ].join('\n'),
       );
