@@ -7,6 +7,7 @@ export const configSchema = z.object({
   USERS_SERVICE_URL: url(['http:', 'https:'], 'http://127.0.0.1:3001'),
   PRODUCTS_SERVICE_URL: url(['http:', 'https:'], 'http://127.0.0.1:3002'),
   REDIS_URL: url(['redis:', 'rediss:'], 'redis://127.0.0.1:6379'),
+  REDIS_COMMAND_TIMEOUT_MS: milliseconds(1_000),
   UPSTREAM_TIMEOUT_MS: milliseconds(10_000),
   CACHE_ENABLED: flag(true),
   CACHE_TTL_SECONDS: seconds(60, 1),

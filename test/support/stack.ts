@@ -94,6 +94,7 @@ export interface GatewayCacheOptions {
   ttlSeconds?: number;
   staleSeconds?: number;
   now?: () => number;
+  commandTimeoutMs?: number;
 }
 
 export async function startGateway(options: {
@@ -106,7 +107,7 @@ export async function startGateway(options: {
 }): Promise<RunningGateway> {
   const logger = options.logger ?? testLogger;
   const upstreams = upstreamsFrom({ USERS_SERVICE_URL: options.usersUrl, PRODUCTS_SERVICE_URL: options.productsUrl });
-  const redis = options.cache && createCacheClient(options.cache.redisUrl ?? process.env.TEST_REDIS_URL!, logger);
+  const redis = options.cache && createCacheClient(options.cache.redisUrl ?? process.env.TEST_REDIS_URL!, logger, { commandTimeoutMs: options.cache.commandTimeoutMs });
   if (redis) await new Promise((resolve) => redis.once('ready', resolve));
   const cache =
     redis &&
