@@ -6,7 +6,7 @@ import { Database, type DatabaseLimits } from '@app/shared/mysql';
 import { createCacheClient } from '@app/shared/redis';
 import { listen, type RunningServer } from '@app/shared/server';
 import { migrateSchema, type ServiceDefinition, type ServiceDependencies } from '@app/shared/service';
-import type { Express } from 'express';
+import type { RequestListener } from 'node:http';
 import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/src/app.js';
 import { ResponseCache } from '../../gateway/src/cache/response-cache.js';
 import { createApp as createProductsApp, productsService } from '../../products-service/src/app.js';
@@ -56,7 +56,7 @@ export interface RunningService {
 /** A service in this process with its real dependencies, on a fresh schema, on a free port. */
 export async function startService(
   definition: ServiceDefinition,
-  createApp: (dependencies: ServiceDependencies) => Express,
+  createApp: (dependencies: ServiceDependencies) => RequestListener,
   options: { poolUrl?: (databaseUrl: string) => string; limits?: Partial<DatabaseLimits>; logger?: Logger } = {},
 ): Promise<RunningService> {
   const databaseUrl = throwawayDatabaseUrl(definition.name);
