@@ -6,6 +6,7 @@ import { cachedReads, type CachedUpstream } from './cache/cached-reads.js';
 import { withCacheHotPath } from './cache/hot-path.js';
 import type { ResponseCache } from './cache/response-cache.js';
 import { CacheScopes } from './cache/scope.js';
+import { ConcurrencyLimit, shedBeyondLimit, type ConcurrencyLimitSettings } from './concurrency-limit.js';
 import { refuseNonCanonical, requestTargets, withFrontDoor } from './front-door.js';
 import { GatewayMetrics } from './metrics.js';
 import { upstreamAgent } from './upstream-agent.js';
@@ -19,6 +20,8 @@ export interface GatewayDependencies {
   lifecycle: Lifecycle;
   /** The Redis-backed GET cache; undefined when CACHE_ENABLED=false. */
   cache: ResponseCache | undefined;
+  /** Requests in flight to each upstream, at most (see concurrency-limit.ts). */
+  concurrency: ConcurrencyLimitSettings;
 }
 
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
@@ -28,11 +31,15 @@ const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
  * then express: 404 for a target with no canonical form (never cached), its own health and metrics endpoints,
  * cached reads, one proxy per service, and 404 for the rest. It does not listen.
  */
-export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle, cache }: GatewayDependencies): RequestListener {
+export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle, cache, concurrency }: GatewayDependencies): RequestListener {
   const scopes = new CacheScopes(upstreams);
   // `path` is the canonical one for every request the front door let in.
   const metrics = new GatewayMetrics((path) => scopes.route(requestTarget(path)) ?? (['/healthz', '/readyz', '/metrics'].includes(path) ? path : 'other'));
-  const targets: CachedUpstream[] = upstreams.map((upstream) => ({ upstream, agent: upstreamAgent(upstream.url) }));
+  const targets: CachedUpstream[] = upstreams.map((upstream) => ({
+    upstream,
+    agent: upstreamAgent(upstream.url),
+    limit: new ConcurrencyLimit(upstream.name, concurrency),
+  }));
   const upstreamFor = (path: string) => targets.find(({ upstream }) => servesPath(upstream, path));
 
   // A write the service may have applied (anything but a 4xx) renews what it affects before the
@@ -52,6 +59,7 @@ export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle, cac
   });
   app.all('/metrics', allowOnly(['GET']));
   app.use(cachedReads({ cache, upstreamFor, timeoutMs: upstreamTimeoutMs, metrics }));
+  app.use(shedBeyondLimit((path) => upstreamFor(path)?.limit, metrics.shed));
   for (const { upstream, agent } of targets) {
     app.use(upstreamProxy(upstream, { timeoutMs: upstreamTimeoutMs, agent, onSettled: invalidateWrites }));
   }

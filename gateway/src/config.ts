@@ -1,4 +1,4 @@
-import { commonConfig, flag, milliseconds, port, seconds, url } from '@app/shared/config';
+import { commonConfig, count, flag, milliseconds, port, seconds, url } from '@app/shared/config';
 import { z } from 'zod';
 
 /** The environment the gateway reads (validated at start-up). */
@@ -9,6 +9,8 @@ export const configSchema = z.object({
   REDIS_URL: url(['redis:', 'rediss:'], 'redis://127.0.0.1:6379'),
   REDIS_COMMAND_TIMEOUT_MS: milliseconds(1_000),
   UPSTREAM_TIMEOUT_MS: milliseconds(10_000),
+  UPSTREAM_CONCURRENCY_LIMIT: count(128, 1, 100_000),
+  UPSTREAM_WRITE_SHARE_PERCENT: count(25, 0, 90),
   CACHE_ENABLED: flag(true),
   CACHE_TTL_SECONDS: seconds(60, 1),
   CACHE_STALE_SECONDS: seconds(300, 0),

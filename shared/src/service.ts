@@ -2,7 +2,7 @@ import type { RequestListener } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import express, { type Router } from 'express';
 import { z } from 'zod';
-import { commonConfig, flag, loadConfig, port, seconds, url } from './config.js';
+import { commonConfig, count, flag, loadConfig, port, seconds, url } from './config.js';
 import { allowOnly, answerFailure, baseApp, canonicalTargetsOnly, healthRoutes, Lifecycle, notFound, observeRequest, problemHandler, requestContext } from './http.js';
 import { DEFAULT_IDEMPOTENCY_TTL_SECONDS, type IdempotencyStore } from './idempotency.js';
 import { createLogger, type Logger } from './logger.js';
@@ -54,6 +54,9 @@ export const serviceConfigSchema = (service: Pick<ServiceDefinition, 'defaultPor
   z.object({
     PORT: port(service.defaultPort),
     DATABASE_URL: url(['mysql:'], service.defaultDatabaseUrl),
+    DATABASE_POOL_SIZE: count(10, 1, 1_000),
+    // At least 1: mysql2 reads 0 as "no limit", which would let a slow database queue requests without end.
+    DATABASE_QUEUE_LIMIT: count(200, 1, 100_000),
     MIGRATE_ON_START: flag(true),
     IDEMPOTENCY_TTL_SECONDS: seconds(DEFAULT_IDEMPOTENCY_TTL_SECONDS, 1),
     ...commonConfig,
@@ -119,7 +122,7 @@ export async function runService(service: ServiceDefinition): Promise<void> {
     logger.fatal({ err: error }, 'migrations failed; not starting');
     process.exit(1);
   }
-  const db = new Database(config.DATABASE_URL);
+  const db = new Database(config.DATABASE_URL, { connectionLimit: config.DATABASE_POOL_SIZE, queueLimit: config.DATABASE_QUEUE_LIMIT });
   const lifecycle = new Lifecycle();
   const idempotency = new MySqlIdempotencyStore(db, { ttlSeconds: config.IDEMPOTENCY_TTL_SECONDS });
   const purge = setInterval(() => {

@@ -25,6 +25,8 @@ const gatewayDefaults = {
   REDIS_URL: 'redis://127.0.0.1:6379',
   REDIS_COMMAND_TIMEOUT_MS: 1_000,
   UPSTREAM_TIMEOUT_MS: 10_000,
+  UPSTREAM_CONCURRENCY_LIMIT: 128,
+  UPSTREAM_WRITE_SHARE_PERCENT: 25,
   CACHE_ENABLED: true,
   CACHE_TTL_SECONDS: 60,
   CACHE_STALE_SECONDS: 300,
@@ -85,6 +87,8 @@ describe('the gateway configuration', () => {
         PRODUCTS_SERVICE_URL: 'http://products',
         REDIS_URL: 'rediss://cache:6380',
         UPSTREAM_TIMEOUT_MS: '250',
+        UPSTREAM_CONCURRENCY_LIMIT: '32',
+        UPSTREAM_WRITE_SHARE_PERCENT: '50',
         LOG_LEVEL: 'debug',
         SHUTDOWN_TIMEOUT_MS: '3000',
         CACHE_ENABLED: 'false',
@@ -98,6 +102,8 @@ describe('the gateway configuration', () => {
       REDIS_URL: 'rediss://cache:6380',
       REDIS_COMMAND_TIMEOUT_MS: 1_000,
       UPSTREAM_TIMEOUT_MS: 250,
+      UPSTREAM_CONCURRENCY_LIMIT: 32,
+      UPSTREAM_WRITE_SHARE_PERCENT: 50,
       LOG_LEVEL: 'debug',
       SHUTDOWN_TIMEOUT_MS: 3000,
       CACHE_ENABLED: false,
@@ -125,6 +131,8 @@ describe('the gateway configuration', () => {
     ['CACHE_ENABLED', 'yes'],
     ['CACHE_TTL_SECONDS', '0'],
     ['CACHE_STALE_SECONDS', '-1'],
+    ['UPSTREAM_CONCURRENCY_LIMIT', '0'],
+    ['UPSTREAM_WRITE_SHARE_PERCENT', '95'],
   ])('refuses %s=%s', (name, value) => {
     expect(named(problemsOf(gatewaySchema, { [name]: value }))).toEqual([name]);
   });
@@ -149,9 +157,16 @@ describe.each(services)('the $name configuration', ({ schema, port, databaseUrl 
   });
 
   it('uses the defaults when variables are unset or empty', () => {
-    const defaults = { PORT: port, DATABASE_URL: databaseUrl, MIGRATE_ON_START: true, IDEMPOTENCY_TTL_SECONDS: 86_400, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: 10_000 };
+    const defaults = { PORT: port, DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: 10, DATABASE_QUEUE_LIMIT: 200, MIGRATE_ON_START: true, IDEMPOTENCY_TTL_SECONDS: 86_400, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: 10_000 };
     expect(parseConfig(schema, {})).toEqual(defaults);
-    expect(parseConfig(schema, { PORT: '', DATABASE_URL: '', MIGRATE_ON_START: '', IDEMPOTENCY_TTL_SECONDS: '', LOG_LEVEL: '', SHUTDOWN_TIMEOUT_MS: '' })).toEqual(defaults);
+    expect(parseConfig(schema, { PORT: '', DATABASE_URL: '', DATABASE_POOL_SIZE: '', DATABASE_QUEUE_LIMIT: '', MIGRATE_ON_START: '', IDEMPOTENCY_TTL_SECONDS: '', LOG_LEVEL: '', SHUTDOWN_TIMEOUT_MS: '' })).toEqual(defaults);
+  });
+
+  it.each([
+    ['DATABASE_POOL_SIZE', '0'],
+    ['DATABASE_QUEUE_LIMIT', '0'],
+  ])('refuses %s=%s', (name, value) => {
+    expect(named(problemsOf(schema, { [name]: value }))).toEqual([name]);
   });
 
   it('reads MIGRATE_ON_START=false as false', () => {

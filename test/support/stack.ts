@@ -9,6 +9,7 @@ import { migrateSchema, type ServiceDefinition, type ServiceDependencies } from 
 import type { RequestListener } from 'node:http';
 import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/src/app.js';
 import { ResponseCache } from '../../gateway/src/cache/response-cache.js';
+import type { ConcurrencyLimitSettings } from '../../gateway/src/concurrency-limit.js';
 import { createApp as createProductsApp, productsService } from '../../products-service/src/app.js';
 import { createApp as createUsersApp, usersService } from '../../users-service/src/app.js';
 
@@ -104,6 +105,8 @@ export async function startGateway(options: {
   logger?: Logger;
   /** The Redis cache (default: off, so tests of other behaviour see every request reach a service). */
   cache?: GatewayCacheOptions;
+  /** The per-upstream concurrency limit (default: the gateway's defaults). */
+  concurrency?: ConcurrencyLimitSettings;
 }): Promise<RunningGateway> {
   const logger = options.logger ?? testLogger;
   const upstreams = upstreamsFrom({ USERS_SERVICE_URL: options.usersUrl, PRODUCTS_SERVICE_URL: options.productsUrl });
@@ -112,7 +115,14 @@ export async function startGateway(options: {
   const cache =
     redis &&
     new ResponseCache(redis, { ttlSeconds: options.cache?.ttlSeconds ?? 60, staleSeconds: options.cache?.staleSeconds ?? 300, now: options.cache?.now }, logger);
-  const app = createGatewayApp({ upstreams, upstreamTimeoutMs: options.upstreamTimeoutMs ?? 10_000, logger, lifecycle: new Lifecycle(), cache });
+  const app = createGatewayApp({
+    upstreams,
+    upstreamTimeoutMs: options.upstreamTimeoutMs ?? 10_000,
+    logger,
+    lifecycle: new Lifecycle(),
+    cache,
+    concurrency: options.concurrency ?? { limit: 128, writeShare: 0.25 },
+  });
   const running = await listen(app, 0, '127.0.0.1');
   return {
     url: `http://127.0.0.1:${running.port}`,
