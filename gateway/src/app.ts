@@ -9,7 +9,7 @@ import { CacheScopes } from './cache/scope.js';
 import { ConcurrencyLimit, shedBeyondLimit, type ConcurrencyLimitSettings } from './concurrency-limit.js';
 import { refuseNonCanonical, requestTargets, withFrontDoor } from './front-door.js';
 import { GatewayMetrics } from './metrics.js';
-import { upstreamAgent } from './upstream-agent.js';
+import { ReplicaHealth, upstreamAgent, type ResolveEndpoints } from './upstream-agent.js';
 import { openApiRoutes } from './openapi.js';
 import { servesPath, upstreamProxy, type Upstream } from './upstream.js';
 
@@ -22,6 +22,8 @@ export interface GatewayDependencies {
   cache: ResponseCache | undefined;
   /** Requests in flight to each upstream, at most (see concurrency-limit.ts). */
   concurrency: ConcurrencyLimitSettings;
+  /** The replicas a service's host name and port stand for: DNS unless given (tests give fixed ports). */
+  resolveReplicas?: ResolveEndpoints;
 }
 
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
@@ -31,13 +33,14 @@ const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
  * then express: 404 for a target with no canonical form (never cached), its own health and metrics endpoints,
  * cached reads, one proxy per service, and 404 for the rest. It does not listen.
  */
-export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle, cache, concurrency }: GatewayDependencies): RequestListener {
+export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle, cache, concurrency, resolveReplicas }: GatewayDependencies): RequestListener {
   const scopes = new CacheScopes(upstreams);
   // `path` is the canonical one for every request the front door let in.
   const metrics = new GatewayMetrics((path) => scopes.route(requestTarget(path)) ?? (['/healthz', '/readyz', '/metrics'].includes(path) ? path : 'other'));
+  const health = new ReplicaHealth();
   const targets: CachedUpstream[] = upstreams.map((upstream) => ({
     upstream,
-    agent: upstreamAgent(upstream.url),
+    agent: upstreamAgent(upstream.url, { resolve: resolveReplicas, health }),
     limit: new ConcurrencyLimit(upstream.name, concurrency),
   }));
   const upstreamFor = (path: string) => targets.find(({ upstream }) => servesPath(upstream, path));

@@ -86,7 +86,7 @@ describe.each(deployables)('$name ports', ({ name, configSchema }) => {
 
 test('the gateway is published on the port it listens on', () => {
   const { PORT } = effectiveConfig(gatewayConfig, composeEnvironment(composeFile.services.gateway!));
-  expect(composeFile.services.gateway!.ports).toEqual([`8080:${PORT}`]);
+  expect(composeFile.services.gateway!.ports).toEqual([`${'${GATEWAY_BIND_ADDRESS:-127.0.0.1}'}:8080:${PORT}`]);
 });
 
 /** The host and port a URL names, defaulting the port by scheme. */

@@ -10,6 +10,7 @@ import type { RequestListener } from 'node:http';
 import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/src/app.js';
 import { ResponseCache } from '../../gateway/src/cache/response-cache.js';
 import type { ConcurrencyLimitSettings } from '../../gateway/src/concurrency-limit.js';
+import type { ResolveEndpoints } from '../../gateway/src/upstream-agent.js';
 import { createApp as createProductsApp, productsService } from '../../products-service/src/app.js';
 import { createApp as createUsersApp, usersService } from '../../users-service/src/app.js';
 
@@ -107,6 +108,8 @@ export async function startGateway(options: {
   cache?: GatewayCacheOptions;
   /** The per-upstream concurrency limit (default: the gateway's defaults). */
   concurrency?: ConcurrencyLimitSettings;
+  /** The replicas behind a service URL's host and port (default: DNS, i.e. the URL itself). */
+  resolveReplicas?: ResolveEndpoints;
 }): Promise<RunningGateway> {
   const logger = options.logger ?? testLogger;
   const upstreams = upstreamsFrom({ USERS_SERVICE_URL: options.usersUrl, PRODUCTS_SERVICE_URL: options.productsUrl });
@@ -122,6 +125,7 @@ export async function startGateway(options: {
     lifecycle: new Lifecycle(),
     cache,
     concurrency: options.concurrency ?? { limit: 128, writeShare: 0.25 },
+    resolveReplicas: options.resolveReplicas,
   });
   const running = await listen(app, 0, '127.0.0.1');
   return {
