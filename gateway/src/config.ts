@@ -8,6 +8,8 @@ export const configSchema = z.object({
   PRODUCTS_SERVICE_URL: url(['http:', 'https:'], 'http://127.0.0.1:3002'),
   REDIS_URL: url(['redis:', 'rediss:'], 'redis://127.0.0.1:6379'),
   UPSTREAM_TIMEOUT_MS: milliseconds(10_000),
+  // The services' WRITE_DEADLINE_MS (5000 by default) plus a second for a COMMIT under way.
+  SERVICE_WRITE_DEADLINE_MS: milliseconds(6_000),
   CACHE_ENABLED: flag(true),
   CACHE_TTL_SECONDS: seconds(60, 1),
   CACHE_STALE_SECONDS: seconds(300, 0),

@@ -16,7 +16,15 @@ export interface DatabaseLimits {
   acquireTimeoutMs: number;
   /** How long one query may run. */
   queryTimeoutMs: number;
+  /**
+   * WRITE_DEADLINE_MS: no write made for a request commits later than this after the request
+   * arrived; it is rolled back instead (503). The gateway counts on this bound (see `boundWrites`).
+   */
+  writeDeadlineMs: number;
 }
+
+/** WRITE_DEADLINE_MS by default; a gateway's SERVICE_WRITE_DEADLINE_MS must not be less. */
+export const DEFAULT_WRITE_DEADLINE_MS = 5_000;
 
 const defaultLimits: DatabaseLimits = {
   connectionLimit: 10,
@@ -24,7 +32,10 @@ const defaultLimits: DatabaseLimits = {
   connectTimeoutMs: 2_000,
   acquireTimeoutMs: 2_000,
   queryTimeoutMs: 5_000,
+  writeDeadlineMs: DEFAULT_WRITE_DEADLINE_MS,
 };
+
+const isQueryTimeout = (error: unknown) => (error as { code?: unknown } | null)?.code === 'PROTOCOL_SEQUENCE_TIMEOUT';
 
 // Errors that say "the database cannot be reached or is overloaded", not "this query is wrong".
 const UNAVAILABLE_CODES = new Set([
@@ -77,8 +88,10 @@ export function isDuplicateKey(error: unknown, indexName: string): boolean {
 export class Database {
   readonly #pool: mysql.Pool;
   readonly #limits: DatabaseLimits;
-  /** The connection of the transaction the current async context runs in, if any. */
-  readonly #transaction = new AsyncLocalStorage<mysql.PoolConnection>();
+  /** The transaction the current async context runs in, if any: its connection and write deadline. */
+  readonly #transaction = new AsyncLocalStorage<{ connection: mysql.PoolConnection; deadline: number | undefined; timedOut: boolean }>();
+  /** The write deadline (performance.now() time) of the request the current async context serves. */
+  readonly #requestDeadline = new AsyncLocalStorage<number>();
 
   constructor(url: string, limits: Partial<DatabaseLimits> = {}) {
     this.#limits = { ...defaultLimits, ...limits };
@@ -101,49 +114,80 @@ export class Database {
   }
 
   /**
+   * Runs `next` (the rest of a request's handling) under the write deadline of a request arriving
+   * now: every write it makes commits before `writeDeadlineMs` from now, or not at all. A gateway
+   * that gave up on a write (timeout, reset, 5xx) knows from this how long it may still land, and
+   * keeps what it affects out of its cache until then.
+   */
+  boundWrites(next: () => void): void {
+    this.#requestDeadline.run(performance.now() + this.#limits.writeDeadlineMs, next);
+  }
+
+  /**
    * Runs one statement; rows for SELECT, a result header otherwise. Inside `transaction(work)` it
-   * runs on that transaction's connection, so data-layer code takes part without knowing it.
+   * runs on that transaction's connection, so data-layer code takes part without knowing it, and
+   * it is cut off at the transaction's write deadline.
    */
   async query<T = mysql.RowDataPacket[]>(sql: string, values: SqlValue[] = []): Promise<T> {
     const current = this.#transaction.getStore();
-    const connection = current ?? (await this.#acquire());
+    const connection = current?.connection ?? (await this.#acquire());
+    let usable = true;
     try {
-      const [result] = await connection.query({ sql, values, timeout: this.#limits.queryTimeoutMs });
+      const [result] = await connection.query({ sql, values, timeout: this.#timeoutBefore(current?.deadline) });
       return result as T;
     } catch (error) {
-      throw this.#classify(error);
+      // mysql2 leaves a timed-out statement running on the connection (and queues the next behind
+      // it, without a timer): that connection is not used again.
+      usable = !isQueryTimeout(error);
+      if (current && !usable) current.timedOut = true;
+      throw this.#classify(error, current?.deadline);
     } finally {
-      if (!current) connection.release();
+      if (!current) {
+        if (usable) connection.release();
+        else connection.destroy();
+      }
     }
   }
 
   /**
    * Runs `work` in one READ COMMITTED transaction: every query it makes (through this Database)
    * commits together, or none does when it throws. READ COMMITTED so that an optimistic update that
-   * retries reads the row another writer just committed, not its first snapshot.
+   * retries reads the row another writer just committed, not its first snapshot. Within a request
+   * (`boundWrites`), COMMIT is never sent after the request's write deadline: past it the
+   * transaction is rolled back (503), and a statement still running then is cut off with its
+   * connection, which makes MySQL roll the transaction back.
    */
   async transaction<T>(work: () => Promise<T>): Promise<T> {
     if (this.#transaction.getStore()) return work();
+    const deadline = this.#requestDeadline.getStore();
+    if (deadline !== undefined && performance.now() >= deadline) throw this.#pastDeadline();
     const connection = await this.#acquire();
+    const transaction = { connection, deadline, timedOut: false };
     let result: T;
     try {
-      await connection.query({ sql: 'SET TRANSACTION ISOLATION LEVEL READ COMMITTED', timeout: this.#limits.queryTimeoutMs });
-      await connection.query({ sql: 'START TRANSACTION', timeout: this.#limits.queryTimeoutMs });
-      result = await this.#transaction.run(connection, work);
+      await connection.query({ sql: 'SET TRANSACTION ISOLATION LEVEL READ COMMITTED', timeout: this.#timeoutBefore(deadline) });
+      await connection.query({ sql: 'START TRANSACTION', timeout: this.#timeoutBefore(deadline) });
+      result = await this.#transaction.run(transaction, work);
+      if (deadline !== undefined && performance.now() >= deadline) throw this.#pastDeadline();
       await connection.query({ sql: 'COMMIT', timeout: this.#limits.queryTimeoutMs });
     } catch (error) {
-      // A connection whose transaction state is unknown is not given back to the pool.
-      await connection.query({ sql: 'ROLLBACK', timeout: this.#limits.queryTimeoutMs }).then(() => connection.release(), () => connection.destroy());
-      throw this.#classify(error);
+      if (transaction.timedOut || isQueryTimeout(error)) {
+        // Closing the connection is the rollback: MySQL rolls back what a closed connection left open.
+        connection.destroy();
+      } else {
+        // A connection whose transaction state is unknown is not given back to the pool.
+        await connection.query({ sql: 'ROLLBACK', timeout: this.#limits.queryTimeoutMs }).then(() => connection.release(), () => connection.destroy());
+      }
+      throw this.#classify(error, deadline);
     }
     connection.release();
     return result;
   }
 
-  /** Affected rows of an INSERT, UPDATE or DELETE. */
+  /** Affected rows of an INSERT, UPDATE or DELETE; within a request, bounded by its write deadline. */
   async execute(sql: string, values: SqlValue[] = []): Promise<number> {
-    const header = await this.query<mysql.ResultSetHeader>(sql, values);
-    return header.affectedRows;
+    const write = async () => (await this.query<mysql.ResultSetHeader>(sql, values)).affectedRows;
+    return this.#requestDeadline.getStore() === undefined ? write() : this.transaction(write);
   }
 
   /** Why the database cannot serve, or undefined when it answers. */
@@ -180,8 +224,20 @@ export class Database {
     }
   }
 
-  #classify(error: unknown): unknown {
-    if (error instanceof HttpProblem || !isUnavailable(error)) return error;
+  /** A statement's timeout: the query timeout, or less to stop at `deadline`. */
+  #timeoutBefore(deadline: number | undefined): number {
+    if (deadline === undefined) return this.#limits.queryTimeoutMs;
+    return Math.max(1, Math.min(this.#limits.queryTimeoutMs, Math.ceil(deadline - performance.now())));
+  }
+
+  #pastDeadline(): HttpProblem {
+    return problems.unavailable(`The write did not complete within ${this.#limits.writeDeadlineMs} ms of the request and was not applied; try again shortly`);
+  }
+
+  #classify(error: unknown, deadline?: number): unknown {
+    if (error instanceof HttpProblem) return error;
+    if (deadline !== undefined && isQueryTimeout(error) && performance.now() >= deadline - 1) return this.#pastDeadline();
+    if (!isUnavailable(error)) return error;
     return problems.unavailable('The database is unavailable; try again shortly', error);
   }
 }

@@ -1,13 +1,13 @@
 import { fileURLToPath } from 'node:url';
 import express, { type Router } from 'express';
 import { z } from 'zod';
-import { commonConfig, flag, loadConfig, port, seconds, url } from './config.js';
+import { commonConfig, flag, loadConfig, milliseconds, port, seconds, url } from './config.js';
 import { allowOnly, baseApp, canonicalTargetsOnly, healthRoutes, Lifecycle, notFound, problemHandler, requestContext } from './http.js';
 import { DEFAULT_IDEMPOTENCY_TTL_SECONDS, type IdempotencyStore } from './idempotency.js';
 import { createLogger, type Logger } from './logger.js';
 import { migrate } from './migrate.js';
 import { MySqlIdempotencyStore } from './mysql-idempotency.js';
-import { Database } from './mysql.js';
+import { Database, DEFAULT_WRITE_DEADLINE_MS } from './mysql.js';
 import { assembleDocument, documentPart, DOCUMENT_PATH, LICENSE, probesPart, type ApiPart, type OpenApiDocument } from './openapi.js';
 import { serve } from './server.js';
 
@@ -53,6 +53,7 @@ export const serviceConfigSchema = (service: Pick<ServiceDefinition, 'defaultPor
     DATABASE_URL: url(['mysql:'], service.defaultDatabaseUrl),
     MIGRATE_ON_START: flag(true),
     IDEMPOTENCY_TTL_SECONDS: seconds(DEFAULT_IDEMPOTENCY_TTL_SECONDS, 1),
+    WRITE_DEADLINE_MS: milliseconds(DEFAULT_WRITE_DEADLINE_MS),
     ...commonConfig,
   });
 
@@ -69,6 +70,7 @@ export function createServiceApp(service: ServiceDefinition, { db, logger, lifec
   const app = baseApp();
   app.use(requestContext(logger));
   app.use(canonicalTargetsOnly);
+  app.use((_req, _res, next) => db.boundWrites(next));
   app.use(healthRoutes(lifecycle, () => db.unreadyReason()));
   app.use(documentRoutes(serviceDocument(service)));
   app.use(service.routes(db, idempotency ?? new MySqlIdempotencyStore(db)));
@@ -95,7 +97,7 @@ export async function runService(service: ServiceDefinition): Promise<void> {
     logger.fatal({ err: error }, 'migrations failed; not starting');
     process.exit(1);
   }
-  const db = new Database(config.DATABASE_URL);
+  const db = new Database(config.DATABASE_URL, { writeDeadlineMs: config.WRITE_DEADLINE_MS });
   const lifecycle = new Lifecycle();
   const idempotency = new MySqlIdempotencyStore(db, { ttlSeconds: config.IDEMPOTENCY_TTL_SECONDS });
   const purge = setInterval(() => {

@@ -24,6 +24,7 @@ const gatewayDefaults = {
   PRODUCTS_SERVICE_URL: 'http://127.0.0.1:3002',
   REDIS_URL: 'redis://127.0.0.1:6379',
   UPSTREAM_TIMEOUT_MS: 10_000,
+  SERVICE_WRITE_DEADLINE_MS: 6_000,
   CACHE_ENABLED: true,
   CACHE_TTL_SECONDS: 60,
   CACHE_STALE_SECONDS: 300,
@@ -147,9 +148,9 @@ describe.each(services)('the $name configuration', ({ schema, port, databaseUrl 
   });
 
   it('uses the defaults when variables are unset or empty', () => {
-    const defaults = { PORT: port, DATABASE_URL: databaseUrl, MIGRATE_ON_START: true, IDEMPOTENCY_TTL_SECONDS: 86_400, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: 10_000 };
+    const defaults = { PORT: port, DATABASE_URL: databaseUrl, MIGRATE_ON_START: true, IDEMPOTENCY_TTL_SECONDS: 86_400, WRITE_DEADLINE_MS: 5_000, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: 10_000 };
     expect(parseConfig(schema, {})).toEqual(defaults);
-    expect(parseConfig(schema, { PORT: '', DATABASE_URL: '', MIGRATE_ON_START: '', IDEMPOTENCY_TTL_SECONDS: '', LOG_LEVEL: '', SHUTDOWN_TIMEOUT_MS: '' })).toEqual(defaults);
+    expect(parseConfig(schema, { PORT: '', DATABASE_URL: '', MIGRATE_ON_START: '', IDEMPOTENCY_TTL_SECONDS: '', WRITE_DEADLINE_MS: '', LOG_LEVEL: '', SHUTDOWN_TIMEOUT_MS: '' })).toEqual(defaults);
   });
 
   it('reads MIGRATE_ON_START=false as false', () => {
