@@ -8,6 +8,7 @@
 import mysql from 'mysql2/promise';
 import { client, expectProblem, type Client } from '../support/http.js';
 import { startGateway, startProductsService, type RunningGateway, type RunningService } from '../support/stack.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 
 const WRITE_DEADLINE_MS = 1_500;
 const UPSTREAM_TIMEOUT_MS = 300;
@@ -45,7 +46,7 @@ async function createProduct() {
 
 /** GETs `path` through `via` until the cache answers it; returns that response. */
 async function untilCached(via: Client, path: string) {
-  for (let attempt = 0; attempt < 100; attempt++) {
+  for (let attempt = 0; attempt < 200; attempt++) {
     const response = await via.get(path);
     if (response.headers.get('x-cache') === 'HIT') return response;
     await new Promise((resolve) => setTimeout(resolve, 50));
@@ -122,4 +123,38 @@ it('the service never commits a write later than WRITE_DEADLINE_MS after the req
   expect(answer.body.detail).toMatch(/not applied/);
   expect(await settledRow(product.id)).toEqual({ stock: 1, version: 1 });
   expect((await client(products.url).get(product.location)).body.stock).toBe(1);
+});
+
+it('a replica that could not reach Redis when it gave up on a write sets the hold once Redis is back, for what is left of it', async () => {
+  const redisUrl = new URL(process.env.TEST_REDIS_URL!);
+  const redisProxy = await new TcpProxy({ host: redisUrl.hostname, port: Number(redisUrl.port || 6379) }).start();
+  const cutOff = await startGateway({
+    usersUrl: products.url,
+    productsUrl: products.url,
+    upstreamTimeoutMs: UPSTREAM_TIMEOUT_MS,
+    serviceWriteDeadlineMs: 6_000,
+    cache: { ttlSeconds: 60, staleSeconds: 0, redisUrl: redisProxy.rewrite(redisUrl.toString()) },
+  });
+  const product = await createProduct();
+  const lock = await lockRow(product.id);
+  try {
+    await untilCached(api, product.location);
+    await redisProxy.cut();
+    expectProblem(await client(cutOff.url).patch(product.location, { stock: 5 }), 504, 'gateway-timeout');
+    await redisProxy.restore();
+    // The other replica served its entry while this one could not say so; once Redis is back, the hold is there.
+    let read = await api.get(product.location);
+    for (let attempt = 0; attempt < 100 && read.headers.get('x-cache') !== 'BYPASS'; attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      read = await api.get(product.location);
+    }
+    expect(read.headers.get('x-cache')).toBe('BYPASS');
+  } finally {
+    await lock.release();
+    await cutOff.close();
+    await redisProxy.cut();
+  }
+  // Whatever the service did with the write, the cache, once used again, agrees with it.
+  const settled = await settledRow(product.id);
+  expect((await untilCached(api, product.location)).body.stock).toBe(settled.stock);
 });
