@@ -11,6 +11,8 @@ export const configSchema = z.object({
   UPSTREAM_TIMEOUT_MS: milliseconds(10_000),
   UPSTREAM_CONCURRENCY_LIMIT: count(128, 1, 100_000),
   UPSTREAM_WRITE_SHARE_PERCENT: count(25, 0, 90),
+  // The services' WRITE_DEADLINE_MS (5000 by default) plus a second for a COMMIT under way.
+  SERVICE_WRITE_DEADLINE_MS: milliseconds(6_000),
   CACHE_ENABLED: flag(true),
   CACHE_TTL_SECONDS: seconds(60, 1),
   CACHE_STALE_SECONDS: seconds(300, 0),

@@ -27,6 +27,7 @@ const gatewayDefaults = {
   UPSTREAM_TIMEOUT_MS: 10_000,
   UPSTREAM_CONCURRENCY_LIMIT: 128,
   UPSTREAM_WRITE_SHARE_PERCENT: 25,
+  SERVICE_WRITE_DEADLINE_MS: 6_000,
   CACHE_ENABLED: true,
   CACHE_TTL_SECONDS: 60,
   CACHE_STALE_SECONDS: 300,
@@ -89,6 +90,7 @@ describe('the gateway configuration', () => {
         UPSTREAM_TIMEOUT_MS: '250',
         UPSTREAM_CONCURRENCY_LIMIT: '32',
         UPSTREAM_WRITE_SHARE_PERCENT: '50',
+        SERVICE_WRITE_DEADLINE_MS: '2500',
         LOG_LEVEL: 'debug',
         SHUTDOWN_TIMEOUT_MS: '3000',
         CACHE_ENABLED: 'false',
@@ -104,6 +106,7 @@ describe('the gateway configuration', () => {
       UPSTREAM_TIMEOUT_MS: 250,
       UPSTREAM_CONCURRENCY_LIMIT: 32,
       UPSTREAM_WRITE_SHARE_PERCENT: 50,
+      SERVICE_WRITE_DEADLINE_MS: 2500,
       LOG_LEVEL: 'debug',
       SHUTDOWN_TIMEOUT_MS: 3000,
       CACHE_ENABLED: false,
@@ -157,9 +160,9 @@ describe.each(services)('the $name configuration', ({ schema, port, databaseUrl 
   });
 
   it('uses the defaults when variables are unset or empty', () => {
-    const defaults = { PORT: port, DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: 10, DATABASE_QUEUE_LIMIT: 200, MIGRATE_ON_START: true, IDEMPOTENCY_TTL_SECONDS: 86_400, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: 10_000 };
+    const defaults = { PORT: port, DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: 10, DATABASE_QUEUE_LIMIT: 200, MIGRATE_ON_START: true, IDEMPOTENCY_TTL_SECONDS: 86_400, WRITE_DEADLINE_MS: 5_000, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: 10_000 };
     expect(parseConfig(schema, {})).toEqual(defaults);
-    expect(parseConfig(schema, { PORT: '', DATABASE_URL: '', DATABASE_POOL_SIZE: '', DATABASE_QUEUE_LIMIT: '', MIGRATE_ON_START: '', IDEMPOTENCY_TTL_SECONDS: '', LOG_LEVEL: '', SHUTDOWN_TIMEOUT_MS: '' })).toEqual(defaults);
+    expect(parseConfig(schema, { PORT: '', DATABASE_URL: '', DATABASE_POOL_SIZE: '', DATABASE_QUEUE_LIMIT: '', MIGRATE_ON_START: '', IDEMPOTENCY_TTL_SECONDS: '', WRITE_DEADLINE_MS: '', LOG_LEVEL: '', SHUTDOWN_TIMEOUT_MS: '' })).toEqual(defaults);
   });
 
   it.each([

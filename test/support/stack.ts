@@ -103,6 +103,7 @@ export async function startGateway(options: {
   usersUrl: string;
   productsUrl: string;
   upstreamTimeoutMs?: number;
+  serviceWriteDeadlineMs?: number;
   logger?: Logger;
   /** The Redis cache (default: off, so tests of other behaviour see every request reach a service). */
   cache?: GatewayCacheOptions;
@@ -121,6 +122,7 @@ export async function startGateway(options: {
   const app = createGatewayApp({
     upstreams,
     upstreamTimeoutMs: options.upstreamTimeoutMs ?? 10_000,
+    serviceWriteDeadlineMs: options.serviceWriteDeadlineMs ?? 6_000,
     logger,
     lifecycle: new Lifecycle(),
     cache,

@@ -3,7 +3,7 @@ import type { Logger } from '@app/shared/logger';
 import type { Redis } from '@app/shared/redis';
 import { decode, encode, type CachedResponse } from './entry.js';
 import { defaultBreakerSettings, RedisHealth, type RedisBreakerSettings } from './redis-health.js';
-import type { ReadScope } from './scope.js';
+import type { ReadScope, WriteScope } from './scope.js';
 
 /** Generations outlive every entry by far; they only need to expire eventually. */
 const GENERATION_TTL_SECONDS = 86_400;
@@ -25,14 +25,20 @@ export interface Lookup {
 
 const newGeneration = () => randomBytes(8).toString('base64url');
 
+// Sets a hold for ARGV[1] ms unless it already lasts longer: a hold only ever grows, whichever
+// replica sets it. A script rather than `PEXPIRE … GT` so that it runs on any Redis.
+const HOLD_SCRIPT = `if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], '1', 'PX', ARGV[1]) end return 1`;
+
 /**
  * The gateway's view of Redis. Every failure is a miss, never an error; whether Redis is down at
- * all is RedisHealth's judgement, not one command's. A write that cannot renew its generations is
- * remembered, and until that renewal is made this gateway neither reads nor fills the scopes it
- * covers (and only those): stale entries never come back with Redis.
+ * all is RedisHealth's judgement, not one command's. A write that cannot renew its generations or
+ * set its holds is remembered, and until that renewal or hold is made this gateway neither reads
+ * nor fills the scopes it covers (and only those): stale entries never come back with Redis.
  */
 export class ResponseCache {
   readonly #owed = new Set<string>();
+  /** Holds not yet set in Redis: key → until when (Date.now() ms). */
+  readonly #owedHolds = new Map<string, number>();
   #settling: Promise<void> | undefined;
   readonly #health: RedisHealth;
   readonly now: () => number;
@@ -47,16 +53,22 @@ export class ResponseCache {
     redis.on('ready', () => void this.#settle());
   }
 
-  /** Whether a read or fill of `scope` may use Redis: Redis is up and no invalidation of it is owed. */
-  #usable(scope: ReadScope): boolean {
-    return this.#health.up && !this.#owed.has(scope.generationKey);
+  /** Nothing is owed: every renewal and hold a write asked for is in Redis. */
+  get #settled(): boolean {
+    return this.#owed.size === 0 && this.#owedHolds.size === 0;
   }
 
-  /** One round trip; undefined when the cache cannot be used for this scope now. */
+  /** Whether a read or fill of `scope` may use Redis: Redis is up and nothing is owed for this scope. */
+  #usable(scope: ReadScope): boolean {
+    return this.#health.up && !this.#owed.has(scope.generationKey) && !this.#owedHolds.has(scope.holdKey);
+  }
+
+  /** One round trip; undefined when the cache cannot be used for this scope now, or the scope is held. */
   async lookup(scope: ReadScope): Promise<Lookup | undefined> {
     if (!this.#usable(scope)) return undefined;
     try {
-      const [generation, stored] = await this.#health.run((redis) => redis.mgetBuffer(scope.generationKey, scope.entryKey));
+      const [hold, generation, stored] = await this.#health.run((redis) => redis.mgetBuffer(scope.holdKey, scope.generationKey, scope.entryKey));
+      if (hold !== null) return undefined;
       const current = generation?.toString() ?? null;
       const entry = stored ? decode(stored) : undefined;
       return { generation: current, ...(entry && entry.generation === current ? { entry } : {}) };
@@ -101,15 +113,32 @@ export class ResponseCache {
   }
 
   /**
-   * Renews the generations a write affects: O(1) per key, whatever the number of entries. A renewal
+   * Renews the generations a write affects: O(1) per key, whatever the number of entries. A write
+   * whose outcome is unknown (`holdMs`: the service may still commit it for that long) first holds
+   * them too: until the hold ends no replica reads or fills the cache for them, so a read made
+   * before the write lands is never kept as fresh. Hold first, renew second: a read that looked
+   * before the hold was set stores under a generation the renewal then retires. A renewal or hold
    * that fails is owed: retried until Redis takes it, and meanwhile only its scope is bypassed.
    */
-  async invalidate(generationKeys: string[]): Promise<void> {
-    const failed = await this.#renew(generationKeys);
-    if (failed.length === 0) return;
-    for (const key of failed) this.#owed.add(key);
-    this.logger.warn({ keys: failed, owed: this.#owed.size }, 'could not invalidate: bypassing the cache for these scopes until Redis takes the invalidation');
+  async invalidate(scopes: readonly WriteScope[], options: { holdMs?: number } = {}): Promise<void> {
+    const { holdMs } = options;
+    if (holdMs !== undefined) {
+      const until = Date.now() + holdMs;
+      for (const key of await this.#hold(scopes.map((scope) => scope.holdKey), holdMs)) this.#owedHolds.set(key, Math.max(until, this.#owedHolds.get(key) ?? 0));
+    }
+    for (const key of await this.#renew(scopes.map((scope) => scope.generationKey))) this.#owed.add(key);
+    if (this.#settled) return;
+    this.logger.warn(
+      { owed: this.#owed.size, owedHolds: this.#owedHolds.size },
+      'could not invalidate: bypassing the cache for the scopes concerned until Redis takes the invalidations',
+    );
     void this.#settle();
+  }
+
+  /** Sets the holds for `ms`; returns the keys it could not set. */
+  async #hold(keys: string[], ms: number): Promise<string[]> {
+    const results = await Promise.allSettled(keys.map((key) => this.#health.run((redis) => redis.eval(HOLD_SCRIPT, 1, key, Math.ceil(ms)))));
+    return keys.filter((_key, i) => results[i]?.status === 'rejected');
   }
 
   async #renew(keys: string[]): Promise<string[]> {
@@ -120,14 +149,19 @@ export class ResponseCache {
   /** Pays the owed invalidations as soon as Redis takes them; retries while it does not. */
   #settle(): Promise<void> {
     this.#settling ??= (async () => {
-      while (this.#owed.size > 0) {
+      while (this.#owed.size > 0 || this.#owedHolds.size > 0) {
         if (this.#health.up) {
+          // Holds before renewals, as in `invalidate`; a hold whose time has passed is owed no more.
+          for (const [key, until] of this.#owedHolds) {
+            const remaining = until - Date.now();
+            if (remaining <= 0 || (await this.#hold([key], remaining)).length === 0) this.#owedHolds.delete(key);
+          }
           const owed = [...this.#owed];
           const failed = new Set(await this.#renew(owed));
           for (const key of owed) if (!failed.has(key)) this.#owed.delete(key);
-          if (this.#owed.size === 0) this.logger.info('owed cache invalidations made: every scope is cached again');
+          if (this.#settled) this.logger.info('owed cache invalidations made: every scope is cached again');
         }
-        if (this.#owed.size > 0) await new Promise((resolve) => setTimeout(resolve, 200).unref());
+        if (!this.#settled) await new Promise((resolve) => setTimeout(resolve, 200).unref());
       }
     })().finally(() => (this.#settling = undefined));
     return this.#settling;
