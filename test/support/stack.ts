@@ -9,6 +9,8 @@ import { migrateSchema, type ServiceDefinition, type ServiceDependencies } from 
 import type { RequestListener } from 'node:http';
 import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/src/app.js';
 import { ResponseCache } from '../../gateway/src/cache/response-cache.js';
+import type { ConcurrencyLimitSettings } from '../../gateway/src/concurrency-limit.js';
+import type { ResolveEndpoints } from '../../gateway/src/upstream-agent.js';
 import { createApp as createProductsApp, productsService } from '../../products-service/src/app.js';
 import { createApp as createUsersApp, usersService } from '../../users-service/src/app.js';
 
@@ -94,24 +96,39 @@ export interface GatewayCacheOptions {
   ttlSeconds?: number;
   staleSeconds?: number;
   now?: () => number;
+  commandTimeoutMs?: number;
 }
 
 export async function startGateway(options: {
   usersUrl: string;
   productsUrl: string;
   upstreamTimeoutMs?: number;
+  serviceWriteDeadlineMs?: number;
   logger?: Logger;
   /** The Redis cache (default: off, so tests of other behaviour see every request reach a service). */
   cache?: GatewayCacheOptions;
+  /** The per-upstream concurrency limit (default: the gateway's defaults). */
+  concurrency?: ConcurrencyLimitSettings;
+  /** The replicas behind a service URL's host and port (default: DNS, i.e. the URL itself). */
+  resolveReplicas?: ResolveEndpoints;
 }): Promise<RunningGateway> {
   const logger = options.logger ?? testLogger;
   const upstreams = upstreamsFrom({ USERS_SERVICE_URL: options.usersUrl, PRODUCTS_SERVICE_URL: options.productsUrl });
-  const redis = options.cache && createCacheClient(options.cache.redisUrl ?? process.env.TEST_REDIS_URL!, logger);
+  const redis = options.cache && createCacheClient(options.cache.redisUrl ?? process.env.TEST_REDIS_URL!, logger, { commandTimeoutMs: options.cache.commandTimeoutMs });
   if (redis) await new Promise((resolve) => redis.once('ready', resolve));
   const cache =
     redis &&
     new ResponseCache(redis, { ttlSeconds: options.cache?.ttlSeconds ?? 60, staleSeconds: options.cache?.staleSeconds ?? 300, now: options.cache?.now }, logger);
-  const app = createGatewayApp({ upstreams, upstreamTimeoutMs: options.upstreamTimeoutMs ?? 10_000, logger, lifecycle: new Lifecycle(), cache });
+  const app = createGatewayApp({
+    upstreams,
+    upstreamTimeoutMs: options.upstreamTimeoutMs ?? 10_000,
+    serviceWriteDeadlineMs: options.serviceWriteDeadlineMs ?? 6_000,
+    logger,
+    lifecycle: new Lifecycle(),
+    cache,
+    concurrency: options.concurrency ?? { limit: 128, writeShare: 0.25 },
+    resolveReplicas: options.resolveReplicas,
+  });
   const running = await listen(app, 0, '127.0.0.1');
   return {
     url: `http://127.0.0.1:${running.port}`,
