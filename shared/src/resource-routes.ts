@@ -1,6 +1,6 @@
 import express, { type Request, type Response, type Router } from 'express';
 import { allowOnly, jsonBody } from './http.js';
-import { etagMatches, etagOf, representation, type ResourceService, type Stored } from './resource.js';
+import { conditionsOf, etagOf, evaluatePreconditions, representation, type ResourceService, type Stored } from './resource.js';
 
 /** What `path` answers (HEAD and OPTIONS come with them); the API description reads these too. */
 export const COLLECTION_METHODS = ['GET', 'POST'] as const;
@@ -9,11 +9,16 @@ export const ITEM_METHODS = ['GET', 'PUT', 'PATCH', 'DELETE'] as const;
 /** PATCH takes an RFC 7396 merge patch; plain JSON is accepted as the same. */
 export const PATCH_MEDIA_TYPES = ['application/merge-patch+json', 'application/json'] as const;
 
-/** The HTTP mapping of a resource: `path` (list, create) and `path/:id` (read, replace, patch, delete). */
+/**
+ * The HTTP mapping of a resource: `path` (list, create) and `path/:id` (read, replace, patch, delete).
+ * Conditional requests follow RFC 9110 §13 on every method: an item's validator is its ETag; a
+ * collection exists but has none, so on it `If-Match: *` holds, any other If-Match fails (412),
+ * and `If-None-Match: *` on POST fails (412); If-None-Match on a list read is not evaluated (no
+ * validator to compare, and the gateway's cache answers the same).
+ */
 export function resourceRoutes<F extends Record<string, unknown>, Filter>(path: string, service: ResourceService<F, Filter>): Router {
   const router = express.Router();
   const item = `${path}/:id`;
-  const ifMatch = (req: Request) => req.headers['if-match'];
 
   const sendResource = (res: Response, resource: Stored<F>, status = 200) => {
     res.status(status).setHeader('ETag', etagOf(resource.version)).json(representation(resource));
@@ -22,11 +27,13 @@ export function resourceRoutes<F extends Record<string, unknown>, Filter>(path: 
   router
     .route(path)
     .get(async (req: Request, res: Response) => {
+      evaluatePreconditions({ ifMatch: req.headers['if-match'] }, undefined, 'read');
       const page = await service.list(req.query);
       res.setHeader('Cache-Control', 'no-cache');
       res.json({ items: page.items.map(representation), nextCursor: page.nextCursor });
     })
     .post(jsonBody(), async (req: Request, res: Response) => {
+      evaluatePreconditions(conditionsOf(req.headers), undefined, 'write');
       const created = await service.create(req.body);
       res.setHeader('Location', `${path}/${created.id}`);
       sendResource(res, created, 201);
@@ -39,20 +46,20 @@ export function resourceRoutes<F extends Record<string, unknown>, Filter>(path: 
       const resource = await service.get(req.params.id);
       const etag = etagOf(resource.version);
       res.setHeader('Cache-Control', 'no-cache');
-      if (etagMatches(req.headers['if-none-match'], etag, 'weak')) {
+      if (evaluatePreconditions(conditionsOf(req.headers), etag, 'read') === 'not-modified') {
         res.status(304).setHeader('ETag', etag).end();
         return;
       }
       sendResource(res, resource);
     })
     .put(jsonBody(), async (req: Request<{ id: string }>, res: Response) => {
-      sendResource(res, await service.replace(req.params.id, req.body, ifMatch(req)));
+      sendResource(res, await service.replace(req.params.id, req.body, conditionsOf(req.headers)));
     })
     .patch(jsonBody(PATCH_MEDIA_TYPES), async (req: Request<{ id: string }>, res: Response) => {
-      sendResource(res, await service.patch(req.params.id, req.body, ifMatch(req)));
+      sendResource(res, await service.patch(req.params.id, req.body, conditionsOf(req.headers)));
     })
     .delete(async (req: Request<{ id: string }>, res: Response) => {
-      await service.delete(req.params.id, ifMatch(req));
+      await service.delete(req.params.id, conditionsOf(req.headers));
       res.status(204).end();
     })
     .all(allowOnly(ITEM_METHODS));
