@@ -1,5 +1,7 @@
 import type { RequestListener } from 'node:http';
-import { allowOnly, baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, requestContext } from '@app/shared/http';
+import { allowOnly, baseApp, BODY_LIMIT, BODY_LIMIT_BYTES, healthRoutes, type Lifecycle, notFound, problemHandler, requestContext } from '@app/shared/http';
+import { HttpProblem } from '@app/shared/problem';
+import type { RequestHandler } from 'express';
 import type { Logger } from '@app/shared/logger';
 import { cachedReads, type CachedUpstream } from './cache/cached-reads.js';
 import { withCacheHotPath } from './cache/hot-path.js';
@@ -13,6 +15,8 @@ import { servesPath, upstreamProxy, type Upstream } from './upstream.js';
 export interface GatewayDependencies {
   upstreams: Upstream[];
   upstreamTimeoutMs: number;
+  /** How long a client may take to send its request body (408 after that). */
+  requestBodyTimeoutMs: number;
   logger: Logger;
   lifecycle: Lifecycle;
   /** The Redis-backed GET cache; undefined when CACHE_ENABLED=false. */
@@ -22,10 +26,24 @@ export interface GatewayDependencies {
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /**
+ * A body that declares more than the services take is refused here, at once, before any of it is
+ * read or forwarded (the connection closes: the rest of the body is not wanted).
+ */
+const refuseOversizedBodies: RequestHandler = (req, res, next) => {
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > BODY_LIMIT_BYTES) {
+    res.setHeader('Connection', 'close');
+    throw new HttpProblem('payload-too-large', `The request body is larger than ${BODY_LIMIT}`);
+  }
+  next();
+};
+
+/**
  * The gateway: cache hits first (before express), then express with its own health and metrics
  * endpoints, cached reads, one proxy per service, and 404 for the rest. It does not listen.
  */
-export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle, cache }: GatewayDependencies): RequestListener {
+export function createApp({ upstreams, upstreamTimeoutMs, requestBodyTimeoutMs, logger, lifecycle, cache }: GatewayDependencies): RequestListener {
+  const deadlines = { upstreamMs: upstreamTimeoutMs, requestBodyMs: requestBodyTimeoutMs };
   const scopes = new CacheScopes(upstreams);
   const metrics = new GatewayMetrics((path) => scopes.route(path) ?? (['/healthz', '/readyz', '/metrics'].includes(path) ? path : 'other'));
   const targets: CachedUpstream[] = upstreams.map((upstream) => ({ upstream, agent: upstreamAgent(upstream.url) }));
@@ -46,9 +64,10 @@ export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle, cac
     res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
   });
   app.all('/metrics', allowOnly(['GET']));
-  app.use(cachedReads({ cache, upstreamFor, timeoutMs: upstreamTimeoutMs, metrics }));
+  app.use('/api', refuseOversizedBodies);
+  app.use(cachedReads({ cache, upstreamFor, deadlines, metrics }));
   for (const { upstream, agent } of targets) {
-    app.use(upstreamProxy(upstream, { timeoutMs: upstreamTimeoutMs, agent, onSettled: invalidateWrites }));
+    app.use(upstreamProxy(upstream, { deadlines, agent, onSettled: invalidateWrites }));
   }
   app.use(notFound);
   app.use(problemHandler());

@@ -8,6 +8,7 @@ export const configSchema = z.object({
   PRODUCTS_SERVICE_URL: url(['http:', 'https:'], 'http://127.0.0.1:3002'),
   REDIS_URL: url(['redis:', 'rediss:'], 'redis://127.0.0.1:6379'),
   UPSTREAM_TIMEOUT_MS: milliseconds(10_000),
+  REQUEST_BODY_TIMEOUT_MS: milliseconds(30_000),
   CACHE_ENABLED: flag(true),
   CACHE_TTL_SECONDS: seconds(60, 1),
   CACHE_STALE_SECONDS: seconds(300, 0),

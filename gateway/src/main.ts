@@ -16,7 +16,7 @@ const redis = config.CACHE_ENABLED ? createCacheClient(config.REDIS_URL, logger)
 const cache = redis && new ResponseCache(redis, { ttlSeconds: config.CACHE_TTL_SECONDS, staleSeconds: config.CACHE_STALE_SECONDS }, logger);
 await serve({
   name: 'gateway',
-  handler: createApp({ upstreams, upstreamTimeoutMs: config.UPSTREAM_TIMEOUT_MS, logger, lifecycle, cache }),
+  handler: createApp({ upstreams, upstreamTimeoutMs: config.UPSTREAM_TIMEOUT_MS, requestBodyTimeoutMs: config.REQUEST_BODY_TIMEOUT_MS, logger, lifecycle, cache }),
   port: config.PORT,
   lifecycle,
   logger,

@@ -135,7 +135,7 @@ describe('probe paths', () => {
 
   const createApp: Record<Deployable['name'], (lifecycle: Lifecycle) => RequestListener> = {
     gateway: (lifecycle) =>
-      createGatewayApp({ upstreams: upstreamsFrom(gatewayConfig.parse({})), upstreamTimeoutMs: 1_000, logger, lifecycle, cache: undefined }),
+      createGatewayApp({ upstreams: upstreamsFrom(gatewayConfig.parse({})), upstreamTimeoutMs: 1_000, requestBodyTimeoutMs: 1_000, logger, lifecycle, cache: undefined }),
     'users-service': (lifecycle) => createUsersApp({ db, logger, lifecycle }),
     'products-service': (lifecycle) => createProductsApp({ db, logger, lifecycle }),
   };

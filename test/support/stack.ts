@@ -100,6 +100,7 @@ export async function startGateway(options: {
   usersUrl: string;
   productsUrl: string;
   upstreamTimeoutMs?: number;
+  requestBodyTimeoutMs?: number;
   logger?: Logger;
   /** The Redis cache (default: off, so tests of other behaviour see every request reach a service). */
   cache?: GatewayCacheOptions;
@@ -111,7 +112,7 @@ export async function startGateway(options: {
   const cache =
     redis &&
     new ResponseCache(redis, { ttlSeconds: options.cache?.ttlSeconds ?? 60, staleSeconds: options.cache?.staleSeconds ?? 300, now: options.cache?.now }, logger);
-  const app = createGatewayApp({ upstreams, upstreamTimeoutMs: options.upstreamTimeoutMs ?? 10_000, logger, lifecycle: new Lifecycle(), cache });
+  const app = createGatewayApp({ upstreams, upstreamTimeoutMs: options.upstreamTimeoutMs ?? 10_000, requestBodyTimeoutMs: options.requestBodyTimeoutMs ?? 30_000, logger, lifecycle: new Lifecycle(), cache });
   const running = await listen(app, 0, '127.0.0.1');
   return {
     url: `http://127.0.0.1:${running.port}`,
