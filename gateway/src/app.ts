@@ -1,12 +1,12 @@
-import type { RequestListener } from 'node:http';
-import { allowOnly, baseApp, BODY_LIMIT, BODY_LIMIT_BYTES, healthRoutes, type Lifecycle, notFound, problemHandler, requestContext } from '@app/shared/http';
-import { HttpProblem } from '@app/shared/problem';
-import type { RequestHandler } from 'express';
+import type { IncomingMessage, RequestListener } from 'node:http';
+import { allowOnly, baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, refuseOversizedBodies, requestContext } from '@app/shared/http';
 import type { Logger } from '@app/shared/logger';
+import { requestTarget } from '@app/shared/request-target';
 import { cachedReads, type CachedUpstream } from './cache/cached-reads.js';
 import { withCacheHotPath } from './cache/hot-path.js';
 import type { ResponseCache } from './cache/response-cache.js';
 import { CacheScopes } from './cache/scope.js';
+import { refuseNonCanonical, requestTargets, withFrontDoor } from './front-door.js';
 import { GatewayMetrics } from './metrics.js';
 import { upstreamAgent } from './upstream-agent.js';
 import { openApiRoutes } from './openapi.js';
@@ -26,37 +26,27 @@ export interface GatewayDependencies {
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /**
- * A body that declares more than the services take is refused here, at once, before any of it is
- * read or forwarded (the connection closes: the rest of the body is not wanted).
- */
-const refuseOversizedBodies: RequestHandler = (req, res, next) => {
-  const declared = req.headers['content-length'];
-  if (declared !== undefined && Number(declared) > BODY_LIMIT_BYTES) {
-    res.setHeader('Connection', 'close');
-    throw new HttpProblem('payload-too-large', `The request body is larger than ${BODY_LIMIT}`);
-  }
-  next();
-};
-
-/**
- * The gateway: cache hits first (before express), then express with its own health and metrics
- * endpoints, cached reads, one proxy per service, and 404 for the rest. It does not listen.
+ * The gateway: the front door (every target in its canonical form), cache hits (before express),
+ * then express: 404 for a target with no canonical form (never cached), its own health and metrics endpoints,
+ * cached reads, one proxy per service, and 404 for the rest. It does not listen.
  */
 export function createApp({ upstreams, upstreamTimeoutMs, requestBodyTimeoutMs, logger, lifecycle, cache }: GatewayDependencies): RequestListener {
   const deadlines = { upstreamMs: upstreamTimeoutMs, requestBodyMs: requestBodyTimeoutMs };
   const scopes = new CacheScopes(upstreams);
-  const metrics = new GatewayMetrics((path) => scopes.route(path) ?? (['/healthz', '/readyz', '/metrics'].includes(path) ? path : 'other'));
+  // `path` is the canonical one for every request the front door let in.
+  const metrics = new GatewayMetrics((path) => scopes.route(requestTarget(path)) ?? (['/healthz', '/readyz', '/metrics'].includes(path) ? path : 'other'));
   const targets: CachedUpstream[] = upstreams.map((upstream) => ({ upstream, agent: upstreamAgent(upstream.url) }));
   const upstreamFor = (path: string) => targets.find(({ upstream }) => servesPath(upstream, path));
 
   // A write the service may have applied (anything but a 4xx) renews what it affects before the
   // client hears back, so nobody reads the old data from the cache after that.
-  const invalidateWrites = async (req: { method?: string; url?: string }, status: number) => {
-    if (cache && WRITES.has(req.method ?? '') && (status < 400 || status >= 500)) await cache.invalidate(scopes.written(req.url ?? '/'));
+  const invalidateWrites = async (req: IncomingMessage, status: number) => {
+    if (cache && WRITES.has(req.method ?? '') && (status < 400 || status >= 500)) await cache.invalidate(scopes.written(requestTargets.get(req)));
   };
 
   const app = baseApp();
   app.use(requestContext(logger, metrics.requestFinished));
+  app.use(refuseNonCanonical(metrics));
   app.use(openApiRoutes({ upstreams, timeoutMs: upstreamTimeoutMs }));
   // Ready while not shutting down: an upstream's health is its own readiness probe's business.
   app.use(healthRoutes(lifecycle));
@@ -64,6 +54,7 @@ export function createApp({ upstreams, upstreamTimeoutMs, requestBodyTimeoutMs, 
     res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
   });
   app.all('/metrics', allowOnly(['GET']));
+  // Before anything reaches a service: a declared body over the limit is refused at once.
   app.use('/api', refuseOversizedBodies);
   app.use(cachedReads({ cache, upstreamFor, deadlines, metrics }));
   for (const { upstream, agent } of targets) {
@@ -71,7 +62,7 @@ export function createApp({ upstreams, upstreamTimeoutMs, requestBodyTimeoutMs, 
   }
   app.use(notFound);
   app.use(problemHandler());
-  return cache ? withCacheHotPath(app, { cache, scopes, logger, metrics }) : app;
+  return withFrontDoor(cache ? withCacheHotPath(app, { cache, scopes, logger, metrics }) : app);
 }
 
 export function upstreamsFrom(config: { USERS_SERVICE_URL: string; PRODUCTS_SERVICE_URL: string }): Upstream[] {

@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response, type Router } from 'express';
 import type { Logger } from './logger.js';
 import { HttpProblem, problems, type FieldError } from './problem.js';
+import { requestTarget } from './request-target.js';
 
 export const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 export const BODY_LIMIT = '100kb';
@@ -133,6 +134,15 @@ export function problemHandler(): ErrorRequestHandler {
   };
 }
 
+/** The answer to a request target with no canonical form (see request-target.ts). */
+export const noCanonicalForm = () => problems.notFound('No resource at this path: it is not in its canonical form');
+
+/** 404 for a request target with no canonical form: the services act only on canonical paths. */
+export const canonicalTargetsOnly: RequestHandler = (req, _res, next) => {
+  if (requestTarget(req.url) === undefined) throw noCanonicalForm();
+  next();
+};
+
 export const notFound: RequestHandler = (req) => {
   throw problems.notFound(`No route for ${req.method} ${req.path}`);
 };
@@ -214,6 +224,20 @@ export function forbiddenMembers(body: unknown): FieldError[] {
 }
 
 /**
+ * A body that declares more than BODY_LIMIT is refused at once, before any of it is read (the
+ * connection closes: the rest of the body is not wanted). Without this, the body parser would
+ * wait for the whole declared body before answering.
+ */
+export const refuseOversizedBodies: RequestHandler = (req, res, next) => {
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > BODY_LIMIT_BYTES) {
+    res.setHeader('Connection', 'close');
+    throw new HttpProblem('payload-too-large', `The request body is larger than ${BODY_LIMIT}`);
+  }
+  next();
+};
+
+/**
  * Accepts only a JSON body of the given media types (415 otherwise) without a content coding (415
  * with Accept-Encoding), parsed with the size limit, as valid UTF-8, nested at most MAX_JSON_DEPTH
  * levels (400 malformed-json), and without members that name JavaScript object internals (400).
@@ -234,6 +258,7 @@ export function jsonBody(mediaTypes: readonly string[] = ['application/json']): 
       }
       next();
     },
+    refuseOversizedBodies,
     express.json({ type: () => true, limit: BODY_LIMIT, strict: true, inflate: false, verify: checkJsonBytes }),
     (req, _res, next) => {
       const forbidden = forbiddenMembers(req.body);

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import mysql from 'mysql2/promise';
 import { HttpProblem, problems } from './problem.js';
 
@@ -76,6 +77,8 @@ export function isDuplicateKey(error: unknown, indexName: string): boolean {
 export class Database {
   readonly #pool: mysql.Pool;
   readonly #limits: DatabaseLimits;
+  /** The connection of the transaction the current async context runs in, if any. */
+  readonly #transaction = new AsyncLocalStorage<mysql.PoolConnection>();
 
   constructor(url: string, limits: Partial<DatabaseLimits> = {}) {
     this.#limits = { ...defaultLimits, ...limits };
@@ -97,17 +100,44 @@ export class Database {
     this.#pool.on('connection', (connection) => connection.on('error', () => undefined));
   }
 
-  /** Runs one statement; rows for SELECT, a result header otherwise. */
+  /**
+   * Runs one statement; rows for SELECT, a result header otherwise. Inside `transaction(work)` it
+   * runs on that transaction's connection, so data-layer code takes part without knowing it.
+   */
   async query<T = mysql.RowDataPacket[]>(sql: string, values: SqlValue[] = []): Promise<T> {
-    const connection = await this.#acquire();
+    const current = this.#transaction.getStore();
+    const connection = current ?? (await this.#acquire());
     try {
       const [result] = await connection.query({ sql, values, timeout: this.#limits.queryTimeoutMs });
       return result as T;
     } catch (error) {
       throw this.#classify(error);
     } finally {
-      connection.release();
+      if (!current) connection.release();
     }
+  }
+
+  /**
+   * Runs `work` in one READ COMMITTED transaction: every query it makes (through this Database)
+   * commits together, or none does when it throws. READ COMMITTED so that an optimistic update that
+   * retries reads the row another writer just committed, not its first snapshot.
+   */
+  async transaction<T>(work: () => Promise<T>): Promise<T> {
+    if (this.#transaction.getStore()) return work();
+    const connection = await this.#acquire();
+    let result: T;
+    try {
+      await connection.query({ sql: 'SET TRANSACTION ISOLATION LEVEL READ COMMITTED', timeout: this.#limits.queryTimeoutMs });
+      await connection.query({ sql: 'START TRANSACTION', timeout: this.#limits.queryTimeoutMs });
+      result = await this.#transaction.run(connection, work);
+      await connection.query({ sql: 'COMMIT', timeout: this.#limits.queryTimeoutMs });
+    } catch (error) {
+      // A connection whose transaction state is unknown is not given back to the pool.
+      await connection.query({ sql: 'ROLLBACK', timeout: this.#limits.queryTimeoutMs }).then(() => connection.release(), () => connection.destroy());
+      throw this.#classify(error);
+    }
+    connection.release();
+    return result;
   }
 
   /** Affected rows of an INSERT, UPDATE or DELETE. */

@@ -202,6 +202,11 @@ export function commonComponents(): Components {
         required: false,
         schema: { type: 'string', enum: ['HIT', 'MISS', 'BYPASS', 'STALE'] },
       },
+      IdempotentReplayed: {
+        description: '`true` on a response replayed for a retry with the same `Idempotency-Key`: the request did not run again.',
+        required: false,
+        schema: { type: 'string', const: 'true' },
+      },
       Age: {
         description: 'Seconds since the cached response was fetched, on a `HIT` or `STALE`.',
         required: false,
@@ -225,6 +230,15 @@ export function commonComponents(): Components {
         required: false,
         schema: { type: 'string' },
         example: '"1"',
+      },
+      IdempotencyKey: {
+        name: 'Idempotency-Key',
+        in: 'header',
+        description:
+          'Makes a retry safe (IETF draft-ietf-httpapi-idempotency-key-header): 1 to 255 visible ASCII characters (400 otherwise), unique per request, e.g. a UUID. The first request with a key runs; a retry with the same key and the same request (method, path, body) gets the stored response — same status, body, `Location` and `ETag`, with `Idempotent-Replayed: true` — without running again, on any replica, for 24 hours. The same key with a different request is a 422; while the first is still in progress, a 409 (retry later). A request that fails changes nothing and does not use its key up. Keys are scoped to the resource collection.',
+        required: false,
+        schema: { type: 'string', pattern: '^[!-~]{1,255}$' },
+        example: '0193a5c2-7b1e-7c4d-9a61-2f0c1b9e8d40',
       },
       IfNoneMatch: {
         name: 'If-None-Match',
@@ -305,6 +319,7 @@ export function optionsOperation(methods: readonly string[], operationId: string
           Allow: { description: 'The methods this path answers.', required: true, schema: { type: 'string', const: [...answeredMethods(methods), 'OPTIONS'].join(', ') } },
         },
       },
+      404: problemResponse(404),
     },
   };
 }

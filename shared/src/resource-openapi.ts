@@ -15,6 +15,7 @@ import {
   type Response,
   type Schema,
 } from './openapi.js';
+import { idempotencyProblems } from './idempotency.js';
 import { HttpProblem, problems } from './problem.js';
 import { COLLECTION_METHODS, ITEM_METHODS, PATCH_MEDIA_TYPES } from './resource-routes.js';
 import { DEFAULT_LIMIT, encodeCursor, listQuerySchema, UUID_V7, type ResourceDefinition } from './resource.js';
@@ -162,6 +163,11 @@ export function resourceApi<F extends Record<string, unknown>>(path: string, def
     413: problem(413, problemExample(new HttpProblem('payload-too-large', `The request body is larger than ${BODY_LIMIT}`), instance)),
     415: problem(415, problemExample(new HttpProblem('unsupported-media-type', 'The request body must be application/json, not text/plain'), instance)),
   });
+  /** What POST and PATCH answer about their Idempotency-Key. */
+  const idempotencyProblemsAt = (instance: string): Record<string, Response> => ({
+    422: problem(422, problemExample(idempotencyProblems.reused(), instance)),
+  });
+  const replayed = { 'Idempotent-Replayed': ref('headers', 'IdempotentReplayed') };
   const withResource = (description: string, status: string, headers: Response['headers'] = {}): Record<string, Response> => ({
     [status]: {
       description,
@@ -215,13 +221,17 @@ export function resourceApi<F extends Record<string, unknown>>(path: string, def
             operationId: `create${Name}`,
             summary: `Create a ${definition.name}`,
             tags: [tag],
-            parameters: parameters('IfMatch', 'IfNoneMatchWrite'),
+            parameters: parameters('IfMatch', 'IfNoneMatchWrite', 'IdempotencyKey'),
             requestBody: writeBody(`The new ${definition.name}.`),
             responses: {
-              ...withResource(`Created: the ${definition.name} as stored.`, '201', { Location: ref('headers', 'Location') }),
+              ...withResource(`Created: the ${definition.name} as stored (or, for a retry with the same \`Idempotency-Key\`, the response to the first request).`, '201', {
+                Location: ref('headers', 'Location'),
+                ...replayed,
+              }),
               400: problem(400, validationExample(definition.fields, {}, path)),
               409: problem(409, problemExample(problems.conflict(firstField, 'is already taken'), path)),
               412: preconditionFailed(path),
+              ...idempotencyProblemsAt(path),
               ...bodyProblems(path),
               500: internal,
               503: unavailable(path),
@@ -265,7 +275,7 @@ export function resourceApi<F extends Record<string, unknown>>(path: string, def
             summary: `Change some fields of a ${definition.name}`,
             description: 'An RFC 7396 JSON merge patch: members replace, nested objects merge, `null` removes a member (an optional field takes its default again). The result must be a valid resource.',
             tags: [tag],
-            parameters: parameters('IfMatch', 'IfNoneMatchWrite'),
+            parameters: parameters('IfMatch', 'IfNoneMatchWrite', 'IdempotencyKey'),
             requestBody: {
               description: `The changes. ${PATCH_MEDIA_TYPES.map((type) => `\`${type}\``).join(' and ')} are accepted as the same.`,
               required: true,
@@ -273,7 +283,11 @@ export function resourceApi<F extends Record<string, unknown>>(path: string, def
                 PATCH_MEDIA_TYPES.map((type) => [type, { schema: ref('schemas', names.patch), example: { [firstField]: exampleInput[firstField] } }]),
               ),
             },
-            responses: updateResponses(`Patched: the ${definition.name} as stored, with its new ETag.`),
+            responses: {
+              ...updateResponses(`Patched: the ${definition.name} as stored, with its new ETag.`),
+              ...withResource(`Patched: the ${definition.name} as stored, with its new ETag (or, for a retry with the same \`Idempotency-Key\`, the response to the first request).`, '200', replayed),
+              ...idempotencyProblemsAt(exampleItem),
+            },
           },
           DELETE: {
             operationId: `delete${Name}`,

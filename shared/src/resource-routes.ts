@@ -1,5 +1,6 @@
 import express, { type Request, type Response, type Router } from 'express';
 import { allowOnly, jsonBody } from './http.js';
+import { idempotent, type IdempotencyStore, type StoredResponse } from './idempotency.js';
 import { conditionsOf, etagOf, evaluatePreconditions, representation, type ResourceService, type Stored } from './resource.js';
 
 /** What `path` answers (HEAD and OPTIONS come with them); the API description reads these too. */
@@ -9,20 +10,35 @@ export const ITEM_METHODS = ['GET', 'PUT', 'PATCH', 'DELETE'] as const;
 /** PATCH takes an RFC 7396 merge patch; plain JSON is accepted as the same. */
 export const PATCH_MEDIA_TYPES = ['application/merge-patch+json', 'application/json'] as const;
 
+/** The methods that accept `Idempotency-Key`. */
+export const IDEMPOTENT_METHODS = ['POST', 'PATCH'] as const;
+
 /**
- * The HTTP mapping of a resource: `path` (list, create) and `path/:id` (read, replace, patch, delete).
+ * The HTTP mapping of a resource: `path` (list, create) and `path/:id` (read, replace, patch,
+ * delete). POST and PATCH honour `Idempotency-Key`, with keys scoped to `path`.
  * Conditional requests follow RFC 9110 §13 on every method: an item's validator is its ETag; a
  * collection exists but has none, so on it `If-Match: *` holds, any other If-Match fails (412),
  * and `If-None-Match: *` on POST fails (412); If-None-Match on a list read is not evaluated (no
  * validator to compare, and the gateway's cache answers the same).
  */
-export function resourceRoutes<F extends Record<string, unknown>, Filter>(path: string, service: ResourceService<F, Filter>): Router {
-  const router = express.Router();
+export function resourceRoutes<F extends Record<string, unknown>, Filter>(
+  path: string,
+  service: ResourceService<F, Filter>,
+  idempotency: IdempotencyStore,
+): Router {
+  // Exact paths only, as request-target.ts spells them (the service refuses other spellings first).
+  const router = express.Router({ strict: true, caseSensitive: true });
   const item = `${path}/:id`;
 
   const sendResource = (res: Response, resource: Stored<F>, status = 200) => {
     res.status(status).setHeader('ETag', etagOf(resource.version)).json(representation(resource));
   };
+  /** The response to a write as it is sent, and stored for a retry with the same Idempotency-Key. */
+  const written = (resource: Stored<F>, status: number, headers: Record<string, string> = {}): StoredResponse => ({
+    status,
+    headers: { ...headers, 'Content-Type': 'application/json; charset=utf-8', ETag: etagOf(resource.version) },
+    body: JSON.stringify(representation(resource)),
+  });
 
   router
     .route(path)
@@ -32,12 +48,14 @@ export function resourceRoutes<F extends Record<string, unknown>, Filter>(path: 
       res.setHeader('Cache-Control', 'no-cache');
       res.json({ items: page.items.map(representation), nextCursor: page.nextCursor });
     })
-    .post(jsonBody(), async (req: Request, res: Response) => {
-      evaluatePreconditions(conditionsOf(req.headers), undefined, 'write');
-      const created = await service.create(req.body);
-      res.setHeader('Location', `${path}/${created.id}`);
-      sendResource(res, created, 201);
-    })
+    .post(
+      jsonBody(),
+      idempotent(idempotency, path, async (req) => {
+        evaluatePreconditions(conditionsOf(req.headers), undefined, 'write');
+        const created = await service.create(req.body);
+        return written(created, 201, { Location: `${path}/${created.id}` });
+      }),
+    )
     .all(allowOnly(COLLECTION_METHODS));
 
   router
@@ -55,9 +73,10 @@ export function resourceRoutes<F extends Record<string, unknown>, Filter>(path: 
     .put(jsonBody(), async (req: Request<{ id: string }>, res: Response) => {
       sendResource(res, await service.replace(req.params.id, req.body, conditionsOf(req.headers)));
     })
-    .patch(jsonBody(PATCH_MEDIA_TYPES), async (req: Request<{ id: string }>, res: Response) => {
-      sendResource(res, await service.patch(req.params.id, req.body, conditionsOf(req.headers)));
-    })
+    .patch(
+      jsonBody(PATCH_MEDIA_TYPES),
+      idempotent(idempotency, path, async (req) => written(await service.patch(req.params.id as string, req.body, conditionsOf(req.headers)), 200)),
+    )
     .delete(async (req: Request<{ id: string }>, res: Response) => {
       await service.delete(req.params.id, conditionsOf(req.headers));
       res.status(204).end();

@@ -81,22 +81,31 @@ function answerClientErrors(server: http.Server, logger: Logger | undefined): vo
   });
 }
 
-/** A request target over MAX_REQUEST_TARGET_BYTES (that still fit Node's header limit) is a 414. */
-function refuseLongTargets(handler: RequestListener): RequestListener {
+/** Answers a request no handler should see with a problem+json, and closes its connection. */
+function refuse(res: http.ServerResponse, problem: HttpProblem): void {
+  const body = JSON.stringify(problem.toJSON('/'));
+  res.writeHead(problem.status, {
+    'Content-Type': 'application/problem+json; charset=utf-8',
+    'Content-Length': Buffer.byteLength(body),
+    'X-Request-Id': randomUUID(),
+    Connection: 'close',
+    ...problem.extras.headers,
+  });
+  res.end(body);
+}
+
+/**
+ * What Node lets through but no handler should see: a request target over
+ * MAX_REQUEST_TARGET_BYTES that still fit Node's header limit (414), and an HTTP/1.1 request
+ * without Host (400; Node's own answer to it would be an empty 400, so the server leaves it here).
+ */
+function refuseMalformedRequests(handler: RequestListener): RequestListener {
   return (req, res) => {
-    if ((req.url ?? '').length <= MAX_REQUEST_TARGET_BYTES) {
-      handler(req, res);
-      return;
-    }
-    const problem = new HttpProblem('uri-too-long', `The request target is longer than ${MAX_REQUEST_TARGET_BYTES} bytes`);
-    const body = JSON.stringify(problem.toJSON('/'));
-    res.writeHead(problem.status, {
-      'Content-Type': 'application/problem+json; charset=utf-8',
-      'Content-Length': Buffer.byteLength(body),
-      'X-Request-Id': randomUUID(),
-      Connection: 'close',
-    });
-    res.end(body);
+    if ((req.url ?? '').length > MAX_REQUEST_TARGET_BYTES) {
+      refuse(res, new HttpProblem('uri-too-long', `The request target is longer than ${MAX_REQUEST_TARGET_BYTES} bytes`));
+    } else if (req.httpVersion === '1.1' && req.headers.host === undefined) {
+      refuse(res, new HttpProblem('bad-request', 'An HTTP/1.1 request must have a Host header field'));
+    } else handler(req, res);
   };
 }
 
@@ -114,10 +123,14 @@ export interface RunningServer {
  */
 export async function listen(handler: RequestListener, port: number, host?: string, logger?: Logger): Promise<RunningServer> {
   const server = http.createServer(
-    { keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS, headersTimeout: KEEP_ALIVE_TIMEOUT_MS + 1_000 },
-    refuseLongTargets(handler),
+    { keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS, headersTimeout: KEEP_ALIVE_TIMEOUT_MS + 1_000, requireHostHeader: false },
+    refuseMalformedRequests(handler),
   );
   answerClientErrors(server, logger);
+  // An Expect other than 100-continue (RFC 9110 §10.1.1): Node's own 417 has no body.
+  server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) =>
+    refuse(res, new HttpProblem('expectation-failed', `Only Expect: 100-continue is supported, not ${String(req.headers.expect).slice(0, 64)}`)),
+  );
   const inFlight = new Set<http.ServerResponse>();
   let closing = false;
   server.on('request', (_req, res: http.ServerResponse) => {

@@ -1,10 +1,12 @@
 import { fileURLToPath } from 'node:url';
 import express, { type Router } from 'express';
 import { z } from 'zod';
-import { commonConfig, flag, loadConfig, port, url } from './config.js';
-import { allowOnly, baseApp, healthRoutes, Lifecycle, notFound, problemHandler, requestContext } from './http.js';
+import { commonConfig, flag, loadConfig, port, seconds, url } from './config.js';
+import { allowOnly, baseApp, canonicalTargetsOnly, healthRoutes, Lifecycle, notFound, problemHandler, requestContext } from './http.js';
+import { DEFAULT_IDEMPOTENCY_TTL_SECONDS, type IdempotencyStore } from './idempotency.js';
 import { createLogger, type Logger } from './logger.js';
 import { migrate } from './migrate.js';
+import { MySqlIdempotencyStore } from './mysql-idempotency.js';
 import { Database } from './mysql.js';
 import { assembleDocument, documentPart, DOCUMENT_PATH, LICENSE, probesPart, type ApiPart, type OpenApiDocument } from './openapi.js';
 import { serve } from './server.js';
@@ -16,7 +18,8 @@ export interface ServiceDefinition {
   defaultDatabaseUrl: string;
   /** `<service>/migrations`, as a file URL relative to the compiled module. */
   migrations: URL;
-  routes: (db: Database) => Router;
+  /** The routes, on the service's database and its store of idempotency keys. */
+  routes: (db: Database, idempotency: IdempotencyStore) => Router;
   /** The description of what `routes` serves (see `resourceApi`). */
   api: ApiPart;
 }
@@ -49,6 +52,7 @@ export const serviceConfigSchema = (service: Pick<ServiceDefinition, 'defaultPor
     PORT: port(service.defaultPort),
     DATABASE_URL: url(['mysql:'], service.defaultDatabaseUrl),
     MIGRATE_ON_START: flag(true),
+    IDEMPOTENCY_TTL_SECONDS: seconds(DEFAULT_IDEMPOTENCY_TTL_SECONDS, 1),
     ...commonConfig,
   });
 
@@ -56,15 +60,18 @@ export interface ServiceDependencies {
   db: Database;
   logger: Logger;
   lifecycle: Lifecycle;
+  /** Where Idempotency-Keys are kept; by default the service's database, for 24 h. */
+  idempotency?: IdempotencyStore;
 }
 
 /** The express app of a service, from its dependencies. It does not listen. */
-export function createServiceApp(service: ServiceDefinition, { db, logger, lifecycle }: ServiceDependencies) {
+export function createServiceApp(service: ServiceDefinition, { db, logger, lifecycle, idempotency }: ServiceDependencies) {
   const app = baseApp();
   app.use(requestContext(logger));
+  app.use(canonicalTargetsOnly);
   app.use(healthRoutes(lifecycle, () => db.unreadyReason()));
   app.use(documentRoutes(serviceDocument(service)));
-  app.use(service.routes(db));
+  app.use(service.routes(db, idempotency ?? new MySqlIdempotencyStore(db)));
   app.use(notFound);
   app.use(problemHandler());
   return app;
@@ -73,6 +80,9 @@ export function createServiceApp(service: ServiceDefinition, { db, logger, lifec
 export function migrateSchema(service: ServiceDefinition, databaseUrl: string, logger: Logger): Promise<string[]> {
   return migrate({ databaseUrl, directory: fileURLToPath(service.migrations), logger });
 }
+
+/** How often a replica deletes expired idempotency keys (each replica does; the DELETE is idempotent). */
+const PURGE_INTERVAL_MS = 10 * 60_000;
 
 /** The process: config, migrations, HTTP server, graceful shutdown. */
 export async function runService(service: ServiceDefinition): Promise<void> {
@@ -87,14 +97,21 @@ export async function runService(service: ServiceDefinition): Promise<void> {
   }
   const db = new Database(config.DATABASE_URL);
   const lifecycle = new Lifecycle();
+  const idempotency = new MySqlIdempotencyStore(db, { ttlSeconds: config.IDEMPOTENCY_TTL_SECONDS });
+  const purge = setInterval(() => {
+    idempotency.purgeExpired().catch((error: unknown) => logger.warn({ err: error }, 'could not purge expired idempotency keys'));
+  }, PURGE_INTERVAL_MS).unref();
   await serve({
     name: service.name,
-    handler: createServiceApp(service, { db, logger, lifecycle }),
+    handler: createServiceApp(service, { db, logger, lifecycle, idempotency }),
     port: config.PORT,
     lifecycle,
     logger,
     shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
-    release: () => db.close(),
+    release: () => {
+      clearInterval(purge);
+      return db.close();
+    },
   });
 }
 

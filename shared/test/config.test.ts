@@ -150,9 +150,9 @@ describe.each(services)('the $name configuration', ({ schema, port, databaseUrl 
   });
 
   it('uses the defaults when variables are unset or empty', () => {
-    const defaults = { PORT: port, DATABASE_URL: databaseUrl, MIGRATE_ON_START: true, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: 10_000 };
+    const defaults = { PORT: port, DATABASE_URL: databaseUrl, MIGRATE_ON_START: true, IDEMPOTENCY_TTL_SECONDS: 86_400, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: 10_000 };
     expect(parseConfig(schema, {})).toEqual(defaults);
-    expect(parseConfig(schema, { PORT: '', DATABASE_URL: '', MIGRATE_ON_START: '', LOG_LEVEL: '', SHUTDOWN_TIMEOUT_MS: '' })).toEqual(defaults);
+    expect(parseConfig(schema, { PORT: '', DATABASE_URL: '', MIGRATE_ON_START: '', IDEMPOTENCY_TTL_SECONDS: '', LOG_LEVEL: '', SHUTDOWN_TIMEOUT_MS: '' })).toEqual(defaults);
   });
 
   it('reads MIGRATE_ON_START=false as false', () => {

@@ -6,7 +6,7 @@
 import http from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { client, expectProblem, type Client } from '../support/http.js';
-import { portOf, rawExchange, rawRequest, type RawResponse } from '../support/raw-http.js';
+import { portOf, rawExchange, rawRequest, type RawResponse } from '../support/raw-socket.js';
 import { startGateway, startStack } from '../support/stack.js';
 
 let stack: Awaited<ReturnType<typeof startStack>>;

@@ -1,6 +1,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { observeRequest } from '@app/shared/http';
 import type { Logger } from '@app/shared/logger';
+import { requestTargets } from '../front-door.js';
 import type { GatewayMetrics } from '../metrics.js';
 import { sendHeld } from './entry.js';
 import type { Lookup, ResponseCache } from './response-cache.js';
@@ -31,8 +32,9 @@ export function withCacheHotPath(
 ): RequestListener {
   const { cache, scopes, logger, metrics } = options;
   const tryHit = async (req: IncomingMessage, res: ServerResponse): Promise<boolean> => {
-    if (!isCacheableRequest(req)) return false;
-    const scope = scopes.read(req.url ?? '/');
+    const target = requestTargets.get(req);
+    if (!target || !isCacheableRequest(req)) return false;
+    const scope = scopes.read(target);
     const lookup = scope && (await cache.lookup(scope));
     if (!lookup) return false;
     const { entry } = lookup;
