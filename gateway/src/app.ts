@@ -8,7 +8,7 @@ import type { ResponseCache } from './cache/response-cache.js';
 import { CacheScopes } from './cache/scope.js';
 import { refuseNonCanonical, requestTargets, withFrontDoor } from './front-door.js';
 import { GatewayMetrics } from './metrics.js';
-import { upstreamAgent } from './upstream-agent.js';
+import { ReplicaHealth, upstreamAgent, type ResolveEndpoints } from './upstream-agent.js';
 import { openApiRoutes } from './openapi.js';
 import { servesPath, upstreamProxy, type Upstream } from './upstream.js';
 
@@ -21,6 +21,8 @@ export interface GatewayDependencies {
   lifecycle: Lifecycle;
   /** The Redis-backed GET cache; undefined when CACHE_ENABLED=false. */
   cache: ResponseCache | undefined;
+  /** The replicas a service's host name and port stand for: DNS unless given (tests give fixed ports). */
+  resolveReplicas?: ResolveEndpoints;
 }
 
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
@@ -30,12 +32,13 @@ const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
  * then express: 404 for a target with no canonical form (never cached), its own health and metrics endpoints,
  * cached reads, one proxy per service, and 404 for the rest. It does not listen.
  */
-export function createApp({ upstreams, upstreamTimeoutMs, requestBodyTimeoutMs, logger, lifecycle, cache }: GatewayDependencies): RequestListener {
+export function createApp({ upstreams, upstreamTimeoutMs, requestBodyTimeoutMs, logger, lifecycle, cache, resolveReplicas }: GatewayDependencies): RequestListener {
   const deadlines = { upstreamMs: upstreamTimeoutMs, requestBodyMs: requestBodyTimeoutMs };
   const scopes = new CacheScopes(upstreams);
   // `path` is the canonical one for every request the front door let in.
   const metrics = new GatewayMetrics((path) => scopes.route(requestTarget(path)) ?? (['/healthz', '/readyz', '/metrics'].includes(path) ? path : 'other'));
-  const targets: CachedUpstream[] = upstreams.map((upstream) => ({ upstream, agent: upstreamAgent(upstream.url) }));
+  const health = new ReplicaHealth();
+  const targets: CachedUpstream[] = upstreams.map((upstream) => ({ upstream, agent: upstreamAgent(upstream.url, { resolve: resolveReplicas, health }) }));
   const upstreamFor = (path: string) => targets.find(({ upstream }) => servesPath(upstream, path));
 
   // A write the service may have applied (anything but a 4xx) renews what it affects before the

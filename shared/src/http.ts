@@ -36,19 +36,24 @@ export interface FinishedRequest {
 
 /**
  * Assigns the request id, echoes it, and writes one log line when the response is done (or the
- * client went away); `onFinished` sees the same facts (for metrics). Returns the request's logger.
+ * client went away); `onFinished` sees the same facts (for metrics). Returns the request's logger,
+ * made on first use: a request that logs nothing (LOG_LEVEL above info, no failure) never pays for it.
  */
 export function observeRequest(
   logger: Logger,
   req: IncomingMessage,
   res: ServerResponse,
   onFinished?: (request: FinishedRequest) => void,
-): { requestId: string; log: Logger } {
+): { requestId: string; readonly log: Logger } {
   const requestId = requestIdOf(req.headers['x-request-id']);
-  const log = logger.child({ requestId });
+  let log: Logger | undefined;
+  const requestLog = () => (log ??= logger.child({ requestId }));
   const started = performance.now();
   res.setHeader('X-Request-Id', requestId);
-  res.once('close', () => {
+  // 'close' comes once per response: `on` spares the wrapper `once` allocates for every request.
+  res.on('close', () => {
+    const level = res.statusCode >= 500 ? 'warn' : 'info';
+    if (!onFinished && !logger.isLevelEnabled(level)) return;
     const seconds = (performance.now() - started) / 1000;
     const method = req.method ?? 'GET';
     const path = (req.url ?? '/').split('?', 1)[0] ?? '/';
@@ -59,28 +64,49 @@ export function observeRequest(
       durationMs: Math.round(seconds * 10_000) / 10,
       ...(res.writableFinished ? {} : { aborted: true }),
     };
-    if (res.statusCode >= 500) log.warn(entry, 'request failed');
-    else log.info(entry, 'request');
+    if (level === 'warn') requestLog().warn(entry, 'request failed');
+    else requestLog().info(entry, 'request');
     onFinished?.({ method, path, status: res.statusCode, seconds });
   });
-  return { requestId, log };
+  return {
+    requestId,
+    get log() {
+      return requestLog();
+    },
+  };
 }
 
 /** First middleware of every process: request id, request logger, one log line per request. */
 export function requestContext(logger: Logger, onFinished?: (request: FinishedRequest) => void): RequestHandler {
   return (req, res, next) => {
-    const { requestId, log } = observeRequest(logger, req, res, onFinished);
-    res.locals.requestId = requestId;
-    res.locals.log = log;
+    const observed = observeRequest(logger, req, res, onFinished);
+    res.locals.requestId = observed.requestId;
+    Object.defineProperty(res.locals, 'log', { get: () => observed.log, enumerable: true });
     next();
   };
 }
 
-export function sendProblem(req: Request, res: Response, problem: HttpProblem): void {
-  res.status(problem.status);
+/** Answers with `problem` (application/problem+json); `instance` is the request's path. */
+export function writeProblem(res: ServerResponse, instance: string, problem: HttpProblem): void {
+  res.statusCode = problem.status;
   for (const [name, value] of Object.entries(problem.extras.headers ?? {})) res.setHeader(name, value);
-  res.type('application/problem+json');
-  res.send(JSON.stringify(problem.toJSON(req.originalUrl.split('?', 1)[0] ?? '/')));
+  const body = JSON.stringify(problem.toJSON(instance));
+  res.setHeader('Content-Type', 'application/problem+json; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(body));
+  res.end(body);
+}
+
+export function sendProblem(req: Request, res: Response, problem: HttpProblem): void {
+  writeProblem(res, req.originalUrl.split('?', 1)[0] ?? '/', problem);
+}
+
+/** A JSON response: what express's `res.json` sends, without its content negotiation and conversions. */
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const json = JSON.stringify(body);
+  res.statusCode = status;
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(json));
+  res.end(json);
 }
 
 interface BodyParserError extends Error {
@@ -113,6 +139,30 @@ function expressProblem(error: BodyParserError): HttpProblem | undefined {
   }
 }
 
+/** The problem an error is: HttpProblems as they are, express's own errors by kind, anything else a 500. */
+function problemOf(error: unknown): HttpProblem {
+  return (
+    (error instanceof HttpProblem ? error : undefined) ??
+    expressProblem(error as BodyParserError) ??
+    new HttpProblem('internal', 'An unexpected error occurred')
+  );
+}
+
+/**
+ * Answers a request that failed with `error`, for handlers that run before express (see
+ * `problemHandler`): a 5xx is logged with its cause; when the response has begun, the connection is
+ * cut so the client sees the failure.
+ */
+export function answerFailure(res: ServerResponse, instance: string, error: unknown, log: Logger): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const problem = problemOf(error);
+  if (problem.status >= 500) log.error({ err: error, status: problem.status }, problem.detail);
+  writeProblem(res, instance, problem);
+}
+
 /**
  * The one place that turns errors into problem+json: HttpProblems as they are (infrastructure errors
  * become HttpProblems where they happen, e.g. in Database), express's own errors by kind, anything
@@ -125,12 +175,7 @@ export function problemHandler(): ErrorRequestHandler {
       next(error);
       return;
     }
-    const problem =
-      (error instanceof HttpProblem ? error : undefined) ??
-      expressProblem(error as BodyParserError) ??
-      new HttpProblem('internal', 'An unexpected error occurred');
-    if (problem.status >= 500) res.locals.log.error({ err: error, status: problem.status }, problem.detail);
-    sendProblem(req, res, problem);
+    answerFailure(res, req.originalUrl.split('?', 1)[0] ?? '/', error, res.locals.log);
   };
 }
 

@@ -1,5 +1,6 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type Request, type Response, type Router } from 'express';
-import { allowOnly, jsonBody } from './http.js';
+import { allowOnly, jsonBody, sendJson } from './http.js';
 import { idempotent, type IdempotencyStore, type StoredResponse } from './idempotency.js';
 import { conditionsOf, etagOf, evaluatePreconditions, representation, type ResourceService, type Stored } from './resource.js';
 
@@ -13,6 +14,16 @@ export const PATCH_MEDIA_TYPES = ['application/merge-patch+json', 'application/j
 /** The methods that accept `Idempotency-Key`. */
 export const IDEMPOTENT_METHODS = ['POST', 'PATCH'] as const;
 
+/** A resource's HTTP mapping: its express router, and its item read for callers before express. */
+export interface ResourceRoutes {
+  /** The collection path, e.g. `/api/products`. */
+  path: string;
+  /** `path` (list, create) and `path/:id` (read, replace, patch, delete). */
+  router: Router;
+  /** GET/HEAD `path/{id}`: what the router runs for it, as a plain node:http handler. */
+  readItem(req: IncomingMessage, res: ServerResponse, id: string): Promise<void>;
+}
+
 /**
  * The HTTP mapping of a resource: `path` (list, create) and `path/:id` (read, replace, patch,
  * delete). POST and PATCH honour `Idempotency-Key`, with keys scoped to `path`.
@@ -25,13 +36,27 @@ export function resourceRoutes<F extends Record<string, unknown>, Filter>(
   path: string,
   service: ResourceService<F, Filter>,
   idempotency: IdempotencyStore,
-): Router {
+): ResourceRoutes {
   // Exact paths only, as request-target.ts spells them (the service refuses other spellings first).
   const router = express.Router({ strict: true, caseSensitive: true });
   const item = `${path}/:id`;
 
-  const sendResource = (res: Response, resource: Stored<F>, status = 200) => {
-    res.status(status).setHeader('ETag', etagOf(resource.version)).json(representation(resource));
+  const sendResource = (res: ServerResponse, resource: Stored<F>, status = 200) => {
+    res.setHeader('ETag', etagOf(resource.version));
+    sendJson(res, status, representation(resource));
+  };
+
+  const readItem = async (req: IncomingMessage, res: ServerResponse, id: string) => {
+    const resource = await service.get(id);
+    const etag = etagOf(resource.version);
+    res.setHeader('Cache-Control', 'no-cache');
+    if (evaluatePreconditions(conditionsOf(req.headers), etag, 'read') === 'not-modified') {
+      res.statusCode = 304;
+      res.setHeader('ETag', etag);
+      res.end();
+      return;
+    }
+    sendResource(res, resource);
   };
   /** The response to a write as it is sent, and stored for a retry with the same Idempotency-Key. */
   const written = (resource: Stored<F>, status: number, headers: Record<string, string> = {}): StoredResponse => ({
@@ -46,7 +71,7 @@ export function resourceRoutes<F extends Record<string, unknown>, Filter>(
       evaluatePreconditions({ ifMatch: req.headers['if-match'] }, undefined, 'read');
       const page = await service.list(req.query);
       res.setHeader('Cache-Control', 'no-cache');
-      res.json({ items: page.items.map(representation), nextCursor: page.nextCursor });
+      sendJson(res, 200, { items: page.items.map(representation), nextCursor: page.nextCursor });
     })
     .post(
       jsonBody(),
@@ -60,16 +85,7 @@ export function resourceRoutes<F extends Record<string, unknown>, Filter>(
 
   router
     .route(item)
-    .get(async (req: Request<{ id: string }>, res: Response) => {
-      const resource = await service.get(req.params.id);
-      const etag = etagOf(resource.version);
-      res.setHeader('Cache-Control', 'no-cache');
-      if (evaluatePreconditions(conditionsOf(req.headers), etag, 'read') === 'not-modified') {
-        res.status(304).setHeader('ETag', etag).end();
-        return;
-      }
-      sendResource(res, resource);
-    })
+    .get((req: Request<{ id: string }>, res: Response) => readItem(req, res, req.params.id))
     .put(jsonBody(), async (req: Request<{ id: string }>, res: Response) => {
       sendResource(res, await service.replace(req.params.id, req.body, conditionsOf(req.headers)));
     })
@@ -83,5 +99,5 @@ export function resourceRoutes<F extends Record<string, unknown>, Filter>(
     })
     .all(allowOnly(ITEM_METHODS));
 
-  return router;
+  return { path, router, readItem };
 }

@@ -208,5 +208,6 @@ test('k8s dev holds every ConfigMap and Secret its containers read; prod reads o
   const documented = [...readFileSync(repoPath('docs', 'deploy.md'), 'utf8').matchAll(/create secret generic (\S+)\s*\\?\s*--from-literal=(\w+)=/g)].map(
     ([, secretName, key]) => ({ kind: 'Secret', name: secretName, key }),
   );
-  expect(unresolved('prod')).toEqual(documented);
+  const byName = (a: { name?: string }, b: { name?: string }) => (a.name ?? '').localeCompare(b.name ?? '');
+  expect(unresolved('prod').sort(byName)).toEqual(documented.sort(byName));
 });

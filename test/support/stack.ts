@@ -6,9 +6,10 @@ import { Database, type DatabaseLimits } from '@app/shared/mysql';
 import { createCacheClient } from '@app/shared/redis';
 import { listen, type RunningServer } from '@app/shared/server';
 import { migrateSchema, type ServiceDefinition, type ServiceDependencies } from '@app/shared/service';
-import type { Express } from 'express';
+import type { RequestListener } from 'node:http';
 import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/src/app.js';
 import { ResponseCache } from '../../gateway/src/cache/response-cache.js';
+import type { ResolveEndpoints } from '../../gateway/src/upstream-agent.js';
 import { createApp as createProductsApp, productsService } from '../../products-service/src/app.js';
 import { createApp as createUsersApp, usersService } from '../../users-service/src/app.js';
 
@@ -56,7 +57,7 @@ export interface RunningService {
 /** A service in this process with its real dependencies, on a fresh schema, on a free port. */
 export async function startService(
   definition: ServiceDefinition,
-  createApp: (dependencies: ServiceDependencies) => Express,
+  createApp: (dependencies: ServiceDependencies) => RequestListener,
   options: { poolUrl?: (databaseUrl: string) => string; limits?: Partial<DatabaseLimits>; logger?: Logger } = {},
 ): Promise<RunningService> {
   const databaseUrl = throwawayDatabaseUrl(definition.name);
@@ -104,6 +105,8 @@ export async function startGateway(options: {
   logger?: Logger;
   /** The Redis cache (default: off, so tests of other behaviour see every request reach a service). */
   cache?: GatewayCacheOptions;
+  /** The replicas behind a service URL's host and port (default: DNS, i.e. the URL itself). */
+  resolveReplicas?: ResolveEndpoints;
 }): Promise<RunningGateway> {
   const logger = options.logger ?? testLogger;
   const upstreams = upstreamsFrom({ USERS_SERVICE_URL: options.usersUrl, PRODUCTS_SERVICE_URL: options.productsUrl });
@@ -112,7 +115,15 @@ export async function startGateway(options: {
   const cache =
     redis &&
     new ResponseCache(redis, { ttlSeconds: options.cache?.ttlSeconds ?? 60, staleSeconds: options.cache?.staleSeconds ?? 300, now: options.cache?.now }, logger);
-  const app = createGatewayApp({ upstreams, upstreamTimeoutMs: options.upstreamTimeoutMs ?? 10_000, requestBodyTimeoutMs: options.requestBodyTimeoutMs ?? 30_000, logger, lifecycle: new Lifecycle(), cache });
+  const app = createGatewayApp({
+    upstreams,
+    upstreamTimeoutMs: options.upstreamTimeoutMs ?? 10_000,
+    requestBodyTimeoutMs: options.requestBodyTimeoutMs ?? 30_000,
+    logger,
+    lifecycle: new Lifecycle(),
+    cache,
+    resolveReplicas: options.resolveReplicas,
+  });
   const running = await listen(app, 0, '127.0.0.1');
   return {
     url: `http://127.0.0.1:${running.port}`,
