@@ -1,5 +1,7 @@
 import type http from 'node:http';
+import { sendProblem } from '@app/shared/http';
 import type { RequestHandler, Response } from 'express';
+import type { ConcurrencyLimit } from '../concurrency-limit.js';
 import type { GatewayMetrics } from '../metrics.js';
 import { fetchFromUpstream, upstreamProblem, type Deadlines, type FetchedResponse, type Upstream } from '../upstream.js';
 import { isStorable, sendHeld, storableHeaders } from './entry.js';
@@ -9,6 +11,8 @@ import type { ResponseCache } from './response-cache.js';
 export interface CachedUpstream {
   upstream: Upstream;
   agent: http.Agent;
+  /** The requests in flight to it (a fill takes one slot, however many requests it answers). */
+  limit: ConcurrencyLimit;
 }
 
 /**
@@ -54,6 +58,15 @@ export function cachedReads(options: {
     let flight = flights.get(flightKey);
     const leads = flight === undefined;
     if (!flight) {
+      const release = target.limit.tryAcquire(false);
+      if (!release) {
+        metrics.shed(target.limit, false);
+        if (serveStale()) return;
+        res.setHeader('X-Cache', 'MISS');
+        metrics.cacheOutcome('miss');
+        sendProblem(req, res, target.limit.shedProblem());
+        return;
+      }
       flight = fetchFromUpstream(
         target.upstream,
         { path: req.originalUrl, headers: req.headers, requestId: (res as Response).locals.requestId, remoteAddress: req.socket.remoteAddress },
@@ -67,7 +80,10 @@ export function cachedReads(options: {
           }
         })
         .catch(() => undefined)
-        .finally(() => flights.delete(flightKey));
+        .finally(() => {
+          release();
+          flights.delete(flightKey);
+        });
     }
 
     let fetched: FetchedResponse;
