@@ -1,4 +1,4 @@
-import { commonConfig, flag, milliseconds, port, seconds, url } from '@app/shared/config';
+import { commonConfig, flag, megabytes, milliseconds, port, seconds, url } from '@app/shared/config';
 import { z } from 'zod';
 
 /** The environment the gateway reads (validated at start-up). */
@@ -11,5 +11,7 @@ export const configSchema = z.object({
   CACHE_ENABLED: flag(true),
   CACHE_TTL_SECONDS: seconds(60, 1),
   CACHE_STALE_SECONDS: seconds(300, 0),
+  /** Bytes of hot entries each gateway keeps in memory in front of Redis; 0 turns that tier off. */
+  CACHE_MEMORY_MB: megabytes(16, 4096),
   ...commonConfig,
 });

@@ -4,6 +4,7 @@ import { createLogger } from '@app/shared/logger';
 import { createCacheClient } from '@app/shared/redis';
 import { serve } from '@app/shared/server';
 import { createApp, upstreamsFrom } from './app.js';
+import { createMemoryTier } from './cache/memory-tier.js';
 import { ResponseCache } from './cache/response-cache.js';
 import { configSchema } from './config.js';
 
@@ -13,7 +14,8 @@ process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unha
 const lifecycle = new Lifecycle();
 const upstreams = upstreamsFrom(config);
 const redis = config.CACHE_ENABLED ? createCacheClient(config.REDIS_URL, logger) : undefined;
-const cache = redis && new ResponseCache(redis, { ttlSeconds: config.CACHE_TTL_SECONDS, staleSeconds: config.CACHE_STALE_SECONDS }, logger);
+const memory = redis && config.CACHE_MEMORY_MB > 0 ? createMemoryTier(config.REDIS_URL, config.CACHE_MEMORY_MB * 1024 * 1024, logger) : undefined;
+const cache = redis && new ResponseCache(redis, { ttlSeconds: config.CACHE_TTL_SECONDS, staleSeconds: config.CACHE_STALE_SECONDS }, logger, memory);
 await serve({
   name: 'gateway',
   handler: createApp({ upstreams, upstreamTimeoutMs: config.UPSTREAM_TIMEOUT_MS, logger, lifecycle, cache }),
@@ -21,6 +23,12 @@ await serve({
   lifecycle,
   logger,
   shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
-  release: async () => redis?.disconnect(),
-  details: { upstreams: upstreams.map(({ name, url }) => ({ name, url })), cache: cache ? cache.settings : 'disabled' },
+  release: async () => {
+    redis?.disconnect();
+    await memory?.close();
+  },
+  details: {
+    upstreams: upstreams.map(({ name, url }) => ({ name, url })),
+    cache: cache ? { ...cache.settings, memoryBytes: memory?.maxBytes ?? 0 } : 'disabled',
+  },
 });

@@ -27,6 +27,7 @@ const gatewayDefaults = {
   CACHE_ENABLED: true,
   CACHE_TTL_SECONDS: 60,
   CACHE_STALE_SECONDS: 300,
+  CACHE_MEMORY_MB: 16,
   LOG_LEVEL: 'info',
   SHUTDOWN_TIMEOUT_MS: 10_000,
 };
@@ -89,6 +90,7 @@ describe('the gateway configuration', () => {
         CACHE_ENABLED: 'false',
         CACHE_TTL_SECONDS: '5',
         CACHE_STALE_SECONDS: '0',
+        CACHE_MEMORY_MB: '0',
       }),
     ).toEqual({
       PORT: 9000,
@@ -101,6 +103,7 @@ describe('the gateway configuration', () => {
       CACHE_ENABLED: false,
       CACHE_TTL_SECONDS: 5,
       CACHE_STALE_SECONDS: 0,
+      CACHE_MEMORY_MB: 0,
     });
   });
 
@@ -123,6 +126,8 @@ describe('the gateway configuration', () => {
     ['CACHE_ENABLED', 'yes'],
     ['CACHE_TTL_SECONDS', '0'],
     ['CACHE_STALE_SECONDS', '-1'],
+    ['CACHE_MEMORY_MB', '1.5'],
+    ['CACHE_MEMORY_MB', '4097'],
   ])('refuses %s=%s', (name, value) => {
     expect(named(problemsOf(gatewaySchema, { [name]: value }))).toEqual([name]);
   });

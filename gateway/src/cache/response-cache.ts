@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from '@app/shared/logger';
 import type { Redis } from '@app/shared/redis';
 import { decode, encode, type CachedResponse } from './entry.js';
+import type { MemoryTier } from './memory-tier.js';
 import type { ReadScope } from './scope.js';
 
 /** Generations outlive every entry by far; they only need to expire eventually. */
@@ -36,6 +37,8 @@ export class ResponseCache {
     private readonly redis: Redis,
     readonly settings: CacheSettings,
     private readonly logger: Logger,
+    /** Hot entries in this gateway's memory (memory-tier.ts); undefined when CACHE_MEMORY_MB=0. */
+    readonly memory?: MemoryTier,
   ) {
     this.now = settings.now ?? Date.now;
     redis.on('ready', () => void this.#settle());
@@ -46,14 +49,22 @@ export class ResponseCache {
     return this.redis.status === 'ready' && this.#owed.size === 0;
   }
 
-  /** One round trip; undefined when the cache cannot be used now. */
+  /** A fresh entry held in this gateway's memory: no round trip. */
+  held(scope: ReadScope): CachedResponse | undefined {
+    const entry = this.memory?.held(scope);
+    return entry && this.usable && this.isFresh(entry) ? entry : undefined;
+  }
+
+  /** One round trip; undefined when the cache cannot be used now. A current entry is also kept in memory. */
   async lookup(scope: ReadScope): Promise<Lookup | undefined> {
     if (!this.usable) return undefined;
     try {
       const [generation, stored] = await this.redis.mgetBuffer(scope.generationKey, scope.entryKey);
       const current = generation?.toString() ?? null;
       const entry = stored ? decode(stored) : undefined;
-      return { generation: current, ...(entry && entry.generation === current ? { entry } : {}) };
+      if (!entry || entry.generation !== current) return { generation: current };
+      if (this.isFresh(entry)) this.memory?.learn(scope, entry);
+      return { generation: current, entry };
     } catch {
       return undefined;
     }
@@ -91,12 +102,17 @@ export class ResponseCache {
   async store(scope: ReadScope, entry: CachedResponse): Promise<void> {
     if (!this.usable) return;
     const lifetime = this.settings.ttlSeconds + this.settings.staleSeconds;
-    await this.redis.set(scope.entryKey, encode(entry), 'EX', lifetime).catch(() => undefined);
+    const stored = await this.redis.set(scope.entryKey, encode(entry), 'EX', lifetime).catch(() => undefined);
+    if (stored) this.memory?.learn(scope, entry);
   }
 
   /** Renews the generations a write affects: O(1) per key, whatever the number of entries. */
   async invalidate(generationKeys: string[]): Promise<void> {
+    // Forgotten here too (not only when Redis's invalidation arrives), after the renewal: a read of
+    // the old generation that raced the renewal must not serve this writer's client afterwards.
+    this.memory?.forget(generationKeys);
     const failed = await this.#renew(generationKeys);
+    this.memory?.forget(generationKeys);
     if (failed.length === 0) return;
     for (const key of failed) this.#owed.add(key);
     this.logger.warn({ owed: this.#owed.size }, 'could not invalidate the cache: bypassing it until Redis takes the invalidations');
