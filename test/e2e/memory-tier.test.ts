@@ -38,7 +38,10 @@ afterAll(async () => {
 
 const memoryOf = (running: RunningGateway): MemoryTier => running.cache!.memory!;
 const idOf = (location: string) => location.split('/').pop()!;
-const itemScope = (location: string) => ({ entryKey: `c:{users:${idOf(location)}}:`, generationKey: `g:{users:${idOf(location)}}` });
+const itemScope = (location: string) => {
+  const tag = `users:${idOf(location)}`;
+  return { entryKey: `c:{${tag}}:`, generationKey: `g:{${tag}}`, holdKey: `h:{${tag}}` };
+};
 
 async function createUser(through: Client = api) {
   const n = ++counter;
@@ -130,9 +133,22 @@ describe('a write through one replica evicts the entry from every replica’s me
     60_000 + STALE_CHECK_ROUNDS * 50,
   );
 
+  it('a hold set through another replica (a write of unknown outcome) stops this one answering from memory', async () => {
+    const user = await createUser();
+    await untilHeld(gateway, api, user.location);
+    const { holdKey } = itemScope(user.location);
+    await redis.set(holdKey, '1', 'PX', 5_000);
+    try {
+      await untilDropped(gateway, user.location);
+      expect((await api.get(user.location)).headers.get('x-cache')).toBe('BYPASS');
+    } finally {
+      await redis.del(holdKey);
+    }
+  });
+
   it(`measures how long an invalidation takes to reach another replica (${INVALIDATION_SAMPLES} writes)`, async () => {
     const memory = memoryOf(gateway);
-    const scope = { entryKey: 'c:{users:latency-probe}:', generationKey: 'g:{users:latency-probe}' };
+    const scope = { entryKey: 'c:{users:latency-probe}:', generationKey: 'g:{users:latency-probe}', holdKey: 'h:{users:latency-probe}' };
     const reached: number[] = [];
     const replied: number[] = [];
     let arrived: ((at: number) => void) | undefined;

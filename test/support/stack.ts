@@ -10,6 +10,7 @@ import type { RequestListener } from 'node:http';
 import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/src/app.js';
 import { createMemoryTier, MemoryTier } from '../../gateway/src/cache/memory-tier.js';
 import { ResponseCache } from '../../gateway/src/cache/response-cache.js';
+import type { ConcurrencyLimitSettings } from '../../gateway/src/concurrency-limit.js';
 import type { ResolveEndpoints } from '../../gateway/src/upstream-agent.js';
 import { createApp as createProductsApp, productsService } from '../../products-service/src/app.js';
 import { createApp as createUsersApp, usersService } from '../../users-service/src/app.js';
@@ -96,6 +97,7 @@ export interface GatewayCacheOptions {
   ttlSeconds?: number;
   staleSeconds?: number;
   now?: () => number;
+  commandTimeoutMs?: number;
   /** Bytes of the in-memory tier in front of Redis (default 16 MiB, as the gateway's; 0: none). */
   memoryBytes?: number;
   /** Where the tier's tracked and subscriber connections go (default: redisUrl), to cut them apart. */
@@ -106,16 +108,20 @@ export async function startGateway(options: {
   usersUrl: string;
   productsUrl: string;
   upstreamTimeoutMs?: number;
+  requestBodyTimeoutMs?: number;
+  serviceWriteDeadlineMs?: number;
   logger?: Logger;
   /** The Redis cache (default: off, so tests of other behaviour see every request reach a service). */
   cache?: GatewayCacheOptions;
+  /** The per-upstream concurrency limit (default: the gateway's defaults). */
+  concurrency?: ConcurrencyLimitSettings;
   /** The replicas behind a service URL's host and port (default: DNS, i.e. the URL itself). */
   resolveReplicas?: ResolveEndpoints;
 }): Promise<RunningGateway> {
   const logger = options.logger ?? testLogger;
   const upstreams = upstreamsFrom({ USERS_SERVICE_URL: options.usersUrl, PRODUCTS_SERVICE_URL: options.productsUrl });
   const redisUrl = options.cache?.redisUrl ?? process.env.TEST_REDIS_URL!;
-  const redis = options.cache && createCacheClient(redisUrl, logger);
+  const redis = options.cache && createCacheClient(redisUrl, logger, { commandTimeoutMs: options.cache.commandTimeoutMs });
   if (redis) await new Promise((resolve) => redis.once('ready', resolve));
   const memoryBytes = options.cache?.memoryBytes ?? 16 * 1024 * 1024;
   const memoryUrls = options.cache?.memoryRedisUrls;
@@ -123,7 +129,7 @@ export async function startGateway(options: {
     redis && memoryBytes > 0
       ? memoryUrls
         ? new MemoryTier(createCacheClient(memoryUrls.tracked, logger, { protocol: 2 }), createSubscriberClient(memoryUrls.subscriber), memoryBytes, logger)
-        : createMemoryTier(redisUrl, memoryBytes, logger)
+        : createMemoryTier(redisUrl, memoryBytes, logger, { commandTimeoutMs: options.cache?.commandTimeoutMs })
       : undefined;
   if (memory) await untilTracking(memory);
   const cache =
@@ -137,9 +143,12 @@ export async function startGateway(options: {
   const app = createGatewayApp({
     upstreams,
     upstreamTimeoutMs: options.upstreamTimeoutMs ?? 10_000,
+    requestBodyTimeoutMs: options.requestBodyTimeoutMs ?? 30_000,
+    serviceWriteDeadlineMs: options.serviceWriteDeadlineMs ?? 6_000,
     logger,
     lifecycle: new Lifecycle(),
     cache,
+    concurrency: options.concurrency ?? { limit: 128, writeShare: 0.25 },
     resolveReplicas: options.resolveReplicas,
   });
   const running = await listen(app, 0, '127.0.0.1');

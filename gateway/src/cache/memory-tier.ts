@@ -2,7 +2,7 @@ import type { Logger } from '@app/shared/logger';
 import { createCacheClient, createSubscriberClient, type Redis } from '@app/shared/redis';
 import { LRUCache } from 'lru-cache';
 import type { CachedResponse } from './entry.js';
-import type { ReadScope } from './scope.js';
+import { generationKeyOfHold, type ReadScope, type WriteScope } from './scope.js';
 
 /** The channel Redis publishes invalidations on for a client tracking keys in RESP2 redirect mode. */
 const INVALIDATIONS = '__redis__:invalidate';
@@ -29,15 +29,16 @@ interface GenerationRead {
 
 /**
  * Hot cache entries in this gateway's memory, in front of Redis, exactly as correct as Redis itself:
- * an entry is served only while its generation is known to be the current one, and a generation
- * is known only through Redis server-assisted client-side caching. The generation keys are read on a
- * dedicated connection with `CLIENT TRACKING on REDIRECT <id>` (RESP2), the id being a second
- * connection SUBSCRIBEd to `__redis__:invalidate`, so a write through any replica (which renews a
- * generation key) makes Redis tell every replica to forget that generation.
+ * an entry is served only while its generation is known to be the current one and its scope known
+ * not to be held (scope.ts), and both are known only through Redis server-assisted client-side
+ * caching. A scope's generation and hold keys are read (one MGET) on a dedicated connection with
+ * `CLIENT TRACKING on REDIRECT <id>` (RESP2), the id being a second connection SUBSCRIBEd to
+ * `__redis__:invalidate`, so a write through any replica (which renews a generation, and may set a
+ * hold) makes Redis tell every replica to forget what it knew of that scope.
  *
  * The race: the reply to a read and an invalidation of the same key arrive on two connections, in
  * no guaranteed order. So a generation is installed only when the read was sent while tracking was
- * on (in the same session: no connection lost or re-tracked since) and no invalidation of its key
+ * on (in the same session: no connection lost or re-tracked since) and no invalidation of either key
  * arrived between sending the read and installing the result. Redis tracks the key from the moment
  * it serves the read, so any later write sends an invalidation, which then removes it.
  *
@@ -49,6 +50,7 @@ interface GenerationRead {
  */
 export class MemoryTier {
   readonly #entries: LRUCache<string, CachedResponse>;
+  /** The current generation of each scope (by generation key) known to be current and not held. */
   readonly #generations = new LRUCache<string, string>({ max: MAX_GENERATIONS });
   readonly #reads = new Map<string, GenerationRead>();
   /** Bumped whenever what was learnt can no longer be trusted (a connection lost, a flush). */
@@ -120,7 +122,7 @@ export class MemoryTier {
       }
     };
     if (this.#generations.get(scope.generationKey) === entry.generation) install();
-    else void this.#readGeneration(scope.generationKey).then(install);
+    else void this.#readGeneration(scope).then(install);
   }
 
   /**
@@ -128,8 +130,8 @@ export class MemoryTier {
    * write is released, so its client never reads the old data here, even before Redis's own
    * invalidation arrives.
    */
-  forget(generationKeys: readonly string[]): void {
-    for (const key of generationKeys) this.#forgetKey(key);
+  forget(scopes: readonly WriteScope[]): void {
+    for (const scope of scopes) this.#forgetScope(scope.generationKey);
   }
 
   /** Runs `listener` with the keys of every invalidation Redis sends (for measurements). */
@@ -144,16 +146,18 @@ export class MemoryTier {
     this.subscriber.disconnect();
   }
 
-  /** One tracked read per key at a time; what it reads is installed unless something spoilt it. */
-  #readGeneration(key: string): Promise<void> {
+  /** One tracked read per scope at a time; what it reads is installed unless something spoilt it. */
+  #readGeneration(scope: WriteScope): Promise<void> {
+    const key = scope.generationKey;
     const under = this.#reads.get(key);
     if (under) return under.done;
     const session = this.#session;
     const read: GenerationRead = { spoiled: false, done: Promise.resolve() };
-    read.done = this.tracked.get(key).then(
-      (generation) => {
+    read.done = this.tracked.mget(scope.holdKey, key).then(
+      ([hold, generation]) => {
         if (this.#reads.get(key) === read) this.#reads.delete(key);
-        if (generation !== null && !read.spoiled && session === this.#session && this.#tracking) this.#generations.set(key, generation);
+        const current = !read.spoiled && session === this.#session && this.#tracking;
+        if (current && hold === null && generation !== null && generation !== undefined) this.#generations.set(key, generation);
       },
       () => {
         if (this.#reads.get(key) === read) this.#reads.delete(key);
@@ -163,13 +167,19 @@ export class MemoryTier {
     return read.done;
   }
 
-  #forgetKey(key: string): void {
-    this.#generations.delete(key);
-    const read = this.#reads.get(key);
+  /** Forgets what is known of a scope (by its generation key), and spoils a read of it under way. */
+  #forgetScope(generationKey: string): void {
+    this.#generations.delete(generationKey);
+    const read = this.#reads.get(generationKey);
     if (read) {
       read.spoiled = true;
-      this.#reads.delete(key);
+      this.#reads.delete(generationKey);
     }
+  }
+
+  /** A key Redis says changed: a generation key, or a hold key (which stands for its scope). */
+  #forgetKey(key: string): void {
+    this.#forgetScope(generationKeyOfHold(key) ?? key);
   }
 
   #invalidated(keys: Buffer[] | null): void {
@@ -258,6 +268,6 @@ function entrySize(entry: CachedResponse): number {
 }
 
 /** The tier's two Redis connections (a cache client, which fails fast, and a subscriber), from `url`. */
-export function createMemoryTier(url: string, maxBytes: number, logger: Logger): MemoryTier {
-  return new MemoryTier(createCacheClient(url, logger, { protocol: 2 }), createSubscriberClient(url), maxBytes, logger);
+export function createMemoryTier(url: string, maxBytes: number, logger: Logger, options: { commandTimeoutMs?: number } = {}): MemoryTier {
+  return new MemoryTier(createCacheClient(url, logger, { ...options, protocol: 2 }), createSubscriberClient(url), maxBytes, logger);
 }

@@ -3,7 +3,8 @@ import type { Logger } from '@app/shared/logger';
 import type { Redis } from '@app/shared/redis';
 import { decode, encode, type CachedResponse } from './entry.js';
 import type { MemoryTier } from './memory-tier.js';
-import type { ReadScope } from './scope.js';
+import { defaultBreakerSettings, RedisHealth, type RedisBreakerSettings } from './redis-health.js';
+import type { ReadScope, WriteScope } from './scope.js';
 
 /** Generations outlive every entry by far; they only need to expire eventually. */
 const GENERATION_TTL_SECONDS = 86_400;
@@ -13,6 +14,8 @@ export interface CacheSettings {
   staleSeconds: number;
   /** The clock (ms), for tests of expiry. */
   now?: () => number;
+  /** When Redis counts as down (see RedisHealth). */
+  breaker?: Partial<RedisBreakerSettings>;
 }
 
 /** What Redis holds for a read: the current generation, and the entry if it belongs to it. */
@@ -23,43 +26,61 @@ export interface Lookup {
 
 const newGeneration = () => randomBytes(8).toString('base64url');
 
+// Sets a hold for ARGV[1] ms unless it already lasts longer: a hold only ever grows, whichever
+// replica sets it. A script rather than `PEXPIRE … GT` so that it runs on any Redis.
+const HOLD_SCRIPT = `if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], '1', 'PX', ARGV[1]) end return 1`;
+
 /**
- * The gateway's view of Redis. Every failure is a miss, never an error. A write that cannot renew
- * its generations (Redis unreachable) is remembered, and until every owed renewal is made this
- * gateway neither reads nor fills the cache: stale entries never come back with Redis.
+ * The gateway's view of Redis. Every failure is a miss, never an error; whether Redis is down at
+ * all is RedisHealth's judgement, not one command's. A write that cannot renew its generations or
+ * set its holds is remembered, and until that renewal or hold is made this gateway neither reads
+ * nor fills the scopes it covers (and only those): stale entries never come back with Redis.
  */
 export class ResponseCache {
   readonly #owed = new Set<string>();
+  /** Holds not yet set in Redis: key → until when (Date.now() ms). */
+  readonly #owedHolds = new Map<string, number>();
   #settling: Promise<void> | undefined;
+  readonly #health: RedisHealth;
   readonly now: () => number;
 
   constructor(
-    private readonly redis: Redis,
+    redis: Redis,
     readonly settings: CacheSettings,
     private readonly logger: Logger,
     /** Hot entries in this gateway's memory (memory-tier.ts); undefined when CACHE_MEMORY_MB=0. */
     readonly memory?: MemoryTier,
   ) {
     this.now = settings.now ?? Date.now;
+    this.#health = new RedisHealth(redis, logger, { ...defaultBreakerSettings, ...settings.breaker });
     redis.on('ready', () => void this.#settle());
   }
 
-  /** Redis is connected and no invalidation is owed. */
-  get usable(): boolean {
-    return this.redis.status === 'ready' && this.#owed.size === 0;
+  /** Nothing is owed: every renewal and hold a write asked for is in Redis. */
+  get #settled(): boolean {
+    return this.#owed.size === 0 && this.#owedHolds.size === 0;
+  }
+
+  /** Whether a read or fill of `scope` may use Redis: Redis is up and nothing is owed for this scope. */
+  #usable(scope: ReadScope): boolean {
+    return this.#health.up && !this.#owed.has(scope.generationKey) && !this.#owedHolds.has(scope.holdKey);
   }
 
   /** A fresh entry held in this gateway's memory: no round trip. */
   held(scope: ReadScope): CachedResponse | undefined {
     const entry = this.memory?.held(scope);
-    return entry && this.usable && this.isFresh(entry) ? entry : undefined;
+    return entry && this.#usable(scope) && this.isFresh(entry) ? entry : undefined;
   }
 
-  /** One round trip; undefined when the cache cannot be used now. A current entry is also kept in memory. */
+  /**
+   * One round trip; undefined when the cache cannot be used for this scope now, or the scope is held.
+   * A current, fresh entry is also kept in memory.
+   */
   async lookup(scope: ReadScope): Promise<Lookup | undefined> {
-    if (!this.usable) return undefined;
+    if (!this.#usable(scope)) return undefined;
     try {
-      const [generation, stored] = await this.redis.mgetBuffer(scope.generationKey, scope.entryKey);
+      const [hold, generation, stored] = await this.#health.run((redis) => redis.mgetBuffer(scope.holdKey, scope.generationKey, scope.entryKey));
+      if (hold !== null) return undefined;
       const current = generation?.toString() ?? null;
       const entry = stored ? decode(stored) : undefined;
       if (!entry || entry.generation !== current) return { generation: current };
@@ -92,7 +113,7 @@ export class ResponseCache {
     if (lookup.generation !== null) return lookup.generation;
     try {
       const created = newGeneration();
-      const existing = (await this.redis.call('SET', scope.generationKey, created, 'EX', GENERATION_TTL_SECONDS, 'NX', 'GET')) as string | null;
+      const existing = (await this.#health.run((redis) => redis.call('SET', scope.generationKey, created, 'EX', GENERATION_TTL_SECONDS, 'NX', 'GET'))) as string | null;
       return existing ?? created;
     } catch {
       return undefined;
@@ -100,41 +121,67 @@ export class ResponseCache {
   }
 
   async store(scope: ReadScope, entry: CachedResponse): Promise<void> {
-    if (!this.usable) return;
+    if (!this.#usable(scope)) return;
     const lifetime = this.settings.ttlSeconds + this.settings.staleSeconds;
-    const stored = await this.redis.set(scope.entryKey, encode(entry), 'EX', lifetime).catch(() => undefined);
+    const stored = await this.#health.run((redis) => redis.set(scope.entryKey, encode(entry), 'EX', lifetime)).catch(() => undefined);
     if (stored) this.memory?.learn(scope, entry);
   }
 
-  /** Renews the generations a write affects: O(1) per key, whatever the number of entries. */
-  async invalidate(generationKeys: string[]): Promise<void> {
-    // Forgotten here too (not only when Redis's invalidation arrives), after the renewal: a read of
-    // the old generation that raced the renewal must not serve this writer's client afterwards.
-    this.memory?.forget(generationKeys);
-    const failed = await this.#renew(generationKeys);
-    this.memory?.forget(generationKeys);
-    if (failed.length === 0) return;
-    for (const key of failed) this.#owed.add(key);
-    this.logger.warn({ owed: this.#owed.size }, 'could not invalidate the cache: bypassing it until Redis takes the invalidations');
+  /**
+   * Renews the generations a write affects: O(1) per key, whatever the number of entries. A write
+   * whose outcome is unknown (`holdMs`: the service may still commit it for that long) first holds
+   * them too: until the hold ends no replica reads or fills the cache for them, so a read made
+   * before the write lands is never kept as fresh. Hold first, renew second: a read that looked
+   * before the hold was set stores under a generation the renewal then retires. A renewal or hold
+   * that fails is owed: retried until Redis takes it, and meanwhile only its scope is bypassed.
+   * This gateway's memory forgets the scopes too, before and after (not only when Redis's
+   * invalidation arrives): a read of the old generation that raced the renewal must not serve this
+   * writer's client afterwards.
+   */
+  async invalidate(scopes: readonly WriteScope[], options: { holdMs?: number } = {}): Promise<void> {
+    const { holdMs } = options;
+    this.memory?.forget(scopes);
+    if (holdMs !== undefined) {
+      const until = Date.now() + holdMs;
+      for (const key of await this.#hold(scopes.map((scope) => scope.holdKey), holdMs)) this.#owedHolds.set(key, Math.max(until, this.#owedHolds.get(key) ?? 0));
+    }
+    for (const key of await this.#renew(scopes.map((scope) => scope.generationKey))) this.#owed.add(key);
+    this.memory?.forget(scopes);
+    if (this.#settled) return;
+    this.logger.warn(
+      { owed: this.#owed.size, owedHolds: this.#owedHolds.size },
+      'could not invalidate: bypassing the cache for the scopes concerned until Redis takes the invalidations',
+    );
     void this.#settle();
   }
 
-  async #renew(keys: string[]): Promise<string[]> {
-    const results = await Promise.allSettled(keys.map((key) => this.redis.set(key, newGeneration(), 'EX', GENERATION_TTL_SECONDS)));
+  /** Sets the holds for `ms`; returns the keys it could not set. */
+  async #hold(keys: string[], ms: number): Promise<string[]> {
+    const results = await Promise.allSettled(keys.map((key) => this.#health.run((redis) => redis.eval(HOLD_SCRIPT, 1, key, Math.ceil(ms)))));
     return keys.filter((_key, i) => results[i]?.status === 'rejected');
   }
 
-  /** Pays the owed invalidations once Redis is back; retries while it is not. */
+  async #renew(keys: string[]): Promise<string[]> {
+    const results = await Promise.allSettled(keys.map((key) => this.#health.run((redis) => redis.set(key, newGeneration(), 'EX', GENERATION_TTL_SECONDS))));
+    return keys.filter((_key, i) => results[i]?.status === 'rejected');
+  }
+
+  /** Pays the owed invalidations as soon as Redis takes them; retries while it does not. */
   #settle(): Promise<void> {
     this.#settling ??= (async () => {
-      while (this.#owed.size > 0) {
-        if (this.redis.status === 'ready') {
+      while (this.#owed.size > 0 || this.#owedHolds.size > 0) {
+        if (this.#health.up) {
+          // Holds before renewals, as in `invalidate`; a hold whose time has passed is owed no more.
+          for (const [key, until] of this.#owedHolds) {
+            const remaining = until - Date.now();
+            if (remaining <= 0 || (await this.#hold([key], remaining)).length === 0) this.#owedHolds.delete(key);
+          }
           const owed = [...this.#owed];
           const failed = new Set(await this.#renew(owed));
           for (const key of owed) if (!failed.has(key)) this.#owed.delete(key);
-          if (this.#owed.size === 0) this.logger.info('owed cache invalidations made: the cache is in use again');
+          if (this.#settled) this.logger.info('owed cache invalidations made: every scope is cached again');
         }
-        if (this.#owed.size > 0) await new Promise((resolve) => setTimeout(resolve, 200).unref());
+        if (!this.#settled) await new Promise((resolve) => setTimeout(resolve, 200).unref());
       }
     })().finally(() => (this.#settling = undefined));
     return this.#settling;
