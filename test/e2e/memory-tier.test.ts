@@ -186,6 +186,30 @@ describe('a write through one replica evicts the entry from every replica’s me
 });
 
 describe('a lost connection drops the whole tier until tracking is back', () => {
+  it('a subscriber that stops answering (a silent network loss) counts as lost within the heartbeat', async () => {
+    const target = new URL(redisUrl());
+    const proxy = await new TcpProxy({ host: target.hostname, port: Number(target.port || 6379) }).start();
+    const replica = await startGateway({
+      usersUrl: users.url,
+      productsUrl: users.url,
+      cache: { memoryRedisUrls: { subscriber: proxy.rewrite(redisUrl()), tracked: redisUrl() } },
+    });
+    const through = client(replica.url);
+    try {
+      const user = await createUser();
+      await untilHeld(replica, through, user.location);
+      proxy.replyDelayMs = 10_000; // nothing Redis sends the subscriber arrives, invalidations included
+      await untilTracking(memoryOf(replica), false);
+      expect(memoryOf(replica).heldBytes).toBe(0);
+      expect((await api.patch(user.location, { name: 'Written while silent' })).status).toBe(200);
+      expect((await through.get(user.location)).body.name).toBe('Written while silent');
+    } finally {
+      proxy.replyDelayMs = 0;
+      await replica.close();
+      await proxy.cut();
+    }
+  });
+
   it.each(['subscriber', 'tracked'] as const)('the %s connection: Redis round trips meanwhile, never stale afterwards', async (cutOne) => {
     const target = new URL(redisUrl());
     const proxy = await new TcpProxy({ host: target.hostname, port: Number(target.port || 6379) }).start();
