@@ -1,11 +1,12 @@
 import type { IncomingMessage, RequestListener } from 'node:http';
-import { allowOnly, baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, requestContext } from '@app/shared/http';
+import { allowOnly, baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, refuseOversizedBodies, requestContext } from '@app/shared/http';
 import type { Logger } from '@app/shared/logger';
 import { requestTarget } from '@app/shared/request-target';
 import { cachedReads, type CachedUpstream } from './cache/cached-reads.js';
 import { withCacheHotPath } from './cache/hot-path.js';
 import type { ResponseCache } from './cache/response-cache.js';
 import { CacheScopes } from './cache/scope.js';
+import { ConcurrencyLimit, shedBeyondLimit, type ConcurrencyLimitSettings } from './concurrency-limit.js';
 import { refuseNonCanonical, requestTargets, withFrontDoor } from './front-door.js';
 import { GatewayMetrics } from './metrics.js';
 import { ReplicaHealth, upstreamAgent, type ResolveEndpoints } from './upstream-agent.js';
@@ -15,10 +16,19 @@ import { servesPath, upstreamProxy, type Upstream } from './upstream.js';
 export interface GatewayDependencies {
   upstreams: Upstream[];
   upstreamTimeoutMs: number;
+  /** How long a client may take to send its request body (408 after that). */
+  requestBodyTimeoutMs: number;
+  /**
+   * SERVICE_WRITE_DEADLINE_MS: how long after the gateway gave up on a write the service may still
+   * commit it (the services' WRITE_DEADLINE_MS, plus time for a COMMIT under way).
+   */
+  serviceWriteDeadlineMs: number;
   logger: Logger;
   lifecycle: Lifecycle;
   /** The Redis-backed GET cache; undefined when CACHE_ENABLED=false. */
   cache: ResponseCache | undefined;
+  /** Requests in flight to each upstream, at most (see concurrency-limit.ts). */
+  concurrency: ConcurrencyLimitSettings;
   /** The replicas a service's host name and port stand for: DNS unless given (tests give fixed ports). */
   resolveReplicas?: ResolveEndpoints;
 }
@@ -30,18 +40,36 @@ const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
  * then express: 404 for a target with no canonical form (never cached), its own health and metrics endpoints,
  * cached reads, one proxy per service, and 404 for the rest. It does not listen.
  */
-export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle, cache, resolveReplicas }: GatewayDependencies): RequestListener {
+export function createApp({
+  upstreams,
+  upstreamTimeoutMs,
+  requestBodyTimeoutMs,
+  serviceWriteDeadlineMs,
+  logger,
+  lifecycle,
+  cache,
+  concurrency,
+  resolveReplicas,
+}: GatewayDependencies): RequestListener {
+  const deadlines = { upstreamMs: upstreamTimeoutMs, requestBodyMs: requestBodyTimeoutMs };
   const scopes = new CacheScopes(upstreams);
   // `path` is the canonical one for every request the front door let in.
   const metrics = new GatewayMetrics((path) => scopes.route(requestTarget(path)) ?? (['/healthz', '/readyz', '/metrics'].includes(path) ? path : 'other'));
   const health = new ReplicaHealth();
-  const targets: CachedUpstream[] = upstreams.map((upstream) => ({ upstream, agent: upstreamAgent(upstream.url, { resolve: resolveReplicas, health }) }));
+  const targets: CachedUpstream[] = upstreams.map((upstream) => ({
+    upstream,
+    agent: upstreamAgent(upstream.url, { resolve: resolveReplicas, health }),
+    limit: new ConcurrencyLimit(upstream.name, concurrency),
+  }));
   const upstreamFor = (path: string) => targets.find(({ upstream }) => servesPath(upstream, path));
 
   // A write the service may have applied (anything but a 4xx) renews what it affects before the
-  // client hears back, so nobody reads the old data from the cache after that.
+  // client hears back, so nobody reads the old data from the cache after that. One whose outcome is
+  // unknown (5xx, timeout, connection lost) may still land until the services' write deadline: what
+  // it affects stays out of the cache until then.
   const invalidateWrites = async (req: IncomingMessage, status: number) => {
-    if (cache && WRITES.has(req.method ?? '') && (status < 400 || status >= 500)) await cache.invalidate(scopes.written(requestTargets.get(req)));
+    if (!cache || !WRITES.has(req.method ?? '') || (status >= 400 && status < 500)) return;
+    await cache.invalidate(scopes.written(requestTargets.get(req)), status >= 500 ? { holdMs: serviceWriteDeadlineMs } : {});
   };
 
   const app = baseApp();
@@ -54,9 +82,12 @@ export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle, cac
     res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
   });
   app.all('/metrics', allowOnly(['GET']));
-  app.use(cachedReads({ cache, upstreamFor, timeoutMs: upstreamTimeoutMs, metrics }));
+  // Before anything reaches a service: a declared body over the limit is refused at once.
+  app.use('/api', refuseOversizedBodies);
+  app.use(cachedReads({ cache, upstreamFor, deadlines, metrics }));
+  app.use(shedBeyondLimit((path) => upstreamFor(path)?.limit, metrics.shed));
   for (const { upstream, agent } of targets) {
-    app.use(upstreamProxy(upstream, { timeoutMs: upstreamTimeoutMs, agent, onSettled: invalidateWrites }));
+    app.use(upstreamProxy(upstream, { deadlines, agent, onSettled: invalidateWrites }));
   }
   app.use(notFound);
   app.use(problemHandler());

@@ -12,11 +12,20 @@ const logger = createLogger('gateway', config.LOG_LEVEL);
 process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled rejection'));
 const lifecycle = new Lifecycle();
 const upstreams = upstreamsFrom(config);
-const redis = config.CACHE_ENABLED ? createCacheClient(config.REDIS_URL, logger) : undefined;
+const redis = config.CACHE_ENABLED ? createCacheClient(config.REDIS_URL, logger, { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS }) : undefined;
 const cache = redis && new ResponseCache(redis, { ttlSeconds: config.CACHE_TTL_SECONDS, staleSeconds: config.CACHE_STALE_SECONDS }, logger);
 await serve({
   name: 'gateway',
-  handler: createApp({ upstreams, upstreamTimeoutMs: config.UPSTREAM_TIMEOUT_MS, logger, lifecycle, cache }),
+  handler: createApp({
+    upstreams,
+    upstreamTimeoutMs: config.UPSTREAM_TIMEOUT_MS,
+    requestBodyTimeoutMs: config.REQUEST_BODY_TIMEOUT_MS,
+    serviceWriteDeadlineMs: config.SERVICE_WRITE_DEADLINE_MS,
+    logger,
+    lifecycle,
+    cache,
+    concurrency: { limit: config.UPSTREAM_CONCURRENCY_LIMIT, writeShare: config.UPSTREAM_WRITE_SHARE_PERCENT / 100 },
+  }),
   port: config.PORT,
   lifecycle,
   logger,

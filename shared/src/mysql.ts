@@ -16,7 +16,15 @@ export interface DatabaseLimits {
   acquireTimeoutMs: number;
   /** How long one query may run. */
   queryTimeoutMs: number;
+  /**
+   * WRITE_DEADLINE_MS: no write made for a request commits later than this after the request
+   * arrived; it is rolled back instead (503). The gateway counts on this bound (see `boundWrites`).
+   */
+  writeDeadlineMs: number;
 }
+
+/** WRITE_DEADLINE_MS by default; a gateway's SERVICE_WRITE_DEADLINE_MS must not be less. */
+export const DEFAULT_WRITE_DEADLINE_MS = 5_000;
 
 /** Prepared statements a connection keeps (least recently used are closed): more than the services use. */
 const MAX_PREPARED_STATEMENTS = 64;
@@ -27,7 +35,17 @@ const defaultLimits: DatabaseLimits = {
   connectTimeoutMs: 2_000,
   acquireTimeoutMs: 2_000,
   queryTimeoutMs: 5_000,
+  writeDeadlineMs: DEFAULT_WRITE_DEADLINE_MS,
 };
+
+const isQueryTimeout = (error: unknown) => (error as { code?: unknown } | null)?.code === 'PROTOCOL_SEQUENCE_TIMEOUT';
+
+/** A transaction under way: its connection, the write deadline it commits before, whether a statement timed out. */
+interface Transaction {
+  connection: PoolConnection;
+  deadline: number | undefined;
+  timedOut: boolean;
+}
 
 // Errors that say "the database cannot be reached or is overloaded", not "this query is wrong".
 const UNAVAILABLE_CODES = new Set([
@@ -83,8 +101,10 @@ export function isDuplicateKey(error: unknown, indexName: string): boolean {
 export class Database {
   readonly #pool: Pool;
   readonly #limits: DatabaseLimits;
-  /** The connection of the transaction the current async context runs in, if any. */
-  readonly #transaction = new AsyncLocalStorage<PoolConnection>();
+  /** The transaction the current async context runs in, if any. */
+  readonly #transaction = new AsyncLocalStorage<Transaction>();
+  /** The write deadline (performance.now() time) of the request the current async context serves. */
+  readonly #requestDeadline = new AsyncLocalStorage<number>();
 
   constructor(url: string, limits: Partial<DatabaseLimits> = {}) {
     this.#limits = { ...defaultLimits, ...limits };
@@ -109,8 +129,19 @@ export class Database {
   }
 
   /**
+   * Runs `next` (the rest of a request's handling) under the write deadline of a request arriving
+   * now: every write it makes commits before `writeDeadlineMs` from now, or not at all. A gateway
+   * that gave up on a write (timeout, reset, 5xx) knows from this how long it may still land, and
+   * keeps what it affects out of its cache until then.
+   */
+  boundWrites(next: () => void): void {
+    this.#requestDeadline.run(performance.now() + this.#limits.writeDeadlineMs, next);
+  }
+
+  /**
    * Runs one statement: rows for SELECT, a result header otherwise. Inside `transaction(work)` it
-   * runs on that transaction's connection, so data-layer code takes part without knowing it.
+   * runs on that transaction's connection, so data-layer code takes part without knowing it, and it
+   * is cut off at the transaction's write deadline.
    *
    * A prepared statement: each connection prepares a statement once, after that a read is one round
    * trip that sends only the values. mysql2's callback API, wrapped here once: its promise API
@@ -121,7 +152,7 @@ export class Database {
       const settle = (error: unknown, result: unknown) => (error ? reject(error) : resolve(result as T));
       const current = this.#transaction.getStore();
       if (current) {
-        this.#run(current, 'execute', sql, values, settle);
+        this.#run(current.connection, 'execute', sql, values, settle, current);
         return;
       }
       this.#acquire((acquireError, connection) => {
@@ -129,8 +160,10 @@ export class Database {
           reject(this.#classify(acquireError));
           return;
         }
-        this.#run(connection, 'execute', sql, values, (error, result) => {
-          connection.release();
+        this.#run(connection, 'execute', sql, values, (error, result, timedOut) => {
+          // mysql2 leaves a timed-out statement running on its connection: it is not used again.
+          if (timedOut) connection.destroy();
+          else connection.release();
           settle(error, result);
         });
       });
@@ -140,35 +173,61 @@ export class Database {
   /**
    * Runs `work` in one READ COMMITTED transaction: every query it makes (through this Database)
    * commits together, or none does when it throws. READ COMMITTED so that an optimistic update that
-   * retries reads the row another writer just committed, not its first snapshot.
+   * retries reads the row another writer just committed, not its first snapshot. Within a request
+   * (`boundWrites`), COMMIT is never sent after the request's write deadline: past it the
+   * transaction is rolled back (503), and a statement still running then is cut off with its
+   * connection, which makes MySQL (and MariaDB) roll the transaction back.
    */
   async transaction<T>(work: () => Promise<T>): Promise<T> {
     if (this.#transaction.getStore()) return work();
+    const deadline = this.#requestDeadline.getStore();
+    if (deadline !== undefined && performance.now() >= deadline) throw this.#pastDeadline();
     const connection = await new Promise<PoolConnection>((resolve, reject) =>
       this.#acquire((error, acquired) => (error || !acquired ? reject(this.#classify(error)) : resolve(acquired))),
     );
+    const transaction: Transaction = { connection, deadline, timedOut: false };
     // Transaction control is plain text: not every server prepares it.
-    const control = (sql: string) =>
-      new Promise<void>((resolve, reject) => this.#run(connection, 'query', sql, [], (error) => (error ? reject(error) : resolve())));
+    // COMMIT and ROLLBACK are not cut off at the deadline (`bounded`): only the query timeout.
+    const control = (sql: string, bounded: Transaction | undefined = transaction) =>
+      new Promise<void>((resolve, reject) =>
+        this.#run(
+          connection,
+          'query',
+          sql,
+          [],
+          (error, _result, timedOut) => {
+            if (timedOut) transaction.timedOut = true;
+            if (error) reject(error);
+            else resolve();
+          },
+          bounded,
+        ),
+      );
     let result: T;
     try {
       await control('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
       await control('START TRANSACTION');
-      result = await this.#transaction.run(connection, work);
-      await control('COMMIT');
+      result = await this.#transaction.run(transaction, work);
+      if (deadline !== undefined && performance.now() >= deadline) throw this.#pastDeadline();
+      await control('COMMIT', undefined);
     } catch (error) {
-      // A connection whose transaction state is unknown is not given back to the pool.
-      await control('ROLLBACK').then(() => connection.release(), () => connection.destroy());
+      if (transaction.timedOut) {
+        // Closing the connection is the rollback: the server rolls back what a closed connection left open.
+        connection.destroy();
+      } else {
+        // A connection whose transaction state is unknown is not given back to the pool.
+        await control('ROLLBACK', undefined).then(() => connection.release(), () => connection.destroy());
+      }
       throw this.#classify(error);
     }
     connection.release();
     return result;
   }
 
-  /** Affected rows of an INSERT, UPDATE or DELETE. */
+  /** Affected rows of an INSERT, UPDATE or DELETE; within a request, bounded by its write deadline. */
   async execute(sql: string, values: SqlValue[] = []): Promise<number> {
-    const header = await this.query<ResultSetHeader>(sql, values);
-    return header.affectedRows;
+    const write = async () => (await this.query<ResultSetHeader>(sql, values)).affectedRows;
+    return this.#requestDeadline.getStore() === undefined || this.#transaction.getStore() ? write() : this.transaction(write);
   }
 
   /** Why the database cannot serve, or undefined when it answers. */
@@ -185,12 +244,27 @@ export class Database {
     return new Promise((resolve, reject) => this.#pool.end((error) => (error ? reject(error) : resolve())));
   }
 
-  /** One statement on `connection`, prepared (`execute`) or as text (`query`), bounded by the query timeout. */
-  #run(connection: PoolConnection, kind: 'execute' | 'query', sql: string, values: SqlValue[], done: (error: unknown, result?: unknown) => void): void {
+  /**
+   * One statement on `connection`, prepared (`execute`) or as text (`query`), bounded by the query
+   * timeout, and by the write deadline of `transaction` when given (a timeout marks it).
+   */
+  #run(
+    connection: PoolConnection,
+    kind: 'execute' | 'query',
+    sql: string,
+    values: SqlValue[],
+    done: (error: unknown, result?: unknown, timedOut?: boolean) => void,
+    transaction?: Transaction,
+  ): void {
     try {
-      connection[kind]({ sql, values, timeout: this.#limits.queryTimeoutMs }, (error: unknown, result: unknown) => {
-        if (error) done(this.#classify(error));
-        else done(undefined, result);
+      connection[kind]({ sql, values, timeout: this.#timeoutBefore(transaction?.deadline) }, (error: unknown, result: unknown) => {
+        if (!error) {
+          done(undefined, result);
+          return;
+        }
+        const timedOut = isQueryTimeout(error);
+        if (timedOut && transaction) transaction.timedOut = true;
+        done(this.#classify(error, transaction?.deadline), undefined, timedOut);
       });
     } catch (error) {
       done(error);
@@ -215,8 +289,20 @@ export class Database {
     });
   }
 
-  #classify(error: unknown): unknown {
-    if (error instanceof HttpProblem || !isUnavailable(error)) return error;
+  /** A statement's timeout: the query timeout, or less to stop at `deadline`. */
+  #timeoutBefore(deadline: number | undefined): number {
+    if (deadline === undefined) return this.#limits.queryTimeoutMs;
+    return Math.max(1, Math.min(this.#limits.queryTimeoutMs, Math.ceil(deadline - performance.now())));
+  }
+
+  #pastDeadline(): HttpProblem {
+    return problems.unavailable(`The write did not complete within ${this.#limits.writeDeadlineMs} ms of the request and was not applied; try again shortly`);
+  }
+
+  #classify(error: unknown, deadline?: number): unknown {
+    if (error instanceof HttpProblem) return error;
+    if (deadline !== undefined && isQueryTimeout(error) && performance.now() >= deadline - 1) return this.#pastDeadline();
+    if (!isUnavailable(error)) return error;
     return problems.unavailable('The database is unavailable; try again shortly', error);
   }
 }

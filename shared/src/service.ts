@@ -2,13 +2,13 @@ import type { RequestListener } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import express, { type Router } from 'express';
 import { z } from 'zod';
-import { commonConfig, flag, loadConfig, port, seconds, url } from './config.js';
+import { commonConfig, count, flag, loadConfig, milliseconds, port, seconds, url } from './config.js';
 import { allowOnly, answerFailure, baseApp, canonicalTargetsOnly, healthRoutes, Lifecycle, notFound, observeRequest, problemHandler, requestContext } from './http.js';
 import { DEFAULT_IDEMPOTENCY_TTL_SECONDS, type IdempotencyStore } from './idempotency.js';
 import { createLogger, type Logger } from './logger.js';
 import { migrate } from './migrate.js';
 import { MySqlIdempotencyStore } from './mysql-idempotency.js';
-import { Database } from './mysql.js';
+import { Database, DEFAULT_WRITE_DEADLINE_MS } from './mysql.js';
 import { assembleDocument, documentPart, DOCUMENT_PATH, LICENSE, probesPart, type ApiPart, type OpenApiDocument } from './openapi.js';
 import { UUID_V7 } from './resource.js';
 import type { ResourceRoutes } from './resource-routes.js';
@@ -54,8 +54,12 @@ export const serviceConfigSchema = (service: Pick<ServiceDefinition, 'defaultPor
   z.object({
     PORT: port(service.defaultPort),
     DATABASE_URL: url(['mysql:'], service.defaultDatabaseUrl),
+    DATABASE_POOL_SIZE: count(10, 1, 1_000),
+    // At least 1: mysql2 reads 0 as "no limit", which would let a slow database queue requests without end.
+    DATABASE_QUEUE_LIMIT: count(200, 1, 100_000),
     MIGRATE_ON_START: flag(true),
     IDEMPOTENCY_TTL_SECONDS: seconds(DEFAULT_IDEMPOTENCY_TTL_SECONDS, 1),
+    WRITE_DEADLINE_MS: milliseconds(DEFAULT_WRITE_DEADLINE_MS),
     ...commonConfig,
   });
 
@@ -93,6 +97,7 @@ export function createServiceApp(service: ServiceDefinition, { db, logger, lifec
   const app = baseApp();
   app.use(requestContext(logger));
   app.use(canonicalTargetsOnly);
+  app.use((_req, _res, next) => db.boundWrites(next));
   app.use(resource.router);
   app.use(healthRoutes(lifecycle, () => db.unreadyReason()));
   app.use(documentRoutes(serviceDocument(service)));
@@ -119,7 +124,7 @@ export async function runService(service: ServiceDefinition): Promise<void> {
     logger.fatal({ err: error }, 'migrations failed; not starting');
     process.exit(1);
   }
-  const db = new Database(config.DATABASE_URL);
+  const db = new Database(config.DATABASE_URL, { connectionLimit: config.DATABASE_POOL_SIZE, queueLimit: config.DATABASE_QUEUE_LIMIT, writeDeadlineMs: config.WRITE_DEADLINE_MS });
   const lifecycle = new Lifecycle();
   const idempotency = new MySqlIdempotencyStore(db, { ttlSeconds: config.IDEMPOTENCY_TTL_SECONDS });
   const purge = setInterval(() => {

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { RequestListener } from 'node:http';
 import { Lifecycle } from '@app/shared/http';
 import { createLogger } from '@app/shared/logger';
-import { Database } from '@app/shared/mysql';
+import { Database, DEFAULT_WRITE_DEADLINE_MS } from '@app/shared/mysql';
 import { listen } from '@app/shared/server';
 import type { IDeployment } from 'kubernetes-models/apps/v1';
 import type { IService } from 'kubernetes-models/v1';
@@ -63,6 +63,31 @@ describe.each(deployables)('$name environment', ({ name, configSchema }) => {
     const known = Object.fromEntries(Object.entries(environment).filter((entry): entry is [string, string] => entry[1] !== undefined));
     expect(() => effectiveConfig(configSchema, known)).not.toThrow();
   });
+});
+
+/** Every variable's effective value (set or default) for `name` in each deployment. */
+function effectiveEverywhere(name: Deployable['name']): [string, Record<string, unknown>][] {
+  const { configSchema } = deployables.find((deployable) => deployable.name === name)!;
+  const known = (environment: Record<string, string | undefined>) =>
+    effectiveConfig(configSchema, Object.fromEntries(Object.entries(environment).filter((entry): entry is [string, string] => entry[1] !== undefined)));
+  return [
+    ['docker-compose.yml', known(composeEnvironment(composeFile.services[name]!))],
+    ...overlays.map((overlay): [string, Record<string, unknown>] => [`k8s ${overlay}`, known(k8sEnvironment(overlay, name).values)]),
+  ];
+}
+
+test('the gateway waits out a write at least as long as the services may still commit it', () => {
+  const gateway = Object.fromEntries(effectiveEverywhere('gateway'));
+  for (const service of ['users-service', 'products-service'] as const) {
+    for (const [source, config] of effectiveEverywhere(service)) {
+      expect({ source, service, gatewayKnowsAtLeast: (gateway[source]!.SERVICE_WRITE_DEADLINE_MS as number) >= (config.WRITE_DEADLINE_MS as number) }).toEqual({
+        source,
+        service,
+        gatewayKnowsAtLeast: true,
+      });
+    }
+  }
+  expect(gatewayConfig.parse({}).SERVICE_WRITE_DEADLINE_MS).toBeGreaterThan(DEFAULT_WRITE_DEADLINE_MS);
 });
 
 test('variablesRequired finds a variable without a default, so the checks above are not vacuous', () => {
@@ -135,7 +160,16 @@ describe('probe paths', () => {
 
   const createApp: Record<Deployable['name'], (lifecycle: Lifecycle) => RequestListener> = {
     gateway: (lifecycle) =>
-      createGatewayApp({ upstreams: upstreamsFrom(gatewayConfig.parse({})), upstreamTimeoutMs: 1_000, logger, lifecycle, cache: undefined }),
+      createGatewayApp({
+        upstreams: upstreamsFrom(gatewayConfig.parse({})),
+        upstreamTimeoutMs: 1_000,
+        requestBodyTimeoutMs: 1_000,
+        serviceWriteDeadlineMs: 1_000,
+        logger,
+        lifecycle,
+        cache: undefined,
+        concurrency: { limit: 8, writeShare: 0.25 },
+      }),
     'users-service': (lifecycle) => createUsersApp({ db, logger, lifecycle }),
     'products-service': (lifecycle) => createProductsApp({ db, logger, lifecycle }),
   };

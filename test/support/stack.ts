@@ -9,6 +9,7 @@ import { migrateSchema, type ServiceDefinition, type ServiceDependencies } from 
 import type { RequestListener } from 'node:http';
 import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/src/app.js';
 import { ResponseCache } from '../../gateway/src/cache/response-cache.js';
+import type { ConcurrencyLimitSettings } from '../../gateway/src/concurrency-limit.js';
 import type { ResolveEndpoints } from '../../gateway/src/upstream-agent.js';
 import { createApp as createProductsApp, productsService } from '../../products-service/src/app.js';
 import { createApp as createUsersApp, usersService } from '../../users-service/src/app.js';
@@ -95,21 +96,26 @@ export interface GatewayCacheOptions {
   ttlSeconds?: number;
   staleSeconds?: number;
   now?: () => number;
+  commandTimeoutMs?: number;
 }
 
 export async function startGateway(options: {
   usersUrl: string;
   productsUrl: string;
   upstreamTimeoutMs?: number;
+  requestBodyTimeoutMs?: number;
+  serviceWriteDeadlineMs?: number;
   logger?: Logger;
   /** The Redis cache (default: off, so tests of other behaviour see every request reach a service). */
   cache?: GatewayCacheOptions;
+  /** The per-upstream concurrency limit (default: the gateway's defaults). */
+  concurrency?: ConcurrencyLimitSettings;
   /** The replicas behind a service URL's host and port (default: DNS, i.e. the URL itself). */
   resolveReplicas?: ResolveEndpoints;
 }): Promise<RunningGateway> {
   const logger = options.logger ?? testLogger;
   const upstreams = upstreamsFrom({ USERS_SERVICE_URL: options.usersUrl, PRODUCTS_SERVICE_URL: options.productsUrl });
-  const redis = options.cache && createCacheClient(options.cache.redisUrl ?? process.env.TEST_REDIS_URL!, logger);
+  const redis = options.cache && createCacheClient(options.cache.redisUrl ?? process.env.TEST_REDIS_URL!, logger, { commandTimeoutMs: options.cache.commandTimeoutMs });
   if (redis) await new Promise((resolve) => redis.once('ready', resolve));
   const cache =
     redis &&
@@ -117,9 +123,12 @@ export async function startGateway(options: {
   const app = createGatewayApp({
     upstreams,
     upstreamTimeoutMs: options.upstreamTimeoutMs ?? 10_000,
+    requestBodyTimeoutMs: options.requestBodyTimeoutMs ?? 30_000,
+    serviceWriteDeadlineMs: options.serviceWriteDeadlineMs ?? 6_000,
     logger,
     lifecycle: new Lifecycle(),
     cache,
+    concurrency: options.concurrency ?? { limit: 128, writeShare: 0.25 },
     resolveReplicas: options.resolveReplicas,
   });
   const running = await listen(app, 0, '127.0.0.1');

@@ -8,10 +8,20 @@ import type { Upstream } from '../upstream.js';
  * fetched under and is valid only while that generation is current. The hash tag (`{…}`) puts an
  * entry and its generation in the same Redis Cluster slot, so one MGET reads both.
  */
-export interface ReadScope {
+export interface ReadScope extends WriteScope {
   entryKey: string;
-  generationKey: string;
 }
+
+/**
+ * What a write affects for one tag: its generation, and its hold (`h:{…}`), set while a write whose
+ * outcome is unknown may still land: no entry of the tag is read or stored while it exists.
+ */
+export interface WriteScope {
+  generationKey: string;
+  holdKey: string;
+}
+
+const keysOf = (tag: string): WriteScope => ({ generationKey: `g:{${tag}}`, holdKey: `h:{${tag}}` });
 
 export class CacheScopes {
   readonly #resources: Set<string>;
@@ -24,15 +34,15 @@ export class CacheScopes {
   /** The entry and generation a GET of `target` uses, or undefined when it is not cached. */
   read(target: RequestTarget): ReadScope | undefined {
     const tag = this.#tag(target);
-    return tag === undefined ? undefined : { entryKey: `c:{${tag}}:${normalisedQuery(target.query)}`, generationKey: `g:{${tag}}` };
+    return tag === undefined ? undefined : { entryKey: `c:{${tag}}:${normalisedQuery(target.query)}`, ...keysOf(tag) };
   }
 
-  /** The generations a write to `target` renews: the list pages, and the item if any. */
-  written(target: RequestTarget | undefined): string[] {
+  /** What a write to `target` affects: the list pages, and the item if any. */
+  written(target: RequestTarget | undefined): WriteScope[] {
     const api = target && this.#served(target);
     if (!api) return [];
-    const lists = `g:{${api.resource}}`;
-    return api.id === undefined ? [lists] : [lists, `g:{${api.resource}:${api.id}}`];
+    const lists = keysOf(api.resource);
+    return api.id === undefined ? [lists] : [lists, keysOf(`${api.resource}:${api.id}`)];
   }
 
   /** A metrics label for the target: `/api/users`, `/api/users/{id}`, or undefined. */
