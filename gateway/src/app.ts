@@ -5,6 +5,8 @@ import { cachedReads, type CachedUpstream } from './cache/cached-reads.js';
 import { withCacheHotPath } from './cache/hot-path.js';
 import type { ResponseCache } from './cache/response-cache.js';
 import { CacheScopes } from './cache/scope.js';
+import { AccessPolicy } from './auth/policy.js';
+import { withGuard, type GuardSettings } from './guard.js';
 import { GatewayMetrics } from './metrics.js';
 import { upstreamAgent } from './upstream-agent.js';
 import { openApiRoutes } from './openapi.js';
@@ -17,15 +19,17 @@ export interface GatewayDependencies {
   lifecycle: Lifecycle;
   /** The Redis-backed GET cache; undefined when CACHE_ENABLED=false. */
   cache: ResponseCache | undefined;
+  /** Authentication, scopes, rate limits and CORS, decided before the cache and express (guard.ts). */
+  guard: GuardSettings & { publicProductReads: boolean };
 }
 
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /**
- * The gateway: cache hits first (before express), then express with its own health and metrics
+ * The gateway: the guard first (CORS, token, scope, rate limit), then cache hits (before express), then express with its own health and metrics
  * endpoints, cached reads, one proxy per service, and 404 for the rest. It does not listen.
  */
-export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle, cache }: GatewayDependencies): RequestListener {
+export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle, cache, guard }: GatewayDependencies): RequestListener {
   const scopes = new CacheScopes(upstreams);
   const metrics = new GatewayMetrics((path) => scopes.route(path) ?? (['/healthz', '/readyz', '/metrics'].includes(path) ? path : 'other'));
   const targets: CachedUpstream[] = upstreams.map((upstream) => ({ upstream, agent: upstreamAgent(upstream.url) }));
@@ -52,7 +56,9 @@ export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle, cac
   }
   app.use(notFound);
   app.use(problemHandler());
-  return cache ? withCacheHotPath(app, { cache, scopes, logger, metrics }) : app;
+  const served = cache ? withCacheHotPath(app, { cache, scopes, logger, metrics }) : app;
+  const policy = new AccessPolicy(upstreams, scopes, new Set(guard.publicProductReads ? ['products'] : []));
+  return withGuard(served, { ...guard, policy, logger, onFinished: metrics.requestFinished });
 }
 
 export function upstreamsFrom(config: { USERS_SERVICE_URL: string; PRODUCTS_SERVICE_URL: string }): Upstream[] {

@@ -14,6 +14,8 @@ export const PROBLEM_BASE = 'https://problems.example/';
 export const problemTypes = {
   'validation': { status: 400, title: 'Request validation failed' },
   'malformed-json': { status: 400, title: 'Malformed JSON body' },
+  'unauthorized': { status: 401, title: 'Missing or invalid access token' },
+  'insufficient-scope': { status: 403, title: 'Insufficient scope' },
   'not-found': { status: 404, title: 'Resource not found' },
   'method-not-allowed': { status: 405, title: 'Method not allowed' },
   'conflict': { status: 409, title: 'Resource already exists' },
@@ -21,6 +23,7 @@ export const problemTypes = {
   'precondition-failed': { status: 412, title: 'Precondition failed' },
   'payload-too-large': { status: 413, title: 'Request body too large' },
   'unsupported-media-type': { status: 415, title: 'Unsupported media type' },
+  'rate-limited': { status: 429, title: 'Too many requests' },
   'internal': { status: 500, title: 'Internal server error' },
   'bad-gateway': { status: 502, title: 'Upstream service unreachable' },
   'service-unavailable': { status: 503, title: 'Service unavailable' },
