@@ -122,7 +122,7 @@ describe('Redis cut off', () => {
       expect(during).toEqual([200, 200, 200, 200, 200, 429]);
     } finally {
       await replica.close();
-      await redisProxy.restore();
+      await redisProxy.cut();
     }
   });
 });
