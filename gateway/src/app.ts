@@ -1,24 +1,38 @@
-import type { RequestListener } from 'node:http';
-import { allowOnly, baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, requestContext } from '@app/shared/http';
+import type { IncomingMessage, RequestListener } from 'node:http';
+import { allowOnly, baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, refuseOversizedBodies, requestContext } from '@app/shared/http';
 import type { Logger } from '@app/shared/logger';
+import { requestTarget } from '@app/shared/request-target';
 import { cachedReads, type CachedUpstream } from './cache/cached-reads.js';
 import { withCacheHotPath } from './cache/hot-path.js';
 import type { ResponseCache } from './cache/response-cache.js';
 import { CacheScopes } from './cache/scope.js';
 import { AccessPolicy } from './auth/policy.js';
+import { ConcurrencyLimit, shedBeyondLimit, type ConcurrencyLimitSettings } from './concurrency-limit.js';
+import { refuseNonCanonical, requestTargets, withFrontDoor } from './front-door.js';
 import { withGuard, type GuardSettings } from './guard.js';
 import { GatewayMetrics } from './metrics.js';
-import { upstreamAgent } from './upstream-agent.js';
+import { ReplicaHealth, upstreamAgent, type ResolveEndpoints } from './upstream-agent.js';
 import { openApiRoutes } from './openapi.js';
 import { servesPath, upstreamProxy, type Upstream } from './upstream.js';
 
 export interface GatewayDependencies {
   upstreams: Upstream[];
   upstreamTimeoutMs: number;
+  /** How long a client may take to send its request body (408 after that). */
+  requestBodyTimeoutMs: number;
+  /**
+   * SERVICE_WRITE_DEADLINE_MS: how long after the gateway gave up on a write the service may still
+   * commit it (the services' WRITE_DEADLINE_MS, plus time for a COMMIT under way).
+   */
+  serviceWriteDeadlineMs: number;
   logger: Logger;
   lifecycle: Lifecycle;
   /** The Redis-backed GET cache; undefined when CACHE_ENABLED=false. */
   cache: ResponseCache | undefined;
+  /** Requests in flight to each upstream, at most (see concurrency-limit.ts). */
+  concurrency: ConcurrencyLimitSettings;
+  /** The replicas a service's host name and port stand for: DNS unless given (tests give fixed ports). */
+  resolveReplicas?: ResolveEndpoints;
   /** Authentication, scopes, rate limits and CORS, decided before the cache and express (guard.ts). */
   guard: GuardSettings & { publicProductReads: boolean };
 }
@@ -26,23 +40,47 @@ export interface GatewayDependencies {
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /**
- * The gateway: the guard first (CORS, token, scope, rate limit), then cache hits (before express), then express with its own health and metrics
- * endpoints, cached reads, one proxy per service, and 404 for the rest. It does not listen.
+ * The gateway: the front door (every target in its canonical form), the guard (CORS, token and
+ * scope, rate limit), cache hits (before express),
+ * then express: 404 for a target with no canonical form (never cached), its own health and metrics endpoints,
+ * cached reads, one proxy per service, and 404 for the rest. It does not listen.
  */
-export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle, cache, guard }: GatewayDependencies): RequestListener {
+export function createApp({
+  upstreams,
+  upstreamTimeoutMs,
+  requestBodyTimeoutMs,
+  serviceWriteDeadlineMs,
+  logger,
+  lifecycle,
+  cache,
+  concurrency,
+  resolveReplicas,
+  guard,
+}: GatewayDependencies): RequestListener {
+  const deadlines = { upstreamMs: upstreamTimeoutMs, requestBodyMs: requestBodyTimeoutMs };
   const scopes = new CacheScopes(upstreams);
-  const metrics = new GatewayMetrics((path) => scopes.route(path) ?? (['/healthz', '/readyz', '/metrics'].includes(path) ? path : 'other'));
-  const targets: CachedUpstream[] = upstreams.map((upstream) => ({ upstream, agent: upstreamAgent(upstream.url) }));
+  // `path` is the canonical one for every request the front door let in.
+  const metrics = new GatewayMetrics((path) => scopes.route(requestTarget(path)) ?? (['/healthz', '/readyz', '/metrics'].includes(path) ? path : 'other'));
+  const health = new ReplicaHealth();
+  const targets: CachedUpstream[] = upstreams.map((upstream) => ({
+    upstream,
+    agent: upstreamAgent(upstream.url, { resolve: resolveReplicas, health }),
+    limit: new ConcurrencyLimit(upstream.name, concurrency),
+  }));
   const upstreamFor = (path: string) => targets.find(({ upstream }) => servesPath(upstream, path));
 
   // A write the service may have applied (anything but a 4xx) renews what it affects before the
-  // client hears back, so nobody reads the old data from the cache after that.
-  const invalidateWrites = async (req: { method?: string; url?: string }, status: number) => {
-    if (cache && WRITES.has(req.method ?? '') && (status < 400 || status >= 500)) await cache.invalidate(scopes.written(req.url ?? '/'));
+  // client hears back, so nobody reads the old data from the cache after that. One whose outcome is
+  // unknown (5xx, timeout, connection lost) may still land until the services' write deadline: what
+  // it affects stays out of the cache until then.
+  const invalidateWrites = async (req: IncomingMessage, status: number) => {
+    if (!cache || !WRITES.has(req.method ?? '') || (status >= 400 && status < 500)) return;
+    await cache.invalidate(scopes.written(requestTargets.get(req)), status >= 500 ? { holdMs: serviceWriteDeadlineMs } : {});
   };
 
   const app = baseApp();
   app.use(requestContext(logger, metrics.requestFinished));
+  app.use(refuseNonCanonical(metrics));
   app.use(openApiRoutes({ upstreams, timeoutMs: upstreamTimeoutMs }));
   // Ready while not shutting down: an upstream's health is its own readiness probe's business.
   app.use(healthRoutes(lifecycle));
@@ -50,15 +88,18 @@ export function createApp({ upstreams, upstreamTimeoutMs, logger, lifecycle, cac
     res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
   });
   app.all('/metrics', allowOnly(['GET']));
-  app.use(cachedReads({ cache, upstreamFor, timeoutMs: upstreamTimeoutMs, metrics }));
+  // Before anything reaches a service: a declared body over the limit is refused at once.
+  app.use('/api', refuseOversizedBodies);
+  app.use(cachedReads({ cache, upstreamFor, deadlines, metrics }));
+  app.use(shedBeyondLimit((path) => upstreamFor(path)?.limit, metrics.shed));
   for (const { upstream, agent } of targets) {
-    app.use(upstreamProxy(upstream, { timeoutMs: upstreamTimeoutMs, agent, onSettled: invalidateWrites }));
+    app.use(upstreamProxy(upstream, { deadlines, agent, onSettled: invalidateWrites }));
   }
   app.use(notFound);
   app.use(problemHandler());
   const served = cache ? withCacheHotPath(app, { cache, scopes, logger, metrics }) : app;
-  const policy = new AccessPolicy(upstreams, scopes, new Set(guard.publicProductReads ? ['products'] : []));
-  return withGuard(served, { ...guard, policy, logger, onFinished: metrics.requestFinished });
+  const policy = new AccessPolicy(scopes, new Set(guard.publicProductReads ? ['products'] : []));
+  return withFrontDoor(withGuard(served, { ...guard, policy, logger, onFinished: metrics.requestFinished }));
 }
 
 export function upstreamsFrom(config: { USERS_SERVICE_URL: string; PRODUCTS_SERVICE_URL: string }): Upstream[] {

@@ -5,6 +5,7 @@ import { HttpProblem, problems } from '@app/shared/problem';
 import cors from 'cors';
 import proxyaddr from 'proxy-addr';
 import type { AccessPolicy } from './auth/policy.js';
+import { requestTargets } from './front-door.js';
 import { InvalidToken, KeysUnavailable, type Principal, type TokenVerifier } from './auth/tokens.js';
 import type { RateLimits } from './rate-limit.js';
 
@@ -67,9 +68,9 @@ export function withGuard(
       : undefined;
 
   /** Who the caller is and whether it may make this request: the problem to answer with, if any. */
-  async function authorise(req: IncomingMessage, path: string): Promise<{ principal?: Principal; problem?: HttpProblem }> {
+  async function authorise(req: IncomingMessage): Promise<{ principal?: Principal; problem?: HttpProblem }> {
     if (!tokens) return {};
-    const scope = policy.requiredScope(req.method ?? 'GET', path);
+    const scope = policy.requiredScope(req.method ?? 'GET', requestTargets.get(req));
     const header = req.headers.authorization;
     // The token stops here: the services get the verified subject instead.
     delete req.headers.authorization;
@@ -99,8 +100,8 @@ export function withGuard(
   }
 
   /** The problem to answer `req` with, or undefined when it may go on. Sets the rate limit headers. */
-  async function decide(req: IncomingMessage, res: ServerResponse, path: string): Promise<HttpProblem | undefined> {
-    const { principal, problem } = await authorise(req, path);
+  async function decide(req: IncomingMessage, res: ServerResponse): Promise<HttpProblem | undefined> {
+    const { principal, problem } = await authorise(req);
     if (limits) {
       const method = req.method ?? 'GET';
       const budget = method === 'GET' || method === 'HEAD' || method === 'OPTIONS' ? 'read' : 'write';
@@ -123,7 +124,7 @@ export function withGuard(
       next(req, res);
       return;
     }
-    decide(req, res, path).then(
+    decide(req, res).then(
       (problem) => {
         if (!problem) {
           next(req, res);

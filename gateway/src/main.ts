@@ -20,7 +20,8 @@ process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unha
 const lifecycle = new Lifecycle();
 const upstreams = upstreamsFrom(config);
 // One Redis client for the cache and the rate limits' counters.
-const redis = config.CACHE_ENABLED || config.RATE_LIMIT_ENABLED ? createCacheClient(config.REDIS_URL, logger) : undefined;
+const redis =
+  config.CACHE_ENABLED || config.RATE_LIMIT_ENABLED ? createCacheClient(config.REDIS_URL, logger, { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS }) : undefined;
 const cache = redis && config.CACHE_ENABLED ? new ResponseCache(redis, { ttlSeconds: config.CACHE_TTL_SECONDS, staleSeconds: config.CACHE_STALE_SECONDS }, logger) : undefined;
 // authConfigProblems made sure one of the two is set while AUTH_ENABLED.
 const keySource = config.AUTH_PUBLIC_KEY ? { publicKey: config.AUTH_PUBLIC_KEY } : { jwksUrl: config.AUTH_JWKS_URL ?? '' };
@@ -38,7 +39,17 @@ const limits = config.RATE_LIMIT_ENABLED
 const guard = { tokens, limits, corsOrigins: config.CORS_ORIGINS, trustedProxyHops: config.TRUSTED_PROXY_HOPS, publicProductReads: config.AUTH_PUBLIC_PRODUCT_READS };
 await serve({
   name: 'gateway',
-  handler: createApp({ upstreams, upstreamTimeoutMs: config.UPSTREAM_TIMEOUT_MS, logger, lifecycle, cache, guard }),
+  handler: createApp({
+    upstreams,
+    upstreamTimeoutMs: config.UPSTREAM_TIMEOUT_MS,
+    requestBodyTimeoutMs: config.REQUEST_BODY_TIMEOUT_MS,
+    serviceWriteDeadlineMs: config.SERVICE_WRITE_DEADLINE_MS,
+    logger,
+    lifecycle,
+    cache,
+    concurrency: { limit: config.UPSTREAM_CONCURRENCY_LIMIT, writeShare: config.UPSTREAM_WRITE_SHARE_PERCENT / 100 },
+    guard,
+  }),
   port: config.PORT,
   lifecycle,
   logger,

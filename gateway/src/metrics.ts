@@ -26,6 +26,13 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly #shed = new Counter({
+    name: 'gateway_shed_total',
+    help: 'Requests refused with 503 because their upstream was at its concurrency limit, by upstream and kind (read, write).',
+    labelNames: ['upstream', 'kind'],
+    registers: [this.registry],
+  });
+
   constructor(private readonly routeOf: (path: string) => string) {
     collectDefaultMetrics({ register: this.registry });
   }
@@ -39,4 +46,8 @@ export class GatewayMetrics {
   cacheOutcome(outcome: CacheOutcome): void {
     this.#cache.inc({ outcome });
   }
+
+  readonly shed = (limit: { upstream: string }, write: boolean): void => {
+    this.#shed.inc({ upstream: limit.upstream, kind: write ? 'write' : 'read' });
+  };
 }

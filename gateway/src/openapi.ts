@@ -100,6 +100,11 @@ function throughGateway(upstream: Upstream, method: string, operation: Operation
       headers: { 'Retry-After': ref('headers', 'RetryAfter') },
       example: problemExample(new HttpProblem('rate-limited', 'Over the budget of read requests for this client; retry after 42 s'), route),
     }),
+    ...(operation.requestBody
+      ? { 408: problemResponse(408, { example: problemExample(new HttpProblem('request-timeout', 'The request body did not arrive within 30000 ms'), route) }) }
+      : {}),
+    414: problemResponse(414),
+    431: problemResponse(431),
     502: problemResponse(502, { example: problemExample(new HttpProblem('bad-gateway', `The ${upstream.name} service could not be reached`), route) }),
     504: problemResponse(504, {
       example: problemExample(new HttpProblem('gateway-timeout', `The ${upstream.name} service did not answer within 10000 ms`), route),
@@ -288,6 +293,8 @@ const DESCRIPTION = `A REST API for users and products, behind one gateway.
 - **Concurrency**: every resource has a strong \`ETag\`; send it in \`If-Match\` on PUT, PATCH and DELETE (412 when it no longer matches) and in \`If-None-Match\` on GET (304).
 - **PATCH** takes an RFC 7396 merge patch (\`application/merge-patch+json\`, or \`application/json\` as the same).
 - **Errors** are \`application/problem+json\` (RFC 9457). A path that does not exist is a 404; a method a path does not support is a 405 with \`Allow\`.
+- **Request bodies** are JSON in UTF-8, at most 100 KiB (a larger \`Content-Length\` is a 413 at once), nested at most 32 levels, never compressed (\`Content-Encoding\` other than \`identity\` is a 415 with \`Accept-Encoding: identity\`), and must arrive within the gateway's body deadline (408).
+- **Requests the HTTP server cannot take** are problem+json too, and close the connection: a malformed request (400), a body too slow (408), a request target over 8 KiB (414), header fields over 16 KiB (431).
 - **\`X-Request-Id\`** is on every response; send your own to trace a request through every process.
 - **Access tokens**: every operation under \`/api\` but OPTIONS needs a bearer token (JWT) with the scope it lists (\`users:read\`, \`users:write\`, \`products:read\`, \`products:write\`); a deployment may make product reads public. No token or a bad one is a 401, a token without the scope a 403, both with \`WWW-Authenticate\`.
 - **Rate limits**: each caller (its token's subject, or its address without a token) has a budget of reads and one of writes per minute; \`RateLimit-Policy\` and \`RateLimit\` say where it stands, and over it the answer is 429 with \`Retry-After\`.

@@ -1,6 +1,14 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { retireAgedSocket, rotatingLookup, upstreamAgent, UPSTREAM_MAX_SOCKET_AGE_MS } from '../src/upstream-agent.js';
+import {
+  BASE_EJECTION_MS,
+  CONSECUTIVE_FAILURES_TO_EJECT,
+  ReplicaHealth,
+  retireAgedSocket,
+  upstreamAgent,
+  UPSTREAM_MAX_SOCKET_AGE_MS,
+  type Endpoint,
+} from '../src/upstream-agent.js';
 
 /** Two "replicas" of one service on different loopback addresses and the same port, as Compose gives them. */
 async function replicas() {
@@ -20,28 +28,36 @@ async function replicas() {
   };
 }
 
-const twoReplicas = rotatingLookup((_hostname, callback) =>
-  callback(null, [
-    { address: '127.0.0.1', family: 4 },
-    { address: '127.0.0.2', family: 4 },
-  ]),
-);
+/** Compose's DNS: one address per replica, the port of the URL. */
+const twoAddresses = { resolve: async (_hostname: string, port: number) => [{ host: '127.0.0.1', port }, { host: '127.0.0.2', port }] };
 
-function get(agent: http.Agent, port: number): Promise<number> {
+/** A port nothing listens on: a replica that was killed. */
+async function closedPort(): Promise<number> {
+  const server = http.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+function request(agent: http.Agent, port: number, options: { method?: string; headers?: Record<string, string> } = {}): Promise<number> {
   return new Promise((resolve, reject) => {
     http
-      .get({ host: 'products-service', port, agent }, (res) => {
+      .request({ host: 'products-service', port, agent, ...options }, (res) => {
         res.resume();
         res.on('end', () => resolve(res.statusCode!));
       })
-      .on('error', reject);
+      .on('error', reject)
+      .end();
   });
 }
+
+const get = (agent: http.Agent, port: number) => request(agent, port);
 
 describe('the upstream agent', () => {
   it('spreads concurrent requests over every address the service name resolves to', async () => {
     const service = await replicas();
-    const agent = upstreamAgent('http://products-service', twoReplicas);
+    const agent = upstreamAgent('http://products-service', twoAddresses);
     try {
       const statuses = await Promise.all(Array.from({ length: 10 }, () => get(agent, service.port)));
       expect(statuses).toEqual(Array(10).fill(200));
@@ -54,8 +70,11 @@ describe('the upstream agent', () => {
   });
 
   it('passes a failed lookup on as the error', async () => {
-    const failing = rotatingLookup((hostname, callback) => callback(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' }), []));
-    const agent = upstreamAgent('http://products-service', failing);
+    const agent = upstreamAgent('http://products-service', {
+      resolve: async (hostname) => {
+        throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: 'ENOTFOUND' });
+      },
+    });
     await expect(get(agent, 80)).rejects.toMatchObject({ code: 'ENOTFOUND' });
     agent.destroy();
   });
@@ -69,5 +88,69 @@ describe('the upstream agent', () => {
     expect(headers.get('Connection')).toBeUndefined();
     retireAgedSocket(request, 1_001 + UPSTREAM_MAX_SOCKET_AGE_MS);
     expect(headers.get('Connection')).toBe('close');
+  });
+
+  describe('when a replica cannot be connected to', () => {
+    let live: http.Server;
+    let livePort: number;
+    let deadPort: number;
+    beforeAll(async () => {
+      live = http.createServer((_req, res) => res.end('ok'));
+      await new Promise<void>((resolve) => live.listen(0, '127.0.0.1', resolve));
+      livePort = (live.address() as AddressInfo).port;
+      deadPort = await closedPort();
+    });
+    afterAll(() => new Promise((resolve) => live.close(resolve)));
+
+    /** The dead replica first, the live one second: the first connection goes to the dead one. */
+    const deadThenLive = () => ({ resolve: async (): Promise<Endpoint[]> => [{ host: '127.0.0.1', port: deadPort }, { host: '127.0.0.1', port: livePort }] });
+
+    it('retries a GET or HEAD once on another replica', async () => {
+      for (const method of ['GET', 'HEAD']) {
+        const agent = upstreamAgent('http://products-service', deadThenLive());
+        expect(await request(agent, 80, { method })).toBe(200);
+        agent.destroy();
+      }
+    });
+
+    it('never sends a write without an Idempotency-Key elsewhere, but one with a key', async () => {
+      const bare = upstreamAgent('http://products-service', deadThenLive());
+      await expect(request(bare, 80, { method: 'POST' })).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+      bare.destroy();
+      const keyed = upstreamAgent('http://products-service', deadThenLive());
+      expect(await request(keyed, 80, { method: 'POST', headers: { 'Idempotency-Key': 'k-1' } })).toBe(200);
+      keyed.destroy();
+    });
+
+    it('ejects a replica that keeps failing, and takes it back by itself after the ejection time', async () => {
+      let now = 1_000_000;
+      const health = new ReplicaHealth(() => now);
+      const dead = { host: '127.0.0.1', port: deadPort };
+      const agent = upstreamAgent('http://products-service', { ...deadThenLive(), health });
+      try {
+        for (let i = 0; i < CONSECUTIVE_FAILURES_TO_EJECT * 2; i++) {
+          // A fresh connection every time, so each request chooses a replica.
+          expect(await request(agent, 80, { headers: { Connection: 'close' } })).toBe(200);
+        }
+        expect(health.isEjected(dead)).toBe(true);
+        // Ejected: even a write without a key, which is never retried, now goes to the live replica first.
+        expect(await request(agent, 80, { method: 'POST', headers: { Connection: 'close' } })).toBe(200);
+        now += BASE_EJECTION_MS;
+        expect(health.isEjected(dead)).toBe(false);
+        expect(health.order('another-service:80', [dead, { host: '127.0.0.1', port: livePort }])[0]).toEqual(dead);
+      } finally {
+        agent.destroy();
+      }
+    });
+
+    it('uses ejected replicas when every replica is ejected, rather than none', () => {
+      const health = new ReplicaHealth(() => 0);
+      const [a, b] = [{ host: '127.0.0.1', port: 1 }, { host: '127.0.0.1', port: 2 }];
+      for (let i = 0; i < CONSECUTIVE_FAILURES_TO_EJECT; i++) {
+        health.failed(a);
+        health.failed(b);
+      }
+      expect(health.order('s', [a, b])).toHaveLength(2);
+    });
   });
 });

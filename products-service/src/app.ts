@@ -9,7 +9,7 @@ export const productsService: ServiceDefinition = {
   ...defaults,
   migrations: new URL('../migrations/', import.meta.url),
   api: productsApi,
-  routes: (db) => productsRoutes(createProductsService(new MySqlStore(db, productsTable))),
+  routes: (db, idempotency) => productsRoutes(createProductsService(new MySqlStore(db, productsTable)), idempotency),
 };
 
 /** The products API as an express app, from its dependencies. It does not listen. */

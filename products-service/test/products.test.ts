@@ -292,3 +292,33 @@ describe('PATCH (merge patch)', () => {
     ]);
   });
 });
+
+describe('item reads', () => {
+  // GET and HEAD of an item are answered before express; any other spelling of the URL (here an
+  // empty query) goes through express's router to the same handler. Both must answer alike.
+  const viaExpress = (location: string) => `${location}?`;
+  const HEADERS = ['content-type', 'content-length', 'etag', 'cache-control'];
+  const headersOf = (response: Awaited<ReturnType<Client['get']>>) => Object.fromEntries(HEADERS.map((name) => [name, response.headers.get(name)]));
+
+  it('answers the same status, headers and body before express as through it', async () => {
+    const created = await create();
+    for (const [method, path] of [['GET', created.location], ['GET', viaExpress(created.location)], ['HEAD', created.location], ['HEAD', viaExpress(created.location)]] as const) {
+      const response = await api.send(method, path, { headers: { 'x-request-id': 'read-1' } });
+      expect({ method, path, status: response.status }).toEqual({ method, path, status: 200 });
+      expect(headersOf(response)).toEqual({ 'content-type': 'application/json; charset=utf-8', 'content-length': String(Buffer.byteLength(JSON.stringify(created.body))), etag: '"1"', 'cache-control': 'no-cache' });
+      expect(response.headers.get('x-request-id')).toBe('read-1');
+      expect(response.body).toEqual(method === 'GET' ? created.body : undefined);
+    }
+  });
+
+  it('answers 304 to a matching If-None-Match and 404 to an unknown id, both ways', async () => {
+    const created = await create();
+    const unknown = created.location.replace(/.{4}$/, '0000');
+    for (const path of [created.location, viaExpress(created.location)]) {
+      const notModified = await api.get(path, { headers: { 'if-none-match': 'W/"1"' } });
+      expect({ status: notModified.status, etag: notModified.headers.get('etag'), text: notModified.text }).toEqual({ status: 304, etag: '"1"', text: '' });
+    }
+    const problems = [await api.get(unknown), await api.get(viaExpress(unknown))].map((response) => expectProblem(response, 404, 'not-found'));
+    expect(problems[0]).toEqual(problems[1]);
+  });
+});

@@ -56,9 +56,8 @@ export const milliseconds = (fallback: number) =>
 export const seconds = (fallback: number, min: number) =>
   wholeNumber(fallback, min, 86_400 * 365, `must be a whole number of seconds, at least ${min}`);
 
-/** A whole number from `min` to `max`: a count, a limit. */
-export const count = (fallback: number, min: number, max: number) =>
-  wholeNumber(fallback, min, max, `must be a whole number from ${min} to ${max}`);
+/** A whole number of things (connections, requests, percent) from `min` to `max`. */
+export const count = (fallback: number, min: number, max: number) => wholeNumber(fallback, min, max, `must be a whole number from ${min} to ${max}`);
 
 export const url = (protocols: string[], fallback: string) =>
   z.preprocess(

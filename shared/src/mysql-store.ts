@@ -1,4 +1,4 @@
-import type { RowDataPacket } from 'mysql2/promise';
+import type { RowDataPacket } from 'mysql2';
 import { isDuplicateKey, type Database, type SqlValue } from './mysql.js';
 import { problems } from './problem.js';
 import type { ResourceStore, Stored } from './resource.js';

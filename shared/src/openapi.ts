@@ -188,6 +188,11 @@ export function commonComponents(): Components {
         required: true,
         schema: { type: 'string', const: 'no-store' },
       },
+      AcceptEncoding: {
+        description: 'On a 415 caused by `Content-Encoding`: the content codings a request body may have (only `identity`: bodies are not compressed).',
+        required: false,
+        schema: { type: 'string', const: 'identity' },
+      },
       RetryAfter: {
         description: 'Seconds to wait before retrying.',
         required: true,
@@ -199,6 +204,11 @@ export function commonComponents(): Components {
           "What the gateway's response cache did: `HIT` (served from it), `MISS` (fetched and stored), `BYPASS` (not cacheable), `STALE` (served from it while the service is unavailable). Sent on every gateway response to GET and HEAD under `/api` (`BYPASS` on all of them when the cache is off); a service answering directly does not send it.",
         required: false,
         schema: { type: 'string', enum: ['HIT', 'MISS', 'BYPASS', 'STALE'] },
+      },
+      IdempotentReplayed: {
+        description: '`true` on a response replayed for a retry with the same `Idempotency-Key`: the request did not run again.',
+        required: false,
+        schema: { type: 'string', const: 'true' },
       },
       Age: {
         description: 'Seconds since the cached response was fetched, on a `HIT` or `STALE`.',
@@ -218,18 +228,37 @@ export function commonComponents(): Components {
       IfMatch: {
         name: 'If-Match',
         in: 'header',
-        description: 'Write only if the resource still has one of these ETags (strong comparison), or `*`; 412 otherwise, and nothing changes.',
+        description:
+          'Proceed only if the resource still has one of these ETags (strong comparison: a `W/` tag never matches), or `*` (it exists); 412 otherwise, and nothing changes. A collection has no ETag: only `*` holds on it. A value that is neither `*` nor a list of entity tags is a 400.',
         required: false,
         schema: { type: 'string' },
         example: '"1"',
       },
+      IdempotencyKey: {
+        name: 'Idempotency-Key',
+        in: 'header',
+        description:
+          'Makes a retry safe (IETF draft-ietf-httpapi-idempotency-key-header): 1 to 255 visible ASCII characters (400 otherwise), unique per request, e.g. a UUID. The first request with a key runs; a retry with the same key and the same request (method, path, body) gets the stored response — same status, body, `Location` and `ETag`, with `Idempotent-Replayed: true` — without running again, on any replica, for 24 hours. The same key with a different request is a 422; while the first is still in progress, a 409 (retry later). A request that fails changes nothing and does not use its key up. Keys are scoped to the resource collection.',
+        required: false,
+        schema: { type: 'string', pattern: '^[!-~]{1,255}$' },
+        example: '0193a5c2-7b1e-7c4d-9a61-2f0c1b9e8d40',
+      },
       IfNoneMatch: {
         name: 'If-None-Match',
         in: 'header',
-        description: 'Answer 304 without a body when the resource still has one of these ETags (weak comparison).',
+        description: 'Answer 304 without a body when the resource still has one of these ETags (weak comparison), or for `*`. A malformed value is ignored.',
         required: false,
         schema: { type: 'string' },
         example: '"1"',
+      },
+      IfNoneMatchWrite: {
+        name: 'If-None-Match',
+        in: 'header',
+        description:
+          'Proceed only if the resource has none of these ETags (weak comparison); `*` proceeds only where nothing exists, so on an existing item, and on a collection, it is a 412 and nothing changes. A value that is neither `*` nor a list of entity tags is a 400.',
+        required: false,
+        schema: { type: 'string' },
+        example: '*',
       },
     },
   };
@@ -245,7 +274,12 @@ export function problemResponse(status: number, options: { example?: Record<stri
   if (kinds.length === 0) throw new Error(`No problem type has status ${status}`);
   return {
     description: kinds.map((kind) => problemTypes[kind].title).join('; '),
-    headers: { ...requestIdHeader(), ...(status === 503 ? { 'Retry-After': ref('headers', 'RetryAfter') } : {}), ...options.headers },
+    headers: {
+      ...requestIdHeader(),
+      ...(status === 503 ? { 'Retry-After': ref('headers', 'RetryAfter') } : {}),
+      ...(status === 415 ? { 'Accept-Encoding': ref('headers', 'AcceptEncoding') } : {}),
+      ...options.headers,
+    },
     content: {
       'application/problem+json': { schema: ref('schemas', `Problem${status}`), ...(options.example ? { example: options.example } : {}) },
     },
@@ -288,6 +322,7 @@ export function optionsOperation(methods: readonly string[], operationId: string
           Allow: { description: 'The methods this path answers.', required: true, schema: { type: 'string', const: [...answeredMethods(methods), 'OPTIONS'].join(', ') } },
         },
       },
+      404: problemResponse(404),
     },
   };
 }

@@ -4,15 +4,17 @@ import type { Logger } from './logger.js';
 export type { Redis };
 
 /**
- * A Redis client for a cache: it never queues and never waits long. While Redis is unreachable
- * every command fails at once (no offline queue, no retries) and a slow one fails after
- * `commandTimeoutMs`; the client reconnects in the background. Callers treat failures as misses.
+ * A Redis client for a cache: it never queues. While Redis is unreachable every command fails at
+ * once (no offline queue, no retries); the client reconnects in the background. A command with no
+ * reply fails after `commandTimeoutMs`: long enough that a process whose event loop is busy still
+ * reads replies that came in time (a short timeout turns load into false outages), while a hung
+ * Redis is noticed by the caller's breaker within a few commands. Callers treat failures as misses.
  */
 export function createCacheClient(url: string, logger: Logger, options: { commandTimeoutMs?: number } = {}): Redis {
   const client = new Redis(url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
-    commandTimeout: options.commandTimeoutMs ?? 100,
+    commandTimeout: options.commandTimeoutMs ?? 1_000,
     connectTimeout: 1_000,
     // Commands that concurrent requests issue in the same tick go to Redis in one write.
     enableAutoPipelining: true,

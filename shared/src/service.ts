@@ -1,12 +1,17 @@
+import type { RequestListener } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import express, { type Router } from 'express';
 import { z } from 'zod';
-import { commonConfig, flag, loadConfig, port, url } from './config.js';
-import { allowOnly, baseApp, healthRoutes, Lifecycle, notFound, problemHandler, requestContext } from './http.js';
+import { commonConfig, count, flag, loadConfig, milliseconds, port, seconds, url } from './config.js';
+import { allowOnly, answerFailure, baseApp, canonicalTargetsOnly, healthRoutes, Lifecycle, notFound, observeRequest, problemHandler, requestContext } from './http.js';
+import { DEFAULT_IDEMPOTENCY_TTL_SECONDS, type IdempotencyStore } from './idempotency.js';
 import { createLogger, type Logger } from './logger.js';
 import { migrate } from './migrate.js';
-import { Database } from './mysql.js';
+import { MySqlIdempotencyStore } from './mysql-idempotency.js';
+import { Database, DEFAULT_WRITE_DEADLINE_MS } from './mysql.js';
 import { assembleDocument, documentPart, DOCUMENT_PATH, LICENSE, probesPart, type ApiPart, type OpenApiDocument } from './openapi.js';
+import { UUID_V7 } from './resource.js';
+import type { ResourceRoutes } from './resource-routes.js';
 import { serve } from './server.js';
 
 /** What a service needs to run: everything else about the two services is the same. */
@@ -16,7 +21,8 @@ export interface ServiceDefinition {
   defaultDatabaseUrl: string;
   /** `<service>/migrations`, as a file URL relative to the compiled module. */
   migrations: URL;
-  routes: (db: Database) => Router;
+  /** The routes, on the service's database and its store of idempotency keys. */
+  routes: (db: Database, idempotency: IdempotencyStore) => ResourceRoutes;
   /** The description of what `routes` serves (see `resourceApi`). */
   api: ApiPart;
 }
@@ -48,7 +54,12 @@ export const serviceConfigSchema = (service: Pick<ServiceDefinition, 'defaultPor
   z.object({
     PORT: port(service.defaultPort),
     DATABASE_URL: url(['mysql:'], service.defaultDatabaseUrl),
+    DATABASE_POOL_SIZE: count(10, 1, 1_000),
+    // At least 1: mysql2 reads 0 as "no limit", which would let a slow database queue requests without end.
+    DATABASE_QUEUE_LIMIT: count(200, 1, 100_000),
     MIGRATE_ON_START: flag(true),
+    IDEMPOTENCY_TTL_SECONDS: seconds(DEFAULT_IDEMPOTENCY_TTL_SECONDS, 1),
+    WRITE_DEADLINE_MS: milliseconds(DEFAULT_WRITE_DEADLINE_MS),
     ...commonConfig,
   });
 
@@ -56,23 +67,51 @@ export interface ServiceDependencies {
   db: Database;
   logger: Logger;
   lifecycle: Lifecycle;
+  /** Where Idempotency-Keys are kept; by default the service's database, for 24 h. */
+  idempotency?: IdempotencyStore;
 }
 
-/** The express app of a service, from its dependencies. It does not listen. */
-export function createServiceApp(service: ServiceDefinition, { db, logger, lifecycle }: ServiceDependencies) {
+/**
+ * GET and HEAD of an item (`{path}/{id}` with a UUIDv7 id and no query: a canonical target, see
+ * request-target.ts) are answered before express does any work, by the same handler its router runs
+ * for them, with the same request id, log line and problem answers: express's per-request setup and
+ * routing cost a read more CPU than its database round trip. Everything else goes to express.
+ */
+function withItemReads(app: RequestListener, resource: ResourceRoutes, logger: Logger): RequestListener {
+  const prefix = `${resource.path}/`;
+  return (req, res) => {
+    const url = req.url ?? '/';
+    const id = url.startsWith(prefix) ? url.slice(prefix.length) : '';
+    if ((req.method !== 'GET' && req.method !== 'HEAD') || !UUID_V7.test(id)) {
+      app(req, res);
+      return;
+    }
+    const observed = observeRequest(logger, req, res);
+    resource.readItem(req, res, id).catch((error: unknown) => answerFailure(res, url, error, observed.log));
+  };
+}
+
+/** The HTTP handler of a service, from its dependencies. It does not listen. */
+export function createServiceApp(service: ServiceDefinition, { db, logger, lifecycle, idempotency }: ServiceDependencies): RequestListener {
+  const resource = service.routes(db, idempotency ?? new MySqlIdempotencyStore(db));
   const app = baseApp();
   app.use(requestContext(logger));
+  app.use(canonicalTargetsOnly);
+  app.use((_req, _res, next) => db.boundWrites(next));
+  app.use(resource.router);
   app.use(healthRoutes(lifecycle, () => db.unreadyReason()));
   app.use(documentRoutes(serviceDocument(service)));
-  app.use(service.routes(db));
   app.use(notFound);
   app.use(problemHandler());
-  return app;
+  return withItemReads(app, resource, logger);
 }
 
 export function migrateSchema(service: ServiceDefinition, databaseUrl: string, logger: Logger): Promise<string[]> {
   return migrate({ databaseUrl, directory: fileURLToPath(service.migrations), logger });
 }
+
+/** How often a replica deletes expired idempotency keys (each replica does; the DELETE is idempotent). */
+const PURGE_INTERVAL_MS = 10 * 60_000;
 
 /** The process: config, migrations, HTTP server, graceful shutdown. */
 export async function runService(service: ServiceDefinition): Promise<void> {
@@ -85,16 +124,23 @@ export async function runService(service: ServiceDefinition): Promise<void> {
     logger.fatal({ err: error }, 'migrations failed; not starting');
     process.exit(1);
   }
-  const db = new Database(config.DATABASE_URL);
+  const db = new Database(config.DATABASE_URL, { connectionLimit: config.DATABASE_POOL_SIZE, queueLimit: config.DATABASE_QUEUE_LIMIT, writeDeadlineMs: config.WRITE_DEADLINE_MS });
   const lifecycle = new Lifecycle();
+  const idempotency = new MySqlIdempotencyStore(db, { ttlSeconds: config.IDEMPOTENCY_TTL_SECONDS });
+  const purge = setInterval(() => {
+    idempotency.purgeExpired().catch((error: unknown) => logger.warn({ err: error }, 'could not purge expired idempotency keys'));
+  }, PURGE_INTERVAL_MS).unref();
   await serve({
     name: service.name,
-    handler: createServiceApp(service, { db, logger, lifecycle }),
+    handler: createServiceApp(service, { db, logger, lifecycle, idempotency }),
     port: config.PORT,
     lifecycle,
     logger,
     shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
-    release: () => db.close(),
+    release: () => {
+      clearInterval(purge);
+      return db.close();
+    },
   });
 }
 

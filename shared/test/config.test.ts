@@ -24,7 +24,12 @@ const gatewayDefaults = {
   USERS_SERVICE_URL: 'http://127.0.0.1:3001',
   PRODUCTS_SERVICE_URL: 'http://127.0.0.1:3002',
   REDIS_URL: 'redis://127.0.0.1:6379',
+  REDIS_COMMAND_TIMEOUT_MS: 1_000,
   UPSTREAM_TIMEOUT_MS: 10_000,
+  REQUEST_BODY_TIMEOUT_MS: 30_000,
+  UPSTREAM_CONCURRENCY_LIMIT: 128,
+  UPSTREAM_WRITE_SHARE_PERCENT: 25,
+  SERVICE_WRITE_DEADLINE_MS: 6_000,
   CACHE_ENABLED: true,
   CACHE_TTL_SECONDS: 60,
   CACHE_STALE_SECONDS: 300,
@@ -96,6 +101,10 @@ describe('the gateway configuration', () => {
         PRODUCTS_SERVICE_URL: 'http://products',
         REDIS_URL: 'rediss://cache:6380',
         UPSTREAM_TIMEOUT_MS: '250',
+        REQUEST_BODY_TIMEOUT_MS: '5000',
+        UPSTREAM_CONCURRENCY_LIMIT: '32',
+        UPSTREAM_WRITE_SHARE_PERCENT: '50',
+        SERVICE_WRITE_DEADLINE_MS: '2500',
         LOG_LEVEL: 'debug',
         SHUTDOWN_TIMEOUT_MS: '3000',
         CACHE_ENABLED: 'false',
@@ -120,7 +129,12 @@ describe('the gateway configuration', () => {
       USERS_SERVICE_URL: 'https://users.internal:8443',
       PRODUCTS_SERVICE_URL: 'http://products',
       REDIS_URL: 'rediss://cache:6380',
+      REDIS_COMMAND_TIMEOUT_MS: 1_000,
       UPSTREAM_TIMEOUT_MS: 250,
+      REQUEST_BODY_TIMEOUT_MS: 5000,
+      UPSTREAM_CONCURRENCY_LIMIT: 32,
+      UPSTREAM_WRITE_SHARE_PERCENT: 50,
+      SERVICE_WRITE_DEADLINE_MS: 2500,
       LOG_LEVEL: 'debug',
       SHUTDOWN_TIMEOUT_MS: 3000,
       CACHE_ENABLED: false,
@@ -148,6 +162,8 @@ describe('the gateway configuration', () => {
     ['CACHE_ENABLED', 'yes'],
     ['CACHE_TTL_SECONDS', '0'],
     ['CACHE_STALE_SECONDS', '-1'],
+    ['UPSTREAM_CONCURRENCY_LIMIT', '0'],
+    ['UPSTREAM_WRITE_SHARE_PERCENT', '95'],
     ['AUTH_ALGORITHMS', 'HS256'],
     ['AUTH_ALGORITHMS', 'none'],
     ['AUTH_ALGORITHMS', 'ES256,none'],
@@ -204,9 +220,16 @@ describe.each(services)('the $name configuration', ({ schema, port, databaseUrl 
   });
 
   it('uses the defaults when variables are unset or empty', () => {
-    const defaults = { PORT: port, DATABASE_URL: databaseUrl, MIGRATE_ON_START: true, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: 10_000 };
+    const defaults = { PORT: port, DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: 10, DATABASE_QUEUE_LIMIT: 200, MIGRATE_ON_START: true, IDEMPOTENCY_TTL_SECONDS: 86_400, WRITE_DEADLINE_MS: 5_000, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: 10_000 };
     expect(parseConfig(schema, {})).toEqual(defaults);
-    expect(parseConfig(schema, { PORT: '', DATABASE_URL: '', MIGRATE_ON_START: '', LOG_LEVEL: '', SHUTDOWN_TIMEOUT_MS: '' })).toEqual(defaults);
+    expect(parseConfig(schema, { PORT: '', DATABASE_URL: '', DATABASE_POOL_SIZE: '', DATABASE_QUEUE_LIMIT: '', MIGRATE_ON_START: '', IDEMPOTENCY_TTL_SECONDS: '', WRITE_DEADLINE_MS: '', LOG_LEVEL: '', SHUTDOWN_TIMEOUT_MS: '' })).toEqual(defaults);
+  });
+
+  it.each([
+    ['DATABASE_POOL_SIZE', '0'],
+    ['DATABASE_QUEUE_LIMIT', '0'],
+  ])('refuses %s=%s', (name, value) => {
+    expect(named(problemsOf(schema, { [name]: value }))).toEqual([name]);
   });
 
   it('reads MIGRATE_ON_START=false as false', () => {

@@ -1,8 +1,10 @@
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { Ajv } from 'ajv';
+import mysql from 'mysql2/promise';
 import { compose, composeEnvironment, deployables, readComposeFile, readEnvFile, repoPath } from './stack.js';
 
 /** docker-compose.yml: valid Compose, and the stack it describes starts in order and scales. */
@@ -39,9 +41,9 @@ test('the stack is the three deployables built from their Dockerfiles, mysql:8.4
   expect(file.services.redis!.image).toBe('redis:7');
 });
 
-test('only the gateway is published, on 8080; nothing pins a container name, so every service scales', () => {
+test('only the gateway is published, on 127.0.0.1:8080 unless GATEWAY_BIND_ADDRESS says otherwise; nothing pins a container name, so every service scales', () => {
   const published = services.filter(([, service]) => service.ports !== undefined).map(([name, service]) => [name, service.ports]);
-  expect(published).toEqual([['gateway', ['8080:8080']]]);
+  expect(published).toEqual([['gateway', ['${GATEWAY_BIND_ADDRESS:-127.0.0.1}:8080:8080']]]);
   expect(services.filter(([, service]) => service.container_name !== undefined)).toEqual([]);
 });
 
@@ -96,8 +98,40 @@ describe('the MySQL init script', () => {
     }
   });
 
-  test('doubles quotes in a password, and stops when a password is missing', () => {
-    expect(runInitScript({ ...mysqlEnvironment, USERS_DB_PASSWORD: "it's" })).toContain("IDENTIFIED BY 'it''s';");
+  test('escapes quotes and backslashes in a password, and stops when a password is missing', () => {
+    expect(runInitScript({ ...mysqlEnvironment, USERS_DB_PASSWORD: "it's a \\ & b" })).toContain("IDENTIFIED BY 'it''s a \\\\ & b';");
     expect(() => runInitScript({ PRODUCTS_DB_PASSWORD: 'x' })).toThrow(/USERS_DB_PASSWORD must be set/);
+  });
+
+  test('on a real server: the user logs in with the password of its DATABASE_URL, whatever it holds, and reaches its own schema only', async () => {
+    const server = new URL(process.env.TEST_MYSQL_URL!);
+    // A throwaway service whose name has GRANT wildcards (`_`), and a schema those wildcards would match.
+    const service = `t_${randomBytes(4).toString('hex')}_init`;
+    const lookalike = service.replaceAll('_', 'x');
+    const password = `q'"\\\\n\`$(x)%_&é ${service}`;
+    const sql = execFileSync(
+      'bash',
+      ['-c', 'docker_process_sql() { cat; }; source <(sed "/^create_service_user [a-z]/d" compose/mysql-init/create-service-users.sh); create_service_user "$SERVICE"'],
+      { cwd: repoPath(), env: { PATH: process.env.PATH, SERVICE: service, [`${service.toUpperCase()}_DB_PASSWORD`]: password }, encoding: 'utf8' },
+    );
+    const root = await mysql.createConnection({ uri: server.toString(), multipleStatements: true });
+    try {
+      await root.query(`CREATE DATABASE \`${lookalike}\``);
+      await root.query(sql);
+      const databaseUrl = new URL(server);
+      databaseUrl.username = service;
+      databaseUrl.password = encodeURIComponent(password);
+      databaseUrl.pathname = `/${service}`;
+      const user = await mysql.createConnection(databaseUrl.toString());
+      try {
+        await user.query('CREATE TABLE reachable (id INT)');
+        await expect(user.query(`CREATE TABLE \`${lookalike}\`.unreachable (id INT)`)).rejects.toMatchObject({ code: expect.stringMatching(/^ER_(DB|TABLE)ACCESS_DENIED_ERROR$/) });
+      } finally {
+        await user.end();
+      }
+    } finally {
+      await root.query(`DROP USER IF EXISTS '${service}'@'%'; DROP DATABASE IF EXISTS \`${service}\`; DROP DATABASE IF EXISTS \`${lookalike}\``);
+      await root.end();
+    }
   });
 });

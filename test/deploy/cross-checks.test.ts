@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { RequestListener } from 'node:http';
 import { Lifecycle } from '@app/shared/http';
 import { createLogger } from '@app/shared/logger';
-import { Database } from '@app/shared/mysql';
+import { Database, DEFAULT_WRITE_DEADLINE_MS } from '@app/shared/mysql';
 import { listen } from '@app/shared/server';
 import type { IDeployment } from 'kubernetes-models/apps/v1';
 import type { IService } from 'kubernetes-models/v1';
@@ -65,6 +65,31 @@ describe.each(deployables)('$name environment', ({ name, configSchema }) => {
   });
 });
 
+/** Every variable's effective value (set or default) for `name` in each deployment. */
+function effectiveEverywhere(name: Deployable['name']): [string, Record<string, unknown>][] {
+  const { configSchema } = deployables.find((deployable) => deployable.name === name)!;
+  const known = (environment: Record<string, string | undefined>) =>
+    effectiveConfig(configSchema, Object.fromEntries(Object.entries(environment).filter((entry): entry is [string, string] => entry[1] !== undefined)));
+  return [
+    ['docker-compose.yml', known(composeEnvironment(composeFile.services[name]!))],
+    ...overlays.map((overlay): [string, Record<string, unknown>] => [`k8s ${overlay}`, known(k8sEnvironment(overlay, name).values)]),
+  ];
+}
+
+test('the gateway waits out a write at least as long as the services may still commit it', () => {
+  const gateway = Object.fromEntries(effectiveEverywhere('gateway'));
+  for (const service of ['users-service', 'products-service'] as const) {
+    for (const [source, config] of effectiveEverywhere(service)) {
+      expect({ source, service, gatewayKnowsAtLeast: (gateway[source]!.SERVICE_WRITE_DEADLINE_MS as number) >= (config.WRITE_DEADLINE_MS as number) }).toEqual({
+        source,
+        service,
+        gatewayKnowsAtLeast: true,
+      });
+    }
+  }
+  expect(gatewayConfig.parse({}).SERVICE_WRITE_DEADLINE_MS).toBeGreaterThan(DEFAULT_WRITE_DEADLINE_MS);
+});
+
 test('variablesRequired finds a variable without a default, so the checks above are not vacuous', () => {
   expect(variablesRequired(gatewayConfig.required({ REDIS_URL: true }))).toEqual(['REDIS_URL']);
 });
@@ -86,7 +111,7 @@ describe.each(deployables)('$name ports', ({ name, configSchema }) => {
 
 test('the gateway is published on the port it listens on', () => {
   const { PORT } = effectiveConfig(gatewayConfig, composeEnvironment(composeFile.services.gateway!));
-  expect(composeFile.services.gateway!.ports).toEqual([`8080:${PORT}`]);
+  expect(composeFile.services.gateway!.ports).toEqual([`${'${GATEWAY_BIND_ADDRESS:-127.0.0.1}'}:8080:${PORT}`]);
 });
 
 /** The host and port a URL names, defaulting the port by scheme. */
@@ -135,7 +160,17 @@ describe('probe paths', () => {
 
   const createApp: Record<Deployable['name'], (lifecycle: Lifecycle) => RequestListener> = {
     gateway: (lifecycle) =>
-      createGatewayApp({ upstreams: upstreamsFrom(gatewayConfig.parse({})), upstreamTimeoutMs: 1_000, logger, lifecycle, cache: undefined, guard: { tokens: undefined, limits: undefined, corsOrigins: [], trustedProxyHops: 0, publicProductReads: false } }),
+      createGatewayApp({
+        upstreams: upstreamsFrom(gatewayConfig.parse({})),
+        upstreamTimeoutMs: 1_000,
+        requestBodyTimeoutMs: 1_000,
+        serviceWriteDeadlineMs: 1_000,
+        logger,
+        lifecycle,
+        cache: undefined,
+        concurrency: { limit: 8, writeShare: 0.25 },
+        guard: { tokens: undefined, limits: undefined, corsOrigins: [], trustedProxyHops: 0, publicProductReads: false },
+      }),
     'users-service': (lifecycle) => createUsersApp({ db, logger, lifecycle }),
     'products-service': (lifecycle) => createProductsApp({ db, logger, lifecycle }),
   };
@@ -211,5 +246,6 @@ test('k8s dev holds every ConfigMap and Secret its containers read; prod reads o
   const documented = [...readFileSync(repoPath('docs', 'deploy.md'), 'utf8').matchAll(/create secret generic (\S+)\s*\\?\s*--from-literal=(\w+)=/g)].map(
     ([, secretName, key]) => ({ kind: 'Secret', name: secretName, key }),
   );
-  expect(unresolved('prod')).toEqual(documented);
+  const byName = (a: { name?: string }, b: { name?: string }) => (a.name ?? '').localeCompare(b.name ?? '');
+  expect(unresolved('prod').sort(byName)).toEqual(documented.sort(byName));
 });

@@ -14,9 +14,26 @@ interface ModelClass {
   new (data: unknown): { validate(): void };
 }
 
+const modelModules = new Map<string, Promise<Record<string, ModelClass | undefined>>>();
+let lastImport: Promise<unknown> = Promise.resolve();
+
+/**
+ * kubernetes-models' module for an apiVersion, imported one at a time: jest's ESM loader fails
+ * ("request for './model.js' is not in cache") when two imports share a dependency in flight.
+ */
+function modelsOf(apiVersion: string): Promise<Record<string, ModelClass | undefined>> {
+  let models = modelModules.get(apiVersion);
+  if (models === undefined) {
+    models = lastImport.then(() => import(`kubernetes-models/${apiVersion}`) as Promise<Record<string, ModelClass | undefined>>);
+    lastImport = models.catch(() => undefined);
+    modelModules.set(apiVersion, models);
+  }
+  return models;
+}
+
 /** The kubernetes-models validation errors of an object, or [] when it is valid. */
 export async function schemaErrors(object: KubernetesObject): Promise<string[]> {
-  const models = (await import(`kubernetes-models/${object.apiVersion}`)) as Record<string, ModelClass | undefined>;
+  const models = await modelsOf(object.apiVersion);
   const Model = models[object.kind];
   if (Model === undefined) return [`no schema for ${object.apiVersion} ${object.kind}`];
   try {

@@ -29,7 +29,7 @@ const builds: [string, KubernetesObject[]][] = [
 ];
 const rendered = Object.fromEntries(builds) as Record<'base' | Overlay, KubernetesObject[]>;
 
-describe.each(builds)('k8s %s, rendered as kustomize would', (_build, objects) => {
+describe.each(builds)('k8s %s, rendered by kubectl kustomize', (_build, objects) => {
   test('every object validates against the Kubernetes OpenAPI schema', async () => {
     const errors = await Promise.all(objects.map(async (object) => (await schemaErrors(object)).map((error) => `${objectId(object)}: ${error}`)));
     expect(errors.flat()).toEqual([]);

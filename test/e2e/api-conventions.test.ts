@@ -1,5 +1,5 @@
 /**
- * Every row of ../shared/api-conventions.md, for both resources, as a client of the gateway sees it:
+ * The rules of docs/api.md, for both resources, as a client of the gateway sees it:
  * real gateway (with its Redis cache on, as in production: it must be invisible), real services,
  * real MySQL.
  */

@@ -59,6 +59,41 @@ describe('a dead upstream', () => {
   });
 });
 
+describe('a dead replica', () => {
+  it('gets no request it cannot take: GETs and keyed writes go to a live replica, and every write once it is ejected', async () => {
+    const dead = await closedPort();
+    const live = Number(new URL(products.url).port);
+    let connections = 0;
+    // The products service name stands for two replicas: one killed, one running.
+    const gateway = await startGateway({
+      usersUrl: `http://127.0.0.1:${await closedPort()}`,
+      productsUrl: 'http://products-service:3002',
+      resolveReplicas: async () => {
+        connections++;
+        return [
+          { host: '127.0.0.1', port: dead },
+          { host: '127.0.0.1', port: live },
+        ];
+      },
+    });
+    // `Connection: close` reaches the service, so every request opens a new connection and picks a replica.
+    const close = { Connection: 'close' };
+    const product = (n: number) => ({ sku: `REPLICA-${live}-${n}`, name: 'R', price: { amount: '1', currency: 'EUR' } });
+    try {
+      const api = client(gateway.url);
+      const keyed = await api.post('/api/products', product(0), { headers: { 'Idempotency-Key': `replica-${live}`, ...close } });
+      expect(keyed.status).toBe(201);
+      for (let i = 0; i < 6; i++) expect((await api.get(keyed.headers.get('location')!, { headers: close, ...deadline() })).status).toBe(200);
+      expect(connections).toBe(7);
+      // Ejected by now: writes without a key, never retried, are not sent to the dead replica either
+      // (without ejection, every second one would start there and fail with 502).
+      for (let n = 1; n <= 4; n++) expect((await api.post('/api/products', product(n), { headers: close })).status).toBe(201);
+    } finally {
+      await gateway.close();
+    }
+  });
+});
+
 describe('a dead database', () => {
   let proxy: TcpProxy;
   let users: RunningService;

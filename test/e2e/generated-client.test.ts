@@ -73,6 +73,7 @@ test('the generated client does a whole round trip through a contract-checking p
     'delete it: 204',
     'read it once deleted: 404',
     'create a product: 201',
+    'retry the create with the same key: 201',
     'merge-patch its price: 200',
     'find it by sku: 200',
     'delete the product: 204',

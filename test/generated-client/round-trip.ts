@@ -88,7 +88,13 @@ export async function roundTrip(baseUrl: string, unique: string, token: string):
 
   // Products: exact decimal prices, defaults, a merge patch into a nested object.
   const sku = `CLIENT-${unique}`;
-  const product: Product | undefined = step('create a product', await api.POST('/api/products', { body: { sku, name: 'Widget', price: { amount: '0019.9', currency: 'EUR' } } }), 201);
+  // Created with an Idempotency-Key, so a retry after a lost response is safe: it gets the same product.
+  const productBody = { sku, name: 'Widget', price: { amount: '0019.9', currency: 'EUR' } };
+  const idempotencyKey = `create-${sku}`;
+  const product: Product | undefined = step('create a product', await api.POST('/api/products', { params: { header: { 'Idempotency-Key': idempotencyKey } }, body: productBody }), 201);
+  const retried = await api.POST('/api/products', { params: { header: { 'Idempotency-Key': idempotencyKey } }, body: productBody });
+  check(step('retry the create with the same key', retried, 201)?.id === product?.id, 'the same product, not a second one');
+  check(retried.response.headers.get('Idempotent-Replayed') === 'true', 'the stored response replayed');
   check(product?.price.amount === '19.90' && product.description === '' && product.stock === 0, 'the canonical amount and the defaults');
   const productId = product!.id;
   const repriced = await api.PATCH('/api/products/{id}', { params: { path: { id: productId } }, body: { price: { amount: '5.5' }, stock: 3 } });

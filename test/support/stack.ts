@@ -6,9 +6,11 @@ import { Database, type DatabaseLimits } from '@app/shared/mysql';
 import { createCacheClient } from '@app/shared/redis';
 import { listen, type RunningServer } from '@app/shared/server';
 import { migrateSchema, type ServiceDefinition, type ServiceDependencies } from '@app/shared/service';
-import type { Express } from 'express';
+import type { RequestListener } from 'node:http';
 import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/src/app.js';
 import { ResponseCache } from '../../gateway/src/cache/response-cache.js';
+import type { ConcurrencyLimitSettings } from '../../gateway/src/concurrency-limit.js';
+import type { ResolveEndpoints } from '../../gateway/src/upstream-agent.js';
 import type { GuardSettings } from '../../gateway/src/guard.js';
 import { RateLimits, type RateLimitSettings } from '../../gateway/src/rate-limit.js';
 import { createApp as createProductsApp, productsService } from '../../products-service/src/app.js';
@@ -59,7 +61,7 @@ export interface RunningService {
 /** A service in this process with its real dependencies, on a fresh schema, on a free port. */
 export async function startService(
   definition: ServiceDefinition,
-  createApp: (dependencies: ServiceDependencies) => Express,
+  createApp: (dependencies: ServiceDependencies) => RequestListener,
   options: { poolUrl?: (databaseUrl: string) => string; limits?: Partial<DatabaseLimits>; logger?: Logger } = {},
 ): Promise<RunningService> {
   const databaseUrl = throwawayDatabaseUrl(definition.name);
@@ -97,6 +99,7 @@ export interface GatewayCacheOptions {
   ttlSeconds?: number;
   staleSeconds?: number;
   now?: () => number;
+  commandTimeoutMs?: number;
 }
 
 export interface GatewayGuardOptions {
@@ -117,14 +120,20 @@ export async function startGateway(options: {
   usersUrl: string;
   productsUrl: string;
   upstreamTimeoutMs?: number;
+  requestBodyTimeoutMs?: number;
+  serviceWriteDeadlineMs?: number;
   logger?: Logger;
   /** The Redis cache (default: off, so tests of other behaviour see every request reach a service). */
   cache?: GatewayCacheOptions;
+  /** The per-upstream concurrency limit (default: the gateway's defaults). */
+  concurrency?: ConcurrencyLimitSettings;
+  /** The replicas behind a service URL's host and port (default: DNS, i.e. the URL itself). */
+  resolveReplicas?: ResolveEndpoints;
   guard?: GatewayGuardOptions;
 }): Promise<RunningGateway> {
   const logger = options.logger ?? testLogger;
   const upstreams = upstreamsFrom({ USERS_SERVICE_URL: options.usersUrl, PRODUCTS_SERVICE_URL: options.productsUrl });
-  const redis = options.cache && createCacheClient(options.cache.redisUrl ?? process.env.TEST_REDIS_URL!, logger);
+  const redis = options.cache && createCacheClient(options.cache.redisUrl ?? process.env.TEST_REDIS_URL!, logger, { commandTimeoutMs: options.cache.commandTimeoutMs });
   if (redis) await new Promise((resolve) => redis.once('ready', resolve));
   const cache =
     redis &&
@@ -147,7 +156,18 @@ export async function startGateway(options: {
     trustedProxyHops: guardOptions.trustedProxyHops ?? 0,
     publicProductReads: guardOptions.publicProductReads ?? false,
   };
-  const app = createGatewayApp({ upstreams, upstreamTimeoutMs: options.upstreamTimeoutMs ?? 10_000, logger, lifecycle: new Lifecycle(), cache, guard });
+  const app = createGatewayApp({
+    upstreams,
+    upstreamTimeoutMs: options.upstreamTimeoutMs ?? 10_000,
+    requestBodyTimeoutMs: options.requestBodyTimeoutMs ?? 30_000,
+    serviceWriteDeadlineMs: options.serviceWriteDeadlineMs ?? 6_000,
+    logger,
+    lifecycle: new Lifecycle(),
+    cache,
+    concurrency: options.concurrency ?? { limit: 128, writeShare: 0.25 },
+    resolveReplicas: options.resolveReplicas,
+    guard,
+  });
   const running = await listen(app, 0, '127.0.0.1');
   return {
     url: `http://127.0.0.1:${running.port}`,

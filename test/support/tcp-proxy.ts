@@ -2,12 +2,15 @@ import net from 'node:net';
 
 /**
  * A TCP proxy the test controls: `cut()` drops every connection and refuses new ones (the server
- * behind it looks dead); `restore()` brings it back on the same port.
+ * behind it looks dead); `restore()` brings it back on the same port. `replyDelayMs` holds back
+ * what the server sends (a slow server); `tamper` may change what the client sends.
  */
 export class TcpProxy {
   #server: net.Server | undefined;
   readonly #sockets = new Set<net.Socket>();
   port = 0;
+  replyDelayMs = 0;
+  tamper: ((sent: Buffer) => Buffer) | undefined;
 
   constructor(private readonly target: { host: string; port: number }) {}
 
@@ -19,7 +22,11 @@ export class TcpProxy {
         socket.once('close', () => this.#sockets.delete(socket));
         socket.on('error', () => undefined);
       }
-      client.pipe(upstream).pipe(client);
+      client.on('data', (sent: Buffer) => upstream.write(this.tamper ? this.tamper(sent) : sent));
+      upstream.on('data', (reply: Buffer) => {
+        if (this.replyDelayMs > 0) setTimeout(() => client.write(reply), this.replyDelayMs);
+        else client.write(reply);
+      });
       client.once('close', () => upstream.destroy());
       upstream.once('close', () => client.destroy());
     });

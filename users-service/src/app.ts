@@ -9,7 +9,7 @@ export const usersService: ServiceDefinition = {
   ...defaults,
   migrations: new URL('../migrations/', import.meta.url),
   api: usersApi,
-  routes: (db) => usersRoutes(createUsersService(new MySqlStore(db, usersTable))),
+  routes: (db, idempotency) => usersRoutes(createUsersService(new MySqlStore(db, usersTable)), idempotency),
 };
 
 /** The users API as an express app, from its dependencies. It does not listen. */

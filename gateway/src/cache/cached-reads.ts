@@ -1,7 +1,9 @@
 import type http from 'node:http';
+import { sendProblem } from '@app/shared/http';
 import type { RequestHandler, Response } from 'express';
+import type { ConcurrencyLimit } from '../concurrency-limit.js';
 import type { GatewayMetrics } from '../metrics.js';
-import { fetchFromUpstream, upstreamProblem, type FetchedResponse, type Upstream } from '../upstream.js';
+import { fetchFromUpstream, upstreamProblem, type Deadlines, type FetchedResponse, type Upstream } from '../upstream.js';
 import { isStorable, sendHeld, storableHeaders } from './entry.js';
 import { misses } from './hot-path.js';
 import type { ResponseCache } from './response-cache.js';
@@ -9,6 +11,8 @@ import type { ResponseCache } from './response-cache.js';
 export interface CachedUpstream {
   upstream: Upstream;
   agent: http.Agent;
+  /** The requests in flight to it (a fill takes one slot, however many requests it answers). */
+  limit: ConcurrencyLimit;
 }
 
 /**
@@ -20,10 +24,10 @@ export interface CachedUpstream {
 export function cachedReads(options: {
   cache: ResponseCache | undefined;
   upstreamFor: (path: string) => CachedUpstream | undefined;
-  timeoutMs: number;
+  deadlines: Deadlines;
   metrics: GatewayMetrics;
 }): RequestHandler {
-  const { cache, upstreamFor, timeoutMs, metrics } = options;
+  const { cache, upstreamFor, deadlines, metrics } = options;
   const flights = new Map<string, Promise<FetchedResponse>>();
 
   return async (req, res, next) => {
@@ -54,10 +58,19 @@ export function cachedReads(options: {
     let flight = flights.get(flightKey);
     const leads = flight === undefined;
     if (!flight) {
+      const release = target.limit.tryAcquire(false);
+      if (!release) {
+        metrics.shed(target.limit, false);
+        if (serveStale()) return;
+        res.setHeader('X-Cache', 'MISS');
+        metrics.cacheOutcome('miss');
+        sendProblem(req, res, target.limit.shedProblem());
+        return;
+      }
       flight = fetchFromUpstream(
         target.upstream,
         { path: req.originalUrl, headers: req.headers, requestId: (res as Response).locals.requestId, remoteAddress: req.socket.remoteAddress },
-        { timeoutMs, agent: target.agent },
+        { deadlines, agent: target.agent },
       );
       flights.set(flightKey, flight);
       flight
@@ -67,7 +80,10 @@ export function cachedReads(options: {
           }
         })
         .catch(() => undefined)
-        .finally(() => flights.delete(flightKey));
+        .finally(() => {
+          release();
+          flights.delete(flightKey);
+        });
     }
 
     let fetched: FetchedResponse;

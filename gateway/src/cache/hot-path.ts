@@ -1,6 +1,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { observeRequest } from '@app/shared/http';
 import type { Logger } from '@app/shared/logger';
+import { requestTargets } from '../front-door.js';
 import type { GatewayMetrics } from '../metrics.js';
 import { sendHeld } from './entry.js';
 import type { Lookup, ResponseCache } from './response-cache.js';
@@ -12,9 +13,13 @@ import type { CacheScopes, ReadScope } from './scope.js';
  */
 export const misses = new WeakMap<IncomingMessage, { scope: ReadScope; lookup: Lookup }>();
 
-/** Whether the cache may answer this request at all. */
+/**
+ * Whether the cache may answer this request at all. If-Match on a read is the service's to evaluate
+ * (412, or 400 when malformed): the cache only answers If-None-Match.
+ */
 function isCacheableRequest(req: IncomingMessage): boolean {
-  return (req.method === 'GET' || req.method === 'HEAD') && req.headers.authorization === undefined && req.headers.cookie === undefined;
+  const { authorization, cookie } = req.headers;
+  return (req.method === 'GET' || req.method === 'HEAD') && authorization === undefined && cookie === undefined && req.headers['if-match'] === undefined;
 }
 
 /**
@@ -27,8 +32,9 @@ export function withCacheHotPath(
 ): RequestListener {
   const { cache, scopes, logger, metrics } = options;
   const tryHit = async (req: IncomingMessage, res: ServerResponse): Promise<boolean> => {
-    if (!isCacheableRequest(req)) return false;
-    const scope = scopes.read(req.url ?? '/');
+    const target = requestTargets.get(req);
+    if (!target || !isCacheableRequest(req)) return false;
+    const scope = scopes.read(target);
     const lookup = scope && (await cache.lookup(scope));
     if (!lookup) return false;
     const { entry } = lookup;

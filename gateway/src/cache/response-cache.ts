@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from '@app/shared/logger';
 import type { Redis } from '@app/shared/redis';
 import { decode, encode, type CachedResponse } from './entry.js';
-import type { ReadScope } from './scope.js';
+import { defaultBreakerSettings, RedisHealth, type RedisBreakerSettings } from './redis-health.js';
+import type { ReadScope, WriteScope } from './scope.js';
 
 /** Generations outlive every entry by far; they only need to expire eventually. */
 const GENERATION_TTL_SECONDS = 86_400;
@@ -12,6 +13,8 @@ export interface CacheSettings {
   staleSeconds: number;
   /** The clock (ms), for tests of expiry. */
   now?: () => number;
+  /** When Redis counts as down (see RedisHealth). */
+  breaker?: Partial<RedisBreakerSettings>;
 }
 
 /** What Redis holds for a read: the current generation, and the entry if it belongs to it. */
@@ -22,35 +25,50 @@ export interface Lookup {
 
 const newGeneration = () => randomBytes(8).toString('base64url');
 
+// Sets a hold for ARGV[1] ms unless it already lasts longer: a hold only ever grows, whichever
+// replica sets it. A script rather than `PEXPIRE … GT` so that it runs on any Redis.
+const HOLD_SCRIPT = `if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], '1', 'PX', ARGV[1]) end return 1`;
+
 /**
- * The gateway's view of Redis. Every failure is a miss, never an error. A write that cannot renew
- * its generations (Redis unreachable) is remembered, and until every owed renewal is made this
- * gateway neither reads nor fills the cache: stale entries never come back with Redis.
+ * The gateway's view of Redis. Every failure is a miss, never an error; whether Redis is down at
+ * all is RedisHealth's judgement, not one command's. A write that cannot renew its generations or
+ * set its holds is remembered, and until that renewal or hold is made this gateway neither reads
+ * nor fills the scopes it covers (and only those): stale entries never come back with Redis.
  */
 export class ResponseCache {
   readonly #owed = new Set<string>();
+  /** Holds not yet set in Redis: key → until when (Date.now() ms). */
+  readonly #owedHolds = new Map<string, number>();
   #settling: Promise<void> | undefined;
+  readonly #health: RedisHealth;
   readonly now: () => number;
 
   constructor(
-    private readonly redis: Redis,
+    redis: Redis,
     readonly settings: CacheSettings,
     private readonly logger: Logger,
   ) {
     this.now = settings.now ?? Date.now;
+    this.#health = new RedisHealth(redis, logger, { ...defaultBreakerSettings, ...settings.breaker });
     redis.on('ready', () => void this.#settle());
   }
 
-  /** Redis is connected and no invalidation is owed. */
-  get usable(): boolean {
-    return this.redis.status === 'ready' && this.#owed.size === 0;
+  /** Nothing is owed: every renewal and hold a write asked for is in Redis. */
+  get #settled(): boolean {
+    return this.#owed.size === 0 && this.#owedHolds.size === 0;
   }
 
-  /** One round trip; undefined when the cache cannot be used now. */
+  /** Whether a read or fill of `scope` may use Redis: Redis is up and nothing is owed for this scope. */
+  #usable(scope: ReadScope): boolean {
+    return this.#health.up && !this.#owed.has(scope.generationKey) && !this.#owedHolds.has(scope.holdKey);
+  }
+
+  /** One round trip; undefined when the cache cannot be used for this scope now, or the scope is held. */
   async lookup(scope: ReadScope): Promise<Lookup | undefined> {
-    if (!this.usable) return undefined;
+    if (!this.#usable(scope)) return undefined;
     try {
-      const [generation, stored] = await this.redis.mgetBuffer(scope.generationKey, scope.entryKey);
+      const [hold, generation, stored] = await this.#health.run((redis) => redis.mgetBuffer(scope.holdKey, scope.generationKey, scope.entryKey));
+      if (hold !== null) return undefined;
       const current = generation?.toString() ?? null;
       const entry = stored ? decode(stored) : undefined;
       return { generation: current, ...(entry && entry.generation === current ? { entry } : {}) };
@@ -81,7 +99,7 @@ export class ResponseCache {
     if (lookup.generation !== null) return lookup.generation;
     try {
       const created = newGeneration();
-      const existing = (await this.redis.call('SET', scope.generationKey, created, 'EX', GENERATION_TTL_SECONDS, 'NX', 'GET')) as string | null;
+      const existing = (await this.#health.run((redis) => redis.call('SET', scope.generationKey, created, 'EX', GENERATION_TTL_SECONDS, 'NX', 'GET'))) as string | null;
       return existing ?? created;
     } catch {
       return undefined;
@@ -89,36 +107,61 @@ export class ResponseCache {
   }
 
   async store(scope: ReadScope, entry: CachedResponse): Promise<void> {
-    if (!this.usable) return;
+    if (!this.#usable(scope)) return;
     const lifetime = this.settings.ttlSeconds + this.settings.staleSeconds;
-    await this.redis.set(scope.entryKey, encode(entry), 'EX', lifetime).catch(() => undefined);
+    await this.#health.run((redis) => redis.set(scope.entryKey, encode(entry), 'EX', lifetime)).catch(() => undefined);
   }
 
-  /** Renews the generations a write affects: O(1) per key, whatever the number of entries. */
-  async invalidate(generationKeys: string[]): Promise<void> {
-    const failed = await this.#renew(generationKeys);
-    if (failed.length === 0) return;
-    for (const key of failed) this.#owed.add(key);
-    this.logger.warn({ owed: this.#owed.size }, 'could not invalidate the cache: bypassing it until Redis takes the invalidations');
+  /**
+   * Renews the generations a write affects: O(1) per key, whatever the number of entries. A write
+   * whose outcome is unknown (`holdMs`: the service may still commit it for that long) first holds
+   * them too: until the hold ends no replica reads or fills the cache for them, so a read made
+   * before the write lands is never kept as fresh. Hold first, renew second: a read that looked
+   * before the hold was set stores under a generation the renewal then retires. A renewal or hold
+   * that fails is owed: retried until Redis takes it, and meanwhile only its scope is bypassed.
+   */
+  async invalidate(scopes: readonly WriteScope[], options: { holdMs?: number } = {}): Promise<void> {
+    const { holdMs } = options;
+    if (holdMs !== undefined) {
+      const until = Date.now() + holdMs;
+      for (const key of await this.#hold(scopes.map((scope) => scope.holdKey), holdMs)) this.#owedHolds.set(key, Math.max(until, this.#owedHolds.get(key) ?? 0));
+    }
+    for (const key of await this.#renew(scopes.map((scope) => scope.generationKey))) this.#owed.add(key);
+    if (this.#settled) return;
+    this.logger.warn(
+      { owed: this.#owed.size, owedHolds: this.#owedHolds.size },
+      'could not invalidate: bypassing the cache for the scopes concerned until Redis takes the invalidations',
+    );
     void this.#settle();
   }
 
-  async #renew(keys: string[]): Promise<string[]> {
-    const results = await Promise.allSettled(keys.map((key) => this.redis.set(key, newGeneration(), 'EX', GENERATION_TTL_SECONDS)));
+  /** Sets the holds for `ms`; returns the keys it could not set. */
+  async #hold(keys: string[], ms: number): Promise<string[]> {
+    const results = await Promise.allSettled(keys.map((key) => this.#health.run((redis) => redis.eval(HOLD_SCRIPT, 1, key, Math.ceil(ms)))));
     return keys.filter((_key, i) => results[i]?.status === 'rejected');
   }
 
-  /** Pays the owed invalidations once Redis is back; retries while it is not. */
+  async #renew(keys: string[]): Promise<string[]> {
+    const results = await Promise.allSettled(keys.map((key) => this.#health.run((redis) => redis.set(key, newGeneration(), 'EX', GENERATION_TTL_SECONDS))));
+    return keys.filter((_key, i) => results[i]?.status === 'rejected');
+  }
+
+  /** Pays the owed invalidations as soon as Redis takes them; retries while it does not. */
   #settle(): Promise<void> {
     this.#settling ??= (async () => {
-      while (this.#owed.size > 0) {
-        if (this.redis.status === 'ready') {
+      while (this.#owed.size > 0 || this.#owedHolds.size > 0) {
+        if (this.#health.up) {
+          // Holds before renewals, as in `invalidate`; a hold whose time has passed is owed no more.
+          for (const [key, until] of this.#owedHolds) {
+            const remaining = until - Date.now();
+            if (remaining <= 0 || (await this.#hold([key], remaining)).length === 0) this.#owedHolds.delete(key);
+          }
           const owed = [...this.#owed];
           const failed = new Set(await this.#renew(owed));
           for (const key of owed) if (!failed.has(key)) this.#owed.delete(key);
-          if (this.#owed.size === 0) this.logger.info('owed cache invalidations made: the cache is in use again');
+          if (this.#settled) this.logger.info('owed cache invalidations made: every scope is cached again');
         }
-        if (this.#owed.size > 0) await new Promise((resolve) => setTimeout(resolve, 200).unref());
+        if (!this.#settled) await new Promise((resolve) => setTimeout(resolve, 200).unref());
       }
     })().finally(() => (this.#settling = undefined));
     return this.#settling;

@@ -1,51 +1,63 @@
-import { UUID_V7 } from '@app/shared/resource';
-import { servesPath, type Upstream } from '../upstream.js';
+import type { ApiTarget, RequestTarget } from '@app/shared/request-target';
+import type { Upstream } from '../upstream.js';
 
 /**
- * Which cache keys a request reads or renews. Each resource has a generation for its list pages
+ * Which cache keys a request reads or renews, from its canonical target (../front-door.ts), so
+ * every spelling the service would act on as one resource is that resource's scope here. Each resource has a generation for its list pages
  * (`g:{users}`) and one per item (`g:{users:<id>}`); an entry is stored with the generation it was
  * fetched under and is valid only while that generation is current. The hash tag (`{…}`) puts an
  * entry and its generation in the same Redis Cluster slot, so one MGET reads both.
  */
-export interface ReadScope {
+export interface ReadScope extends WriteScope {
   entryKey: string;
-  generationKey: string;
 }
 
+/**
+ * What a write affects for one tag: its generation, and its hold (`h:{…}`), set while a write whose
+ * outcome is unknown may still land: no entry of the tag is read or stored while it exists.
+ */
+export interface WriteScope {
+  generationKey: string;
+  holdKey: string;
+}
+
+const keysOf = (tag: string): WriteScope => ({ generationKey: `g:{${tag}}`, holdKey: `h:{${tag}}` });
+
 export class CacheScopes {
-  /** Each upstream's `name` names its resource in the keys, e.g. `users` for `/api/users`. */
-  constructor(private readonly upstreams: readonly Upstream[]) {}
+  readonly #resources: Set<string>;
 
-  /** The entry and generation a GET of `url` uses, or undefined when the path is not cached. */
-  read(url: string): ReadScope | undefined {
-    const [path = '', query = ''] = url.split('?', 2);
-    const target = this.#target(path);
-    if (!target) return undefined;
-    const tag = target.id === undefined ? target.resource : `${target.resource}:${target.id}`;
-    return { entryKey: `c:{${tag}}:${normalisedQuery(query)}`, generationKey: `g:{${tag}}` };
+  /** Each upstream's `name` names its resource, as in its prefix: `users` for `/api/users`. */
+  constructor(upstreams: readonly Upstream[]) {
+    this.#resources = new Set(upstreams.map((upstream) => upstream.name));
   }
 
-  /** The generations a successful write to `url` renews: the list pages, and the item if any. */
-  written(url: string): string[] {
-    const target = this.#target(url.split('?', 1)[0] ?? '');
-    if (!target) return [];
-    const lists = `g:{${target.resource}}`;
-    return target.id === undefined ? [lists] : [lists, `g:{${target.resource}:${target.id}}`];
+  /** The entry and generation a GET of `target` uses, or undefined when it is not cached. */
+  read(target: RequestTarget): ReadScope | undefined {
+    const tag = this.#tag(target);
+    return tag === undefined ? undefined : { entryKey: `c:{${tag}}:${normalisedQuery(target.query)}`, ...keysOf(tag) };
   }
 
-  /** A metrics label for the path: `/api/users`, `/api/users/{id}`, or undefined. */
-  route(path: string): string | undefined {
-    const upstream = this.upstreams.find((u) => servesPath(u, path));
-    return upstream && (path === upstream.prefix ? upstream.prefix : `${upstream.prefix}/{id}`);
+  /** What a write to `target` affects: the list pages, and the item if any. */
+  written(target: RequestTarget | undefined): WriteScope[] {
+    const api = target && this.#served(target);
+    if (!api) return [];
+    const lists = keysOf(api.resource);
+    return api.id === undefined ? [lists] : [lists, keysOf(`${api.resource}:${api.id}`)];
   }
 
-  /** The resource and item id a path names; undefined for other paths (only well-formed ids are cached). */
-  #target(path: string): { resource: string; id?: string } | undefined {
-    const upstream = this.upstreams.find((u) => servesPath(u, path));
-    if (!upstream) return undefined;
-    if (path === upstream.prefix) return { resource: upstream.name };
-    const id = path.slice(upstream.prefix.length + 1);
-    return UUID_V7.test(id) ? { resource: upstream.name, id } : undefined;
+  /** A metrics label for the target: `/api/users`, `/api/users/{id}`, or undefined. */
+  route(target: RequestTarget | undefined): string | undefined {
+    const api = target && this.#served(target);
+    return api && (api.id === undefined ? `/api/${api.resource}` : `/api/${api.resource}/{id}`);
+  }
+
+  #served(target: RequestTarget): ApiTarget | undefined {
+    return target.api && this.#resources.has(target.api.resource) ? target.api : undefined;
+  }
+
+  #tag(target: RequestTarget): string | undefined {
+    const api = this.#served(target);
+    return api && (api.id === undefined ? api.resource : `${api.resource}:${api.id}`);
   }
 }
 

@@ -1,3 +1,4 @@
+import type { IdempotencyStore } from '@app/shared/idempotency';
 import { resourceApi } from '@app/shared/resource-openapi';
 import { resourceRoutes } from '@app/shared/resource-routes';
 import { productsResource, type ProductsService } from '../domain/products.js';
@@ -5,7 +6,7 @@ import { productsResource, type ProductsService } from '../domain/products.js';
 const path = '/api/products';
 
 /** `/api/products` (list, create) and `/api/products/{id}` (read, replace, patch, delete). */
-export const productsRoutes = (products: ProductsService) => resourceRoutes(path, products);
+export const productsRoutes = (products: ProductsService, idempotency: IdempotencyStore) => resourceRoutes(path, products, idempotency);
 
 /** The description of what `productsRoutes` serves. */
 export const productsApi = resourceApi(path, productsResource);

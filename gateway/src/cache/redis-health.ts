@@ -1,0 +1,103 @@
+import type { Logger } from '@app/shared/logger';
+import type { Redis } from '@app/shared/redis';
+
+export interface RedisBreakerSettings {
+  /** The span over which failures are counted. */
+  windowMs: number;
+  /** Failures within a window that may open the breaker… */
+  minFailures: number;
+  /** …when they are at least this share of the window's commands. */
+  failureRatio: number;
+  /** While open, Redis is asked (PING) this often whether it answers again. */
+  probeMs: number;
+}
+
+export const defaultBreakerSettings: RedisBreakerSettings = { windowMs: 1_000, minFailures: 5, failureRatio: 0.5, probeMs: 250 };
+
+/** Thrown instead of sending a command while Redis is judged down: callers treat it as a miss. */
+export class RedisDown extends Error {
+  constructor() {
+    super('redis is down: command not sent');
+    this.name = 'RedisDown';
+  }
+}
+
+/**
+ * Tells "Redis is down" from "this gateway is busy". Under load the gateway's own event loop reads
+ * Redis' replies late, so one slow reply proves nothing; a reply slower than the client's command
+ * timeout (generous: REDIS_COMMAND_TIMEOUT_MS) counts as a failure, like an error. Redis is judged
+ * down when its connection is lost, or when within one window at least `minFailures` commands
+ * failed and they were at least `failureRatio` of all: a busy gateway still gets most replies, a
+ * hung Redis none. While down, commands are not sent at all (callers fail at once, no wait), and a
+ * PING every `probeMs` brings the cache back as soon as Redis answers.
+ *
+ * Our own rather than opossum: opossum judges each call by its own wall-clock timer and an error
+ * percentage, so replies that a busy event loop has not read yet count as an outage — the very
+ * confusion this class exists to avoid — and it wraps each call in event emission, a cost paid on
+ * every cache hit.
+ */
+export class RedisHealth {
+  #open = false;
+  #probe: NodeJS.Timeout | undefined;
+  #windowStart = 0;
+  #calls = 0;
+  #failures = 0;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly logger: Logger,
+    private readonly settings: RedisBreakerSettings = defaultBreakerSettings,
+  ) {}
+
+  /** Commands may be sent: connected, and not judged down. */
+  get up(): boolean {
+    return !this.#open && this.redis.status === 'ready';
+  }
+
+  /** Sends one command when Redis is up (rejects with RedisDown at once otherwise) and counts its outcome. */
+  async run<T>(command: (redis: Redis) => Promise<T>): Promise<T> {
+    if (!this.up) throw new RedisDown();
+    try {
+      const result = await command(this.redis);
+      this.#count(false);
+      return result;
+    } catch (error) {
+      // An error reply proves Redis answers; a lost connection speaks for itself (status). What is
+      // counted is a live connection on which Redis did not answer in time.
+      const answered = (error as Error).name === 'ReplyError';
+      if (this.redis.status === 'ready') this.#count(!answered);
+      throw error;
+    }
+  }
+
+  #count(failed: boolean): void {
+    const now = Date.now();
+    if (now - this.#windowStart >= this.settings.windowMs) {
+      this.#windowStart = now;
+      this.#calls = 0;
+      this.#failures = 0;
+    }
+    this.#calls++;
+    if (!failed) return;
+    this.#failures++;
+    if (!this.#open && this.#failures >= this.settings.minFailures && this.#failures >= this.#calls * this.settings.failureRatio) this.#trip();
+  }
+
+  #trip(): void {
+    this.#open = true;
+    this.logger.warn({ failures: this.#failures, commands: this.#calls }, 'redis is not answering: the cache is bypassed until it does');
+    this.#probe = setInterval(() => {
+      if (this.redis.status !== 'ready') return;
+      this.redis.ping().then(
+        () => {
+          if (!this.#open) return;
+          this.#open = false;
+          this.#windowStart = 0;
+          clearInterval(this.#probe);
+          this.logger.info('redis answers again: the cache is in use');
+        },
+        () => undefined,
+      );
+    }, this.settings.probeMs).unref();
+  }
+}

@@ -1,0 +1,41 @@
+import type { IncomingMessage, RequestListener } from 'node:http';
+import { noCanonicalForm } from '@app/shared/http';
+import { requestTarget, type RequestTarget } from '@app/shared/request-target';
+import type { RequestHandler } from 'express';
+import type { GatewayMetrics } from './metrics.js';
+
+/** The canonical target of every request the front door let in (see shared/src/request-target.ts). */
+export const requestTargets = new WeakMap<IncomingMessage, RequestTarget>();
+
+/**
+ * The first thing every request meets: its target is turned into its canonical form once, and
+ * `req.url` becomes it, so the cache, the proxy, the metrics (and whatever decides by path later)
+ * all see the one spelling the service will act on. A target with no canonical form goes on
+ * unchanged, straight to express, which refuses it (`refuseNonCanonical`, 404) with the usual log line.
+ */
+export function withFrontDoor(handler: RequestListener): RequestListener {
+  return (req, res) => {
+    const target = requestTarget(req.url ?? '/');
+    if (target) {
+      req.url = target.url;
+      requestTargets.set(req, target);
+    }
+    handler(req, res);
+  };
+}
+
+
+/** 404 for a request the front door found no canonical form for; never cached (`X-Cache: BYPASS`). */
+export function refuseNonCanonical(metrics: GatewayMetrics): RequestHandler {
+  return (req, res, next) => {
+    if (requestTargets.has(req)) {
+      next();
+      return;
+    }
+    if (req.method === 'GET' || req.method === 'HEAD') {
+      res.setHeader('X-Cache', 'BYPASS');
+      metrics.cacheOutcome('bypass');
+    }
+    throw noCanonicalForm();
+  };
+}

@@ -1,0 +1,121 @@
+import { createHash } from 'node:crypto';
+import type { Request, RequestHandler, Response } from 'express';
+import stringify from 'safe-stable-stringify';
+import { HttpProblem, problems } from './problem.js';
+
+/**
+ * `Idempotency-Key` (IETF draft-ietf-httpapi-idempotency-key-header) on POST and PATCH. The first
+ * request with a key runs; a retry with the same key and the same request (method, path, body) gets
+ * the stored response without running again. The key is claimed in its own short transaction (so
+ * a second replica sees it in flight: 409), and the response is stored in the same transaction as
+ * the write it describes: either both happened or neither, whatever fails in between.
+ */
+
+export const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
+/** Set on a response that was stored by an earlier request with the same key. */
+export const REPLAYED_HEADER = 'Idempotent-Replayed';
+/** 1 to 255 visible ASCII characters. */
+export const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+export const DEFAULT_IDEMPOTENCY_TTL_SECONDS = 86_400;
+/**
+ * How long a claimed key counts as in flight. A request takes at most a few pool and query timeouts
+ * (see DatabaseLimits), so a claim older than this belongs to a replica that died mid-request and
+ * may be taken over. Correctness does not depend on it: a write commits only while its claim holds.
+ */
+export const IN_FLIGHT_LEASE_MS = 10_000;
+
+/** A response as it is stored and replayed. */
+export interface StoredResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** What identifies a request: the key within its scope, and what the request asked for. */
+export interface IdempotentRequest {
+  /** The resource collection, and the authenticated subject when the gateway forwards one. */
+  scope: string;
+  key: string;
+  /** SHA-256 of method, path and body (JSON with sorted members). */
+  fingerprint: string;
+}
+
+export type Claim = { kind: 'claimed'; token: string } | { kind: 'replay'; response: StoredResponse };
+
+/** Where keys are kept: the service's own database (see MySqlIdempotencyStore). */
+export interface IdempotencyStore {
+  /** Claims the key, or returns the stored response; throws the 409 / 422 problems. */
+  claim(request: IdempotentRequest): Promise<Claim>;
+  /** Runs `work` in the transaction that `complete` takes part in. */
+  transaction<T>(work: () => Promise<T>): Promise<T>;
+  /** Stores the response if the claim `token` still holds; false when another request took the key over. */
+  complete(request: IdempotentRequest, token: string, response: StoredResponse): Promise<boolean>;
+  /** Gives the key up after a request that changed nothing, so a retry runs again. */
+  release(request: IdempotentRequest, token: string): Promise<void>;
+}
+
+export const idempotencyProblems = {
+  invalidKey: () => problems.validation([{ path: IDEMPOTENCY_KEY_HEADER, message: 'must be 1 to 255 visible ASCII characters' }]),
+  inFlight: () => new HttpProblem('idempotency-in-flight', 'A request with this Idempotency-Key is still in progress; retry later'),
+  reused: () => new HttpProblem('idempotency-key-reused', 'This Idempotency-Key was used for a different request'),
+};
+
+function fingerprintOf(req: Request): string {
+  return createHash('sha256')
+    .update(`${req.method} ${req.originalUrl}\n`)
+    .update(stringify(req.body ?? null) ?? 'null')
+    .digest('hex');
+}
+
+/** The subject the gateway forwards once it authenticates clients: keys of different subjects never meet. */
+const SUBJECT_HEADER = 'x-auth-subject';
+
+function send(res: Response, response: StoredResponse, replayed: boolean): void {
+  res.status(response.status);
+  for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
+  if (replayed) res.setHeader(REPLAYED_HEADER, 'true');
+  res.send(response.body);
+}
+
+/**
+ * A write handler that honours `Idempotency-Key`: `handle` computes the (successful) response, sent
+ * as is without a key. With one, the response is stored with the write; a request that fails
+ * (`handle` throws) changed nothing, so its key is released and a retry runs again.
+ */
+export function idempotent(
+  store: IdempotencyStore,
+  collection: string,
+  handle: (req: Request) => Promise<StoredResponse>,
+): RequestHandler {
+  return async (req, res) => {
+    const header = req.headers['idempotency-key'];
+    if (header === undefined) {
+      send(res, await handle(req), false);
+      return;
+    }
+    if (typeof header !== 'string' || !IDEMPOTENCY_KEY.test(header)) throw idempotencyProblems.invalidKey();
+    const subject = req.headers[SUBJECT_HEADER];
+    const request: IdempotentRequest = {
+      scope: typeof subject === 'string' ? `${collection} ${subject}` : collection,
+      key: header,
+      fingerprint: fingerprintOf(req),
+    };
+    const claim = await store.claim(request);
+    if (claim.kind === 'replay') {
+      send(res, claim.response, true);
+      return;
+    }
+    let response: StoredResponse;
+    try {
+      response = await store.transaction(async () => {
+        const computed = await handle(req);
+        if (!(await store.complete(request, claim.token, computed))) throw idempotencyProblems.inFlight();
+        return computed;
+      });
+    } catch (error) {
+      await store.release(request, claim.token).catch(() => undefined);
+      throw error;
+    }
+    send(res, response, false);
+  };
+}

@@ -1,0 +1,116 @@
+import { createHash, randomBytes } from 'node:crypto';
+import {
+  DEFAULT_IDEMPOTENCY_TTL_SECONDS,
+  idempotencyProblems,
+  IN_FLIGHT_LEASE_MS,
+  type Claim,
+  type IdempotencyStore,
+  type IdempotentRequest,
+  type StoredResponse,
+} from './idempotency.js';
+import { isDuplicateKey, type Database } from './mysql.js';
+
+const CLAIM_ATTEMPTS = 3;
+const PURGE_BATCH = 1_000;
+
+/**
+ * Idempotency keys in the service's own schema (the `idempotency_keys` table of its migrations).
+ * Every decision is a single-row statement the database serialises: an INSERT claims a new key, a
+ * compare-and-set on `token` takes over an expired or abandoned one, and the response is stored
+ * only while the claim's token still holds, in the transaction of the write.
+ */
+export class MySqlIdempotencyStore implements IdempotencyStore {
+  readonly #ttlMs: number;
+
+  constructor(
+    private readonly db: Database,
+    options: { ttlSeconds?: number } = {},
+  ) {
+    this.#ttlMs = (options.ttlSeconds ?? DEFAULT_IDEMPOTENCY_TTL_SECONDS) * 1000;
+  }
+
+  async claim(request: IdempotentRequest): Promise<Claim> {
+    const id = this.#id(request);
+    const fingerprint = Buffer.from(request.fingerprint, 'hex');
+    for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
+      const now = Date.now();
+      const token = randomBytes(16);
+      const lockedUntil = new Date(now + IN_FLIGHT_LEASE_MS);
+      try {
+        await this.db.execute(
+          'INSERT INTO idempotency_keys (scope, idempotency_key, fingerprint, token, locked_until, expires_at) VALUES (?, ?, ?, ?, ?, ?)',
+          [...id, fingerprint, token, lockedUntil, new Date(now + this.#ttlMs)],
+        );
+        return { kind: 'claimed', token: token.toString('hex') };
+      } catch (error) {
+        if (!isDuplicateKey(error, 'PRIMARY')) throw error;
+      }
+      const [row] = await this.db.query(
+        'SELECT fingerprint, token, locked_until, expires_at, response_status, response_headers, response_body FROM idempotency_keys WHERE scope = ? AND idempotency_key = ?',
+        id,
+      );
+      if (!row) continue; // purged or released meanwhile: claim it anew
+      const held = row.token as Buffer;
+      if ((row.expires_at as Date).getTime() <= now) {
+        // Expired: the key is free again, for any request.
+        const taken = await this.db.execute(
+          'UPDATE idempotency_keys SET fingerprint = ?, token = ?, locked_until = ?, expires_at = ?, response_status = NULL, response_headers = NULL, response_body = NULL WHERE scope = ? AND idempotency_key = ? AND token = ?',
+          [fingerprint, token, lockedUntil, new Date(now + this.#ttlMs), ...id, held],
+        );
+        if (taken === 1) return { kind: 'claimed', token: token.toString('hex') };
+        continue;
+      }
+      if (!fingerprint.equals(row.fingerprint as Buffer)) throw idempotencyProblems.reused();
+      if (row.response_status !== null) {
+        const response: StoredResponse = {
+          status: Number(row.response_status),
+          headers: JSON.parse(row.response_headers as string) as Record<string, string>,
+          body: row.response_body as string,
+        };
+        return { kind: 'replay', response };
+      }
+      if ((row.locked_until as Date).getTime() > now) throw idempotencyProblems.inFlight();
+      // In flight past its lease: the replica that claimed it died or gave up. Take it over.
+      const taken = await this.db.execute(
+        'UPDATE idempotency_keys SET token = ?, locked_until = ? WHERE scope = ? AND idempotency_key = ? AND token = ? AND response_status IS NULL',
+        [token, lockedUntil, ...id, held],
+      );
+      if (taken === 1) return { kind: 'claimed', token: token.toString('hex') };
+    }
+    throw idempotencyProblems.inFlight();
+  }
+
+  transaction<T>(work: () => Promise<T>): Promise<T> {
+    return this.db.transaction(work);
+  }
+
+  async complete(request: IdempotentRequest, token: string, response: StoredResponse): Promise<boolean> {
+    const stored = await this.db.execute(
+      'UPDATE idempotency_keys SET response_status = ?, response_headers = ?, response_body = ? WHERE scope = ? AND idempotency_key = ? AND token = ? AND response_status IS NULL',
+      [response.status, JSON.stringify(response.headers), response.body, ...this.#id(request), Buffer.from(token, 'hex')],
+    );
+    return stored === 1;
+  }
+
+  /** Not bound by the request's write deadline (a plain `query`): giving a key up is safe at any time. */
+  async release(request: IdempotentRequest, token: string): Promise<void> {
+    await this.db.query('DELETE FROM idempotency_keys WHERE scope = ? AND idempotency_key = ? AND token = ? AND response_status IS NULL', [
+      ...this.#id(request),
+      Buffer.from(token, 'hex'),
+    ]);
+  }
+
+  /** Deletes the expired keys, a batch at a time; returns how many. */
+  async purgeExpired(now = new Date()): Promise<number> {
+    let purged = 0;
+    for (;;) {
+      const deleted = await this.db.execute('DELETE FROM idempotency_keys WHERE expires_at <= ? LIMIT ?', [now, PURGE_BATCH]);
+      purged += deleted;
+      if (deleted < PURGE_BATCH) return purged;
+    }
+  }
+
+  #id(request: IdempotentRequest): [Buffer, string] {
+    return [createHash('sha256').update(request.scope).digest(), request.key];
+  }
+}

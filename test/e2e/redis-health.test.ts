@@ -1,0 +1,109 @@
+/**
+ * The cache tells "Redis is down" from "Redis is slow": a slow Redis keeps the cache in use, and an
+ * invalidation Redis did not take bypasses only the scopes it covers. Real gateway, real users
+ * service, real Redis behind a TCP proxy the test steers.
+ */
+import { client, type Client } from '../support/http.js';
+import { capturingLogger, startGateway, startUsersService, type RunningGateway, type RunningService } from '../support/stack.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
+
+let users: RunningService;
+let redisProxy: TcpProxy;
+let gateway: RunningGateway;
+let api: Client;
+let counter = 0;
+const gatewayLog = capturingLogger('gateway');
+
+beforeAll(async () => {
+  const redisUrl = new URL(process.env.TEST_REDIS_URL!);
+  redisProxy = await new TcpProxy({ host: redisUrl.hostname, port: Number(redisUrl.port || 6379) }).start();
+  users = await startUsersService();
+  gateway = await startGateway({ usersUrl: users.url, productsUrl: users.url, logger: gatewayLog.logger, cache: { redisUrl: redisProxy.rewrite(redisUrl.toString()) } });
+  api = client(gateway.url);
+});
+afterAll(async () => {
+  await gateway.close();
+  await redisProxy.cut();
+  await users.close();
+});
+afterEach(() => {
+  redisProxy.replyDelayMs = 0;
+  redisProxy.tamper = undefined;
+});
+
+async function createUser() {
+  const n = ++counter;
+  const created = await api.post('/api/users', { email: `health${n}-${Date.now()}@example.com`, name: `Health ${n}` });
+  expect(created.status).toBe(201);
+  return { location: created.headers.get('location')!, id: created.body.id as string };
+}
+
+async function untilHit(path: string) {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const response = await api.get(path);
+    if (response.headers.get('x-cache') === 'HIT') return response;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error(`${path} never became a cache hit`);
+}
+
+const bypassCount = async () => Number(/gateway_cache_outcomes_total\{outcome="bypass"\} (\d+)/.exec((await api.get('/metrics')).text)?.[1] ?? 0);
+
+it('keeps using the cache when Redis answers slower than the old 100 ms timeout: hits, invalidations, no bypass', async () => {
+  const user = await createUser();
+  const bypassBefore = await bypassCount();
+  redisProxy.replyDelayMs = 150;
+  expect((await api.get(user.location)).headers.get('x-cache')).toBe('MISS');
+  expect((await untilHit(user.location)).status).toBe(200);
+  expect((await api.patch(user.location, { name: 'Written while Redis is slow' })).status).toBe(200);
+  const read = await api.get(user.location);
+  expect({ cache: read.headers.get('x-cache'), name: read.body.name }).toEqual({ cache: 'MISS', name: 'Written while Redis is slow' });
+  expect((await untilHit(user.location)).body.name).toBe('Written while Redis is slow');
+  expect(await bypassCount()).toBe(bypassBefore);
+});
+
+it('bypasses only the scopes whose invalidation Redis did not take, and caches them again once it does', async () => {
+  const written = await createUser();
+  const other = await createUser();
+  for (const path of [written.location, other.location]) {
+    await api.get(path);
+    await untilHit(path);
+  }
+  // Redis refuses (an error reply) every renewal of the written item's generation: it stays owed.
+  const renewal = new RegExp(`\\$3\\r\\nSET(\\r\\n\\$\\d+\\r\\ng:\\{users:${written.id}\\})`, 'gi');
+  redisProxy.tamper = (sent) => Buffer.from(sent.toString('latin1').replace(renewal, '$$3\r\nSXT$1'), 'latin1');
+
+  expect((await api.patch(written.location, { name: 'Invalidation owed' })).status).toBe(200);
+  for (let i = 0; i < 3; i++) {
+    const owed = await api.get(written.location);
+    expect({ cache: owed.headers.get('x-cache'), name: owed.body.name }).toEqual({ cache: 'BYPASS', name: 'Invalidation owed' });
+    expect((await api.get(other.location)).headers.get('x-cache')).toBe('HIT');
+  }
+  // The list pages' generation was renewed, so they are cached as usual.
+  const list = `/api/users?limit=3`;
+  expect((await api.get(list)).headers.get('x-cache')).toBe('MISS');
+  await untilHit(list);
+
+  redisProxy.tamper = undefined;
+  expect((await untilHit(written.location)).body.name).toBe('Invalidation owed');
+});
+
+it('judges a Redis that stops answering down after a few timed-out commands, serves from the services meanwhile, and uses it again once it answers', async () => {
+  const user = await createUser();
+  await api.get(user.location);
+  await untilHit(user.location);
+  redisProxy.replyDelayMs = 3_000; // longer than the 1 s command timeout: Redis looks hung
+  const during = await Promise.all(Array.from({ length: 6 }, () => api.get(user.location)));
+  expect(during.map((r) => [r.status, r.headers.get('x-cache')])).toEqual(Array(6).fill([200, 'BYPASS']));
+  expect(gatewayLog.lines.filter((line) => line.msg === 'redis is not answering: the cache is bypassed until it does')).toHaveLength(1);
+  const judgedDown = await api.get(user.location);
+  expect({ status: judgedDown.status, cache: judgedDown.headers.get('x-cache') }).toEqual({ status: 200, cache: 'BYPASS' });
+  redisProxy.replyDelayMs = 0;
+  let back = await api.get(user.location);
+  for (let i = 0; i < 100 && back.headers.get('x-cache') !== 'HIT'; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    back = await api.get(user.location);
+  }
+  expect(back.headers.get('x-cache')).toBe('HIT');
+  expect(gatewayLog.lines.some((line) => line.msg === 'redis answers again: the cache is in use')).toBe(true);
+});
