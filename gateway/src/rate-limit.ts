@@ -71,6 +71,9 @@ export class RateLimits {
       allowed = false;
     }
     const resetSeconds = Math.max(0, Math.ceil(result.msBeforeNext / 1000));
+    // A reply the limiter could not read (a Redis command that timed out half-way) has no figures:
+    // the policy is still stated, the request goes on.
+    if (allowed && !(Number.isFinite(result.remainingPoints) && Number.isFinite(resetSeconds))) return { allowed, headers: { 'RateLimit-Policy': this.#policies[budget] } };
     const headers: Record<string, string> = {
       'RateLimit-Policy': this.#policies[budget],
       'RateLimit': `"${budget}";r=${result.remainingPoints};t=${resetSeconds}`,
