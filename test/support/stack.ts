@@ -3,16 +3,20 @@ import mysql from 'mysql2/promise';
 import { Lifecycle } from '@app/shared/http';
 import { createLogger, type Logger } from '@app/shared/logger';
 import { Database, type DatabaseLimits } from '@app/shared/mysql';
-import { createCacheClient } from '@app/shared/redis';
+import { createCacheClient, createSubscriberClient } from '@app/shared/redis';
 import { listen, type RunningServer } from '@app/shared/server';
 import { migrateSchema, type ServiceDefinition, type ServiceDependencies } from '@app/shared/service';
 import type { RequestListener } from 'node:http';
 import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/src/app.js';
+import { createMemoryTier, MemoryTier } from '../../gateway/src/cache/memory-tier.js';
 import { ResponseCache } from '../../gateway/src/cache/response-cache.js';
 import type { ConcurrencyLimitSettings } from '../../gateway/src/concurrency-limit.js';
 import type { ResolveEndpoints } from '../../gateway/src/upstream-agent.js';
+import type { GuardSettings } from '../../gateway/src/guard.js';
+import { RateLimits, type RateLimitSettings } from '../../gateway/src/rate-limit.js';
 import { createApp as createProductsApp, productsService } from '../../products-service/src/app.js';
 import { createApp as createUsersApp, usersService } from '../../users-service/src/app.js';
+import { testVerifier } from './auth.js';
 
 /** Quiet unless TEST_LOG_LEVEL asks for logs. */
 export const testLogger = createLogger('test', process.env.TEST_LOG_LEVEL ?? 'silent');
@@ -97,6 +101,24 @@ export interface GatewayCacheOptions {
   staleSeconds?: number;
   now?: () => number;
   commandTimeoutMs?: number;
+  /** Bytes of the in-memory tier in front of Redis (default 16 MiB, as the gateway's; 0: none). */
+  memoryBytes?: number;
+  /** Where the tier's tracked and subscriber connections go (default: redisUrl), to cut them apart. */
+  memoryRedisUrls?: { tracked: string; subscriber: string };
+}
+
+export interface GatewayGuardOptions {
+  /** Verify tokens with the test key (default), or not at all (false). */
+  auth?: boolean;
+  publicProductReads?: boolean;
+  /**
+   * Budgets (default: generous ones, so that only tests about limits meet them; false: none),
+   * counted in `redisUrl` (default: the cache's Redis, if any, else memory). The key prefix is new
+   * for each gateway unless given: pass one to make replicas share budgets.
+   */
+  rateLimits?: false | (Partial<RateLimitSettings> & { redisUrl?: string });
+  corsOrigins?: string[];
+  trustedProxyHops?: number;
 }
 
 export async function startGateway(options: {
@@ -112,14 +134,48 @@ export async function startGateway(options: {
   concurrency?: ConcurrencyLimitSettings;
   /** The replicas behind a service URL's host and port (default: DNS, i.e. the URL itself). */
   resolveReplicas?: ResolveEndpoints;
+  guard?: GatewayGuardOptions;
 }): Promise<RunningGateway> {
   const logger = options.logger ?? testLogger;
   const upstreams = upstreamsFrom({ USERS_SERVICE_URL: options.usersUrl, PRODUCTS_SERVICE_URL: options.productsUrl });
-  const redis = options.cache && createCacheClient(options.cache.redisUrl ?? process.env.TEST_REDIS_URL!, logger, { commandTimeoutMs: options.cache.commandTimeoutMs });
+  const redisUrl = options.cache?.redisUrl ?? process.env.TEST_REDIS_URL!;
+  const redis = options.cache && createCacheClient(redisUrl, logger, { commandTimeoutMs: options.cache.commandTimeoutMs });
   if (redis) await new Promise((resolve) => redis.once('ready', resolve));
+  const memoryBytes = options.cache?.memoryBytes ?? 16 * 1024 * 1024;
+  const memoryUrls = options.cache?.memoryRedisUrls;
+  const memory =
+    redis && memoryBytes > 0
+      ? memoryUrls
+        ? new MemoryTier(createCacheClient(memoryUrls.tracked, logger, { protocol: 2 }), createSubscriberClient(memoryUrls.subscriber), memoryBytes, logger)
+        : createMemoryTier(redisUrl, memoryBytes, logger, { commandTimeoutMs: options.cache?.commandTimeoutMs })
+      : undefined;
+  if (memory) await untilTracking(memory);
   const cache =
     redis &&
-    new ResponseCache(redis, { ttlSeconds: options.cache?.ttlSeconds ?? 60, staleSeconds: options.cache?.staleSeconds ?? 300, now: options.cache?.now }, logger);
+    new ResponseCache(
+      redis,
+      { ttlSeconds: options.cache?.ttlSeconds ?? 60, staleSeconds: options.cache?.staleSeconds ?? 300, now: options.cache?.now },
+      logger,
+      memory,
+    );
+  const guardOptions = options.guard ?? {};
+  const limitOptions = guardOptions.rateLimits === false ? undefined : (guardOptions.rateLimits ?? {});
+  const limitsRedis = limitOptions?.redisUrl ? createCacheClient(limitOptions.redisUrl, logger) : redis;
+  if (limitsRedis && limitsRedis !== redis) await new Promise((resolve) => limitsRedis.once('ready', resolve));
+  const limits =
+    limitOptions &&
+    new RateLimits(
+      limitsRedis,
+      { readsPerMinute: 1_000_000, writesPerMinute: 1_000_000, keyPrefix: `test-rl-${randomBytes(6).toString('hex')}`, ...limitOptions },
+      logger,
+    );
+  const guard: GuardSettings & { publicProductReads: boolean } = {
+    tokens: guardOptions.auth === false ? undefined : testVerifier(),
+    limits,
+    corsOrigins: guardOptions.corsOrigins ?? [],
+    trustedProxyHops: guardOptions.trustedProxyHops ?? 0,
+    publicProductReads: guardOptions.publicProductReads ?? false,
+  };
   const app = createGatewayApp({
     upstreams,
     upstreamTimeoutMs: options.upstreamTimeoutMs ?? 10_000,
@@ -130,6 +186,7 @@ export async function startGateway(options: {
     cache,
     concurrency: options.concurrency ?? { limit: 128, writeShare: 0.25 },
     resolveReplicas: options.resolveReplicas,
+    guard,
   });
   const running = await listen(app, 0, '127.0.0.1');
   return {
@@ -139,14 +196,22 @@ export async function startGateway(options: {
     close: async () => {
       await running.close(1_000);
       redis?.disconnect();
+      if (limitsRedis !== redis) limitsRedis?.disconnect();
+      await memory?.close();
     },
   };
 }
 
+/** Waits (at most 5 s) until Redis tracks what `memory` reads (or, with `on` false, until it noticed it does not). */
+export async function untilTracking(memory: MemoryTier, on = true): Promise<void> {
+  for (let attempt = 0; attempt < 250 && memory.tracking !== on; attempt++) await new Promise((resolve) => setTimeout(resolve, 20));
+  if (memory.tracking !== on) throw new Error(`Redis client tracking did not go ${on ? 'on' : 'off'} within 5 s`);
+}
+
 /** Both services and the gateway in front of them. */
-export async function startStack(options: { usersLogger?: Logger; gatewayLogger?: Logger; cache?: GatewayCacheOptions } = {}) {
+export async function startStack(options: { usersLogger?: Logger; gatewayLogger?: Logger; cache?: GatewayCacheOptions; guard?: GatewayGuardOptions } = {}) {
   const [users, products] = await Promise.all([startUsersService({ logger: options.usersLogger }), startProductsService()]);
-  const gateway = await startGateway({ usersUrl: users.url, productsUrl: products.url, logger: options.gatewayLogger, cache: options.cache });
+  const gateway = await startGateway({ usersUrl: users.url, productsUrl: products.url, logger: options.gatewayLogger, cache: options.cache, guard: options.guard });
   return {
     users,
     products,
