@@ -20,8 +20,10 @@
  */
 import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { promisify } from 'node:util';
+import { importJWK, SignJWT, type JWK } from 'jose';
 import mysql from 'mysql2/promise';
 
 const run = randomBytes(3).toString('hex');
@@ -176,6 +178,8 @@ async function startContainers(databases: Record<'users' | 'products', ServiceDa
     '--env', `PRODUCTS_SERVICE_URL=http://products-service:${productsPort}`,
     // A Redis database of its own, so no other gateway's list pages meet this one's.
     '--env', `REDIS_URL=redis://127.0.0.1:6379/${1 + (randomBytes(1)[0]! % 15)}`,
+    // Authentication on, with the development key (as Compose runs it).
+    '--env', `AUTH_PUBLIC_KEY=${readFileSync(new URL('../dev-keys/public-key.jwk', import.meta.url), 'utf8').trim()}`,
     tag('gateway'));
   const started = performance.now();
   await Promise.all([
@@ -209,9 +213,18 @@ interface Answer {
 }
 
 async function smoke({ gatewayUrl, containers }: Running): Promise<void> {
+  // A token signed with the development key, as `npm run token` makes.
+  const jwk = JSON.parse(readFileSync(new URL('../dev-keys/signing-key.jwk', import.meta.url), 'utf8')) as JWK;
+  const token = await new SignJWT({ scope: 'users:read users:write products:read products:write' })
+    .setProtectedHeader({ alg: 'ES256', kid: jwk.kid })
+    .setSubject('image-smoke')
+    .setIssuer('rest-microservices-dev')
+    .setAudience('rest-microservices')
+    .setExpirationTime('1h')
+    .sign(await importJWK(jwk, 'ES256'));
   console.log('\n== smoke, through the containerised gateway');
   const call = async (method: string, path: string, options: { json?: unknown; headers?: Record<string, string>; body?: string } = {}): Promise<Answer> => {
-    const headers: Record<string, string> = { ...options.headers };
+    const headers: Record<string, string> = { authorization: `Bearer ${token}`, ...options.headers };
     let body = options.body;
     if (options.json !== undefined) {
       headers['content-type'] ??= 'application/json';
