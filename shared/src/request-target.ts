@@ -102,6 +102,9 @@ export function requestTarget(url: string): RequestTarget | undefined {
   if (target === undefined || target.includes('#')) return undefined;
   const queryStart = target.indexOf('?');
   const path = queryStart < 0 ? target : target.slice(0, queryStart);
+  // A `\` in the path is a `/` to the legacy URL parser that express's router falls back on for
+  // absolute-form targets (and some characters): it could name an API path to a service.
+  if (path.includes('\\')) return undefined;
   const query = queryStart < 0 ? '' : target.slice(queryStart + 1);
   if (path.startsWith(`${API}/`)) {
     const api = apiTarget(path.slice(API.length + 1));

@@ -48,6 +48,8 @@ describe('requestTarget', () => {
       '/api/%70roducts',
       '/%61pi/products',
       '/API/products',
+      `/api\\products/${id}`,
+      `http://gateway/api\\products/${id}`,
       '/Api/products',
       '/api/Products',
       `/api/products/${id.toUpperCase()}`,
