@@ -27,8 +27,13 @@ work="$(mktemp -d /var/tmp/stand-in-node.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 rootfs="$work/rootfs"
 
-echo "debootstrap bookworm (minbase) into $rootfs"
-debootstrap --variant=minbase --include=ca-certificates bookworm "$rootfs" http://deb.debian.org/debian >"$work/debootstrap.log" 2>&1 \
+# The Debian mirror this machine's apt already uses (the first one its sources name).
+mirror="$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null)"
+[ -n "$mirror" ] || mirror="$(awk '$1 == "deb" { print $2; exit }' /etc/apt/sources.list 2>/dev/null)"
+[ -n "$mirror" ] || { echo "no Debian mirror in this machine's apt sources" >&2; exit 1; }
+
+echo "debootstrap bookworm (minbase) from $mirror into $rootfs"
+debootstrap --variant=minbase --include=ca-certificates bookworm "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 \
   || { tail -20 "$work/debootstrap.log" >&2; exit 1; }
 
 # Node and npm where the official image has them.
