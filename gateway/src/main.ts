@@ -12,8 +12,14 @@ const logger = createLogger('gateway', config.LOG_LEVEL);
 process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled rejection'));
 const lifecycle = new Lifecycle();
 const upstreams = upstreamsFrom(config);
-const redis = config.CACHE_ENABLED ? createCacheClient(config.REDIS_URL, logger, { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS }) : undefined;
-const cache = redis && new ResponseCache(redis, { ttlSeconds: config.CACHE_TTL_SECONDS, staleSeconds: config.CACHE_STALE_SECONDS }, logger);
+const redis = config.CACHE_ENABLED ? createCacheClient(config.REDIS_URL, logger) : undefined;
+const cache =
+  redis &&
+  new ResponseCache(
+    redis,
+    { ttlSeconds: config.CACHE_TTL_SECONDS, staleSeconds: config.CACHE_STALE_SECONDS, breaker: { timeoutMs: config.REDIS_COMMAND_TIMEOUT_MS } },
+    logger,
+  );
 await serve({
   name: 'gateway',
   handler: createApp({

@@ -25,7 +25,7 @@ const gatewayDefaults = {
   REDIS_URL: 'redis://127.0.0.1:6379',
   REDIS_COMMAND_TIMEOUT_MS: 1_000,
   UPSTREAM_TIMEOUT_MS: 10_000,
-  UPSTREAM_CONCURRENCY_LIMIT: 128,
+  UPSTREAM_CONCURRENCY_LIMIT: 210,
   UPSTREAM_WRITE_SHARE_PERCENT: 25,
   SERVICE_WRITE_DEADLINE_MS: 6_000,
   CACHE_ENABLED: true,
@@ -134,7 +134,8 @@ describe('the gateway configuration', () => {
     ['CACHE_ENABLED', 'yes'],
     ['CACHE_TTL_SECONDS', '0'],
     ['CACHE_STALE_SECONDS', '-1'],
-    ['UPSTREAM_CONCURRENCY_LIMIT', '0'],
+    ['UPSTREAM_CONCURRENCY_LIMIT', '1'],
+    ['UPSTREAM_WRITE_SHARE_PERCENT', '0'],
     ['UPSTREAM_WRITE_SHARE_PERCENT', '95'],
   ])('refuses %s=%s', (name, value) => {
     expect(named(problemsOf(gatewaySchema, { [name]: value }))).toEqual([name]);

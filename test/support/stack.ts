@@ -96,7 +96,6 @@ export interface GatewayCacheOptions {
   ttlSeconds?: number;
   staleSeconds?: number;
   now?: () => number;
-  commandTimeoutMs?: number;
 }
 
 export async function startGateway(options: {
@@ -114,7 +113,7 @@ export async function startGateway(options: {
 }): Promise<RunningGateway> {
   const logger = options.logger ?? testLogger;
   const upstreams = upstreamsFrom({ USERS_SERVICE_URL: options.usersUrl, PRODUCTS_SERVICE_URL: options.productsUrl });
-  const redis = options.cache && createCacheClient(options.cache.redisUrl ?? process.env.TEST_REDIS_URL!, logger, { commandTimeoutMs: options.cache.commandTimeoutMs });
+  const redis = options.cache && createCacheClient(options.cache.redisUrl ?? process.env.TEST_REDIS_URL!, logger);
   if (redis) await new Promise((resolve) => redis.once('ready', resolve));
   const cache =
     redis &&
@@ -126,7 +125,7 @@ export async function startGateway(options: {
     logger,
     lifecycle: new Lifecycle(),
     cache,
-    concurrency: options.concurrency ?? { limit: 128, writeShare: 0.25 },
+    concurrency: options.concurrency ?? { limit: 210, writeShare: 0.25 },
     resolveReplicas: options.resolveReplicas,
   });
   const running = await listen(app, 0, '127.0.0.1');
