@@ -1,136 +1,195 @@
 /**
- * `npm run bench`: GET /api/products/{id} on this machine, in one run, four ways:
- *   (a) straight from products-service, (b) through the gateway with the cache off,
- *   (c) through the gateway with a warm cache, (d) a bare node:http server answering the same bytes
- *   (the ceiling of this machine). Every server is its own process, started here; autocannon drives
- *   them one after the other. Prints requests/s and p50/p99 and the ratios c/a, c/d and b/a, and
- *   writes them to bench/results/latest.json.
+ * `npm run bench`: GET /api/products/{id} on this machine, in one process tree and one run, seven
+ * ways, each its own process started here:
+ *
+ *   products-service straight · the floor (node:http + mysql2, the same SELECT) ·
+ *   the gateway with the cache off · the gateway with a warm cache ·
+ *   nginx as a plain proxy · nginx with proxy_cache, warm · a bare node:http ceiling (the same bytes)
+ *
+ * Every server runs on core 0 and wrk on core 1 (taskset) where the machine has two cores, so the
+ * ratios compare one core with one core. Each target: a warm-up, then BENCH_RUNS runs of
+ * BENCH_SECONDS with `wrk -t1 -c64`; the median run counts. Prints requests/s, p50/p99, non-2xx,
+ * each server's CPU time per request and memory, and the ratios the project's speed claims rest on;
+ * writes bench/results/latest.json and bench/results/latest.svg (`--publish`: also docs/bench.svg,
+ * the chart the README shows).
+ *
+ * `npm run bench -- --scale`: the read endpoints at 10k and at 1M rows instead (see scale.ts).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdir, writeFile } from 'node:fs/promises';
-import net from 'node:net';
-import os from 'node:os';
-import autocannon from 'autocannon';
-import mysql from 'mysql2/promise';
+import { copyFile, mkdir, writeFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { chartSvg, type ChartRow } from './chart.ts';
+import { startNginx } from './nginx.ts';
+import { runScale } from './scale.ts';
+import {
+  cleanUpOnSignals,
+  cpuMicros,
+  dropSchemas,
+  ensureDebianTools,
+  freePort,
+  machine,
+  median,
+  pinning,
+  REDIS_URL,
+  rssMiB,
+  schemaUrl,
+  startNode,
+  stopAll,
+  throwawaySchema,
+  wrk,
+  type LoadResult,
+  type Server,
+} from './support.ts';
 
-const ROOT = new URL('..', import.meta.url).pathname;
-const MYSQL_URL = process.env.BENCH_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306';
-const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
-const DURATION_SECONDS = Number(process.env.BENCH_DURATION_SECONDS ?? 10);
-const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const RUNS = Number(process.env.BENCH_RUNS ?? 3);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
+const WARM_UP_SECONDS = 2;
 
-interface Started {
-  url: string;
-  child: ChildProcess;
+interface Target {
+  key: string;
+  label: string;
+  group: ChartRow['group'];
+  server: Server;
 }
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
+interface Figures extends LoadResult {
+  /** The target's own server process(es): CPU time per request, and resident memory after the runs. */
+  cpuMicrosPerRequest: number;
+  rssMiB: number;
+  runs: LoadResult[];
 }
 
-/** Starts a server process on a free port and waits until its /healthz answers. */
-async function start(args: string[], env: Record<string, string>): Promise<Started> {
-  const port = await freePort();
-  // Request logs at warn: the figures are about the request path, not about writing log lines.
-  const child = spawn(process.execPath, args, { cwd: ROOT, env: { PATH: process.env.PATH, PORT: String(port), LOG_LEVEL: 'warn', ...env }, stdio: 'inherit' });
-  const url = `http://127.0.0.1:${port}`;
-  for (let attempt = 0; attempt < 100; attempt++) {
-    if (child.exitCode !== null) break;
-    if (await fetch(`${url}/healthz`).then((r) => r.ok, () => false)) return { url, child };
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  child.kill();
-  throw new Error(`${args.join(' ')} did not start`);
-}
-
-// The ceiling: a node:http server that answers every request with the bytes the service returned.
-const BARE_SERVER = `
-const http = require('node:http');
-const { body, etag } = JSON.parse(process.env.RESPONSE);
-const server = http.createServer((req, res) => {
-  if (req.url === '/healthz') return res.end('ok');
-  res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', etag, 'cache-control': 'no-cache', 'content-length': Buffer.byteLength(body) });
-  res.end(body);
-});
-server.keepAliveTimeout = 65000;
-server.listen(Number(process.env.PORT), '127.0.0.1');
-`;
-
-interface Figures {
-  requestsPerSecond: number;
-  p50Ms: number;
-  p99Ms: number;
-  errors: number;
-  non2xx: number;
-}
-
-async function measure(name: string, url: string): Promise<Figures> {
-  process.stdout.write(`  ${name}: ${url} for ${DURATION_SECONDS}s … `);
-  await autocannon({ url, connections: CONNECTIONS, duration: 1 }); // warm-up: JIT, pools, keep-alive sockets
-  const result = await autocannon({ url, connections: CONNECTIONS, duration: DURATION_SECONDS });
-  const figures = {
-    requestsPerSecond: Math.round(result.requests.average),
-    p50Ms: result.latency.p50,
-    p99Ms: result.latency.p99,
-    errors: result.errors + result.timeouts,
-    non2xx: result.non2xx,
+async function measure(target: Target, path: string, headers: Record<string, string>): Promise<Figures> {
+  process.stdout.write(`  ${target.label.padEnd(28)} `);
+  const url = `${target.server.url}${path}`;
+  await wrk(url, { seconds: WARM_UP_SECONDS, connections: CONNECTIONS, headers });
+  const runs: LoadResult[] = [];
+  const cpuBefore = cpuMicros(target.server.pids());
+  for (let run = 0; run < RUNS; run++) runs.push(await wrk(url, { seconds: SECONDS, connections: CONNECTIONS, headers }));
+  const cpu = cpuMicros(target.server.pids()) - cpuBefore;
+  const requests = runs.reduce((sum, r) => sum + r.requests, 0);
+  const figures: Figures = {
+    requestsPerSecond: median(runs.map((r) => r.requestsPerSecond)),
+    p50Ms: median(runs.map((r) => r.p50Ms)),
+    p99Ms: median(runs.map((r) => r.p99Ms)),
+    requests,
+    non2xx: runs.reduce((sum, r) => sum + r.non2xx, 0),
+    socketErrors: runs.reduce((sum, r) => sum + r.socketErrors, 0),
+    cpuMicrosPerRequest: Math.round((cpu / Math.max(requests, 1)) * 10) / 10,
+    rssMiB: rssMiB(target.server.pids()),
+    runs,
   };
-  process.stdout.write(`${figures.requestsPerSecond} req/s\n`);
+  console.log(`${String(figures.requestsPerSecond).padStart(7)} req/s  p50 ${figures.p50Ms} ms  p99 ${figures.p99Ms} ms  non-2xx ${figures.non2xx}`);
   return figures;
 }
 
-async function main(): Promise<void> {
-  const schema = `bench_${randomBytes(4).toString('hex')}_products`;
-  const databaseUrl = `${MYSQL_URL}/${schema}`;
-  const started: ChildProcess[] = [];
+/** Asks `url` until the response says it came from the cache (the gateway's and nginx's X-Cache). */
+async function warm(url: string, headers: Record<string, string>): Promise<void> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    if ((await fetch(url, { headers })).headers.get('x-cache') === 'HIT') return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`${url} never answered from its cache`);
+}
+
+const round2 = (n: number) => Math.round(n * 100) / 100;
+
+async function compare(publish: boolean): Promise<void> {
+  ensureDebianTools({ wrk: 'wrk', nginx: 'nginx' });
+  const schema = throwawaySchema('products');
+  cleanUpOnSignals([schema]);
+  let closeNginx: () => Promise<void> = async () => undefined;
   try {
-    const products = await start(['products-service/dist/main.js'], { DATABASE_URL: databaseUrl });
-    started.push(products.child);
+    const products = await startNode('products-service', 'products-service/dist/main.js', { DATABASE_URL: schemaUrl(schema) }, await freePort());
     const created = await fetch(`${products.url}/api/products`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ sku: 'BENCH-1', name: 'Benchmark widget', description: 'Measured.', price: { amount: '19.99', currency: 'EUR' }, stock: 42 }),
     });
+    if (created.status !== 201) throw new Error(`could not create the product: ${created.status} ${await created.text()}`);
     const path = created.headers.get('location')!;
-    const body = await (await fetch(`${products.url}${path}`)).text();
-    const etag = created.headers.get('etag')!;
+    const sample = await fetch(`${products.url}${path}`);
+    const body = await sample.text();
+    const answered = Object.fromEntries(['content-type', 'etag', 'cache-control'].map((name) => [name, sample.headers.get(name) ?? '']));
 
+    const floor = await startNode('floor', 'bench/servers/floor.ts', { DATABASE_URL: schemaUrl(schema) }, await freePort());
     const gatewayEnv = { USERS_SERVICE_URL: products.url, PRODUCTS_SERVICE_URL: products.url, REDIS_URL };
-    const uncached = await start(['gateway/dist/main.js'], { ...gatewayEnv, CACHE_ENABLED: 'false' });
-    const cached = await start(['gateway/dist/main.js'], { ...gatewayEnv, CACHE_ENABLED: 'true' });
-    const bare = await start(['-e', BARE_SERVER], { RESPONSE: JSON.stringify({ body, etag }) });
-    started.push(uncached.child, cached.child, bare.child);
-    for (let i = 0; i < 20 && (await fetch(`${cached.url}${path}`)).headers.get('x-cache') !== 'HIT'; i++);
+    const uncached = await startNode('gateway, cache off', 'gateway/dist/main.js', { ...gatewayEnv, CACHE_ENABLED: 'false' }, await freePort());
+    const cached = await startNode('gateway, warm cache', 'gateway/dist/main.js', { ...gatewayEnv, CACHE_ENABLED: 'true' }, await freePort());
+    const nginx = await startNginx(products.url, { plain: await freePort(), cached: await freePort() });
+    closeNginx = nginx.close;
+    const ceiling = await startNode('ceiling', 'bench/servers/ceiling.ts', { RESPONSE: JSON.stringify({ body, headers: answered }) }, await freePort());
+    const headers: Record<string, string> = {};
+    await warm(`${cached.url}${path}`, headers);
+    await warm(`${nginx.cached.url}${path}`, headers);
 
-    console.log(`GET ${path} (${Buffer.byteLength(body)} bytes), ${CONNECTIONS} connections, on ${os.cpus().length} × ${os.cpus()[0]?.model}`);
-    const a = await measure('(a) products-service', `${products.url}${path}`);
-    const b = await measure('(b) gateway, cache off', `${uncached.url}${path}`);
-    const c = await measure('(c) gateway, warm cache', `${cached.url}${path}`);
-    const d = await measure('(d) bare node:http', `${bare.url}${path}`);
-    const ratio = (x: Figures, y: Figures) => Math.round((x.requestsPerSecond / y.requestsPerSecond) * 100) / 100;
+    const targets: Target[] = [
+      { key: 'service', label: 'products-service straight', group: 'ours', server: products },
+      { key: 'floor', label: 'floor: node:http + mysql2', group: 'reference', server: floor },
+      { key: 'gatewayCacheOff', label: 'gateway, cache off', group: 'ours', server: uncached },
+      { key: 'gatewayWarm', label: 'gateway, warm cache', group: 'ours', server: cached },
+      { key: 'nginxProxy', label: 'nginx proxy, no cache', group: 'nginx', server: nginx.plain },
+      { key: 'nginxCache', label: 'nginx proxy_cache, warm', group: 'nginx', server: nginx.cached },
+      { key: 'ceiling', label: 'bare node:http ceiling', group: 'reference', server: ceiling },
+    ];
+    console.log(
+      `GET ${path} (${Buffer.byteLength(body)} bytes), wrk -t1 -c${CONNECTIONS}, median of ${RUNS} × ${SECONDS} s, ${pinning ? 'servers on core 0, wrk on core 1' : 'not pinned'}`,
+    );
+    const figures: Record<string, Figures> = {};
+    for (const target of targets) figures[target.key] = await measure(target, path, headers);
+
+    const f = (key: string) => figures[key]!;
+    const ratios = {
+      'warm hit / nginx proxy_cache': round2(f('gatewayWarm').requestsPerSecond / f('nginxCache').requestsPerSecond),
+      'warm hit / node:http ceiling': round2(f('gatewayWarm').requestsPerSecond / f('ceiling').requestsPerSecond),
+      'gateway cache-off / nginx plain proxy': round2(f('gatewayCacheOff').requestsPerSecond / f('nginxProxy').requestsPerSecond),
+      'gateway cache-off p99 / service p99': round2(f('gatewayCacheOff').p99Ms / f('service').p99Ms),
+      'service / floor': round2(f('service').requestsPerSecond / f('floor').requestsPerSecond),
+    };
     const results = {
       date: new Date().toISOString(),
-      machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, memoryGiB: Math.round(os.totalmem() / 2 ** 30), node: process.version },
-      settings: { durationSeconds: DURATION_SECONDS, connections: CONNECTIONS, logLevel: 'warn' },
-      figures: { a, b, c, d },
-      ratios: { 'c/a': ratio(c, a), 'c/d': ratio(c, d), 'b/a': ratio(b, a) },
+      command: 'npm run bench',
+      machine: machine(),
+      settings: { path, bytes: Buffer.byteLength(body), connections: CONNECTIONS, runs: RUNS, seconds: SECONDS, warmUpSeconds: WARM_UP_SECONDS, logLevel: 'warn' },
+      targets: Object.fromEntries(targets.map((t) => [t.key, { label: t.label, ...f(t.key) }])),
+      ratios,
     };
-    console.table(Object.fromEntries(Object.entries(results.figures).map(([k, f]) => [k, { 'req/s': f.requestsPerSecond, 'p50 ms': f.p50Ms, 'p99 ms': f.p99Ms, errors: f.errors, non2xx: f.non2xx }])));
-    console.log('ratios (requests/s):', results.ratios);
-    await mkdir(new URL('results/', import.meta.url), { recursive: true });
-    await writeFile(new URL('results/latest.json', import.meta.url), `${JSON.stringify(results, null, 2)}\n`);
-    console.log('written to bench/results/latest.json');
+
+    console.log();
+    console.table(
+      Object.fromEntries(
+        targets.map((t) => {
+          const x = f(t.key);
+          return [t.label, { 'req/s': x.requestsPerSecond, 'p50 ms': x.p50Ms, 'p99 ms': x.p99Ms, 'non-2xx': x.non2xx, errors: x.socketErrors, 'CPU µs/req': x.cpuMicrosPerRequest, 'RSS MiB': x.rssMiB }];
+        }),
+      ),
+    );
+    console.log('ratios:');
+    for (const [name, value] of Object.entries(ratios)) console.log(`  ${name.padEnd(40)} ${value}`);
+
+    const rows: ChartRow[] = targets.map((t) => ({ label: t.label, requestsPerSecond: f(t.key).requestsPerSecond, p99Ms: f(t.key).p99Ms, group: t.group }));
+    const m = results.machine;
+    const svg = chartSvg(
+      rows,
+      `GET /api/products/{id}, ${results.date.slice(0, 10)}`,
+      `${m.cpus} × ${m.model}, Node ${m.node}, wrk -t1 -c${CONNECTIONS}, median of ${RUNS} × ${SECONDS} s, ${pinning ? 'servers on core 0, wrk on core 1' : 'not pinned'}`,
+    );
+    const out = new URL('results/', import.meta.url);
+    await mkdir(out, { recursive: true });
+    await writeFile(new URL('latest.json', out), `${JSON.stringify(results, null, 2)}\n`);
+    await writeFile(new URL('latest.svg', out), svg);
+    console.log('written to bench/results/latest.json and bench/results/latest.svg');
+    if (publish) {
+      await copyFile(new URL('latest.svg', out), new URL('../docs/bench.svg', import.meta.url));
+      console.log('chart copied to docs/bench.svg');
+    }
   } finally {
-    for (const child of started) child.kill('SIGTERM');
-    const connection = await mysql.createConnection(MYSQL_URL);
-    await connection.query(`DROP DATABASE IF EXISTS \`${schema}\``);
-    await connection.end();
+    await stopAll();
+    await closeNginx();
+    await dropSchemas([schema]);
   }
 }
 
-await main();
+const { values } = parseArgs({ options: { scale: { type: 'boolean', default: false }, publish: { type: 'boolean', default: false } } });
+if (values.scale) await runScale(values.publish);
+else await compare(values.publish);

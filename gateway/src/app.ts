@@ -1,5 +1,5 @@
 import type { IncomingMessage, RequestListener } from 'node:http';
-import { allowOnly, baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, requestContext } from '@app/shared/http';
+import { allowOnly, baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, refuseOversizedBodies, requestContext } from '@app/shared/http';
 import type { Logger } from '@app/shared/logger';
 import { requestTarget } from '@app/shared/request-target';
 import { cachedReads, type CachedUpstream } from './cache/cached-reads.js';
@@ -16,6 +16,8 @@ import { servesPath, upstreamProxy, type Upstream } from './upstream.js';
 export interface GatewayDependencies {
   upstreams: Upstream[];
   upstreamTimeoutMs: number;
+  /** How long a client may take to send its request body (408 after that). */
+  requestBodyTimeoutMs: number;
   /**
    * SERVICE_WRITE_DEADLINE_MS: how long after the gateway gave up on a write the service may still
    * commit it (the services' WRITE_DEADLINE_MS, plus time for a COMMIT under way).
@@ -38,7 +40,18 @@ const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
  * then express: 404 for a target with no canonical form (never cached), its own health and metrics endpoints,
  * cached reads, one proxy per service, and 404 for the rest. It does not listen.
  */
-export function createApp({ upstreams, upstreamTimeoutMs, serviceWriteDeadlineMs, logger, lifecycle, cache, concurrency, resolveReplicas }: GatewayDependencies): RequestListener {
+export function createApp({
+  upstreams,
+  upstreamTimeoutMs,
+  requestBodyTimeoutMs,
+  serviceWriteDeadlineMs,
+  logger,
+  lifecycle,
+  cache,
+  concurrency,
+  resolveReplicas,
+}: GatewayDependencies): RequestListener {
+  const deadlines = { upstreamMs: upstreamTimeoutMs, requestBodyMs: requestBodyTimeoutMs };
   const scopes = new CacheScopes(upstreams);
   // `path` is the canonical one for every request the front door let in.
   const metrics = new GatewayMetrics((path) => scopes.route(requestTarget(path)) ?? (['/healthz', '/readyz', '/metrics'].includes(path) ? path : 'other'));
@@ -71,10 +84,12 @@ export function createApp({ upstreams, upstreamTimeoutMs, serviceWriteDeadlineMs
     res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
   });
   app.all('/metrics', allowOnly(['GET']));
-  app.use(cachedReads({ cache, upstreamFor, timeoutMs: upstreamTimeoutMs, metrics }));
+  // Before anything reaches a service: a declared body over the limit is refused at once.
+  app.use('/api', refuseOversizedBodies);
+  app.use(cachedReads({ cache, upstreamFor, deadlines, metrics }));
   app.use(shedBeyondLimit((path) => upstreamFor(path)?.limit, metrics.shed));
   for (const { upstream, agent } of targets) {
-    app.use(upstreamProxy(upstream, { timeoutMs: upstreamTimeoutMs, agent, onSettled: invalidateWrites }));
+    app.use(upstreamProxy(upstream, { deadlines, agent, onSettled: invalidateWrites }));
   }
   app.use(notFound);
   app.use(problemHandler());

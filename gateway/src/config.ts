@@ -9,6 +9,7 @@ export const configSchema = z.object({
   REDIS_URL: url(['redis:', 'rediss:'], 'redis://127.0.0.1:6379'),
   REDIS_COMMAND_TIMEOUT_MS: milliseconds(1_000),
   UPSTREAM_TIMEOUT_MS: milliseconds(10_000),
+  REQUEST_BODY_TIMEOUT_MS: milliseconds(30_000),
   // The services' default DATABASE_POOL_SIZE + DATABASE_QUEUE_LIMIT (see concurrency-limit.ts).
   UPSTREAM_CONCURRENCY_LIMIT: count(210, 2, 100_000),
   UPSTREAM_WRITE_SHARE_PERCENT: count(25, 1, 90),

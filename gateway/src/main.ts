@@ -25,6 +25,7 @@ await serve({
   handler: createApp({
     upstreams,
     upstreamTimeoutMs: config.UPSTREAM_TIMEOUT_MS,
+    requestBodyTimeoutMs: config.REQUEST_BODY_TIMEOUT_MS,
     serviceWriteDeadlineMs: config.SERVICE_WRITE_DEADLINE_MS,
     logger,
     lifecycle,

@@ -40,6 +40,11 @@ function throughGateway(upstream: Upstream, method: string, operation: Operation
   const cached = method === 'get' || method === 'head';
   const responses: Record<string, Response> = {
     ...operation.responses,
+    ...(operation.requestBody
+      ? { 408: problemResponse(408, { example: problemExample(new HttpProblem('request-timeout', 'The request body did not arrive within 30000 ms'), route) }) }
+      : {}),
+    414: problemResponse(414),
+    431: problemResponse(431),
     502: problemResponse(502, { example: problemExample(new HttpProblem('bad-gateway', `The ${upstream.name} service could not be reached`), route) }),
     504: problemResponse(504, {
       example: problemExample(new HttpProblem('gateway-timeout', `The ${upstream.name} service did not answer within 10000 ms`), route),
@@ -222,6 +227,8 @@ const DESCRIPTION = `A REST API for users and products, behind one gateway.
 - **Concurrency**: every resource has a strong \`ETag\`; send it in \`If-Match\` on PUT, PATCH and DELETE (412 when it no longer matches) and in \`If-None-Match\` on GET (304).
 - **PATCH** takes an RFC 7396 merge patch (\`application/merge-patch+json\`, or \`application/json\` as the same).
 - **Errors** are \`application/problem+json\` (RFC 9457). A path that does not exist is a 404; a method a path does not support is a 405 with \`Allow\`.
+- **Request bodies** are JSON in UTF-8, at most 100 KiB (a larger \`Content-Length\` is a 413 at once), nested at most 32 levels, never compressed (\`Content-Encoding\` other than \`identity\` is a 415 with \`Accept-Encoding: identity\`), and must arrive within the gateway's body deadline (408).
+- **Requests the HTTP server cannot take** are problem+json too, and close the connection: a malformed request (400), a body too slow (408), a request target over 8 KiB (414), header fields over 16 KiB (431).
 - **\`X-Request-Id\`** is on every response; send your own to trace a request through every process.
 - **Rate limiting** (429 with \`Retry-After\`) is not enabled yet, so it is not described here.
 

@@ -163,6 +163,7 @@ describe('probe paths', () => {
       createGatewayApp({
         upstreams: upstreamsFrom(gatewayConfig.parse({})),
         upstreamTimeoutMs: 1_000,
+        requestBodyTimeoutMs: 1_000,
         serviceWriteDeadlineMs: 1_000,
         logger,
         lifecycle,

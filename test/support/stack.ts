@@ -102,6 +102,7 @@ export async function startGateway(options: {
   usersUrl: string;
   productsUrl: string;
   upstreamTimeoutMs?: number;
+  requestBodyTimeoutMs?: number;
   serviceWriteDeadlineMs?: number;
   logger?: Logger;
   /** The Redis cache (default: off, so tests of other behaviour see every request reach a service). */
@@ -121,6 +122,7 @@ export async function startGateway(options: {
   const app = createGatewayApp({
     upstreams,
     upstreamTimeoutMs: options.upstreamTimeoutMs ?? 10_000,
+    requestBodyTimeoutMs: options.requestBodyTimeoutMs ?? 30_000,
     serviceWriteDeadlineMs: options.serviceWriteDeadlineMs ?? 6_000,
     logger,
     lifecycle: new Lifecycle(),

@@ -1,0 +1,223 @@
+/**
+ * `npm run bench -- --scale`: does a read get slower as the tables grow? Every read endpoint (item,
+ * first page, deep page, `?sku=`, `?email=`) against products-service and users-service on tables of
+ * 10k rows and of 1M rows (filled by scripts/seed.ts, in throwaway schemas dropped afterwards).
+ * Each request picks one of 1,000 targets spread over the whole table at random (ids, skus, emails,
+ * cursors), so neither size is served from a handful of hot rows. Prints each endpoint's p99 at both
+ * sizes and their ratio, and MySQL's EXPLAIN of the exact statement each endpoint runs (recorded
+ * from the services' own data layer) at 1M rows. Writes bench/results/scale.json.
+ */
+import { writeFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import mysql from 'mysql2/promise';
+import type { RowDataPacket } from 'mysql2';
+import type { Database, SqlValue } from '@app/shared/mysql';
+import { MySqlStore, type TableMapping } from '@app/shared/mysql-store';
+import { encodeCursor } from '@app/shared/resource';
+import { productsTable } from '../products-service/dist/data/products-table.js';
+import { usersTable } from '../users-service/dist/data/users-table.js';
+import { seed } from '../scripts/seed.ts';
+import {
+  cleanUpOnSignals,
+  dropSchemas,
+  ensureDebianTools,
+  freePort,
+  machine,
+  median,
+  pinning,
+  schemaUrl,
+  startNode,
+  stopAll,
+  throwawaySchema,
+  wrk,
+  type LoadResult,
+} from './support.ts';
+
+const SIZES = (process.env.BENCH_SCALE_ROWS ?? '10000,1000000').split(',').map(Number);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
+const RUNS = Number(process.env.BENCH_RUNS ?? 3);
+const CONNECTIONS = Number(process.env.BENCH_SCALE_CONNECTIONS ?? 16);
+const SAMPLES = 1_000;
+const LUA = new URL('random-path.lua', import.meta.url).pathname;
+
+const uuidOf = (bin: Buffer) => {
+  const hex = bin.toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+};
+
+interface Endpoint {
+  key: string;
+  label: string;
+  service: 'products' | 'users';
+  /** The request paths, one picked at random per request. */
+  paths: (sample: Sample) => string[];
+  /** What the endpoint asks the data layer (to record its SQL). */
+  ask: (stores: { products: MySqlStore<unknown, unknown>; users: MySqlStore<unknown, unknown> }, sample: Sample) => Promise<unknown>;
+}
+
+interface Sample {
+  productIds: string[];
+  skus: string[];
+  emails: string[];
+}
+
+const PAGE = 50 + 1; // the default page size, plus the row that says whether there is a next page
+
+const ENDPOINTS: Endpoint[] = [
+  { key: 'item', label: 'GET /api/products/{id}', service: 'products', paths: (s) => s.productIds.map((id) => `/api/products/${id}`), ask: (st, s) => st.products.find(s.productIds[0]!) },
+  { key: 'firstPage', label: 'GET /api/products', service: 'products', paths: () => ['/api/products'], ask: (st) => st.products.list({ afterId: undefined, limit: PAGE, filter: {} }) },
+  {
+    key: 'deepPage',
+    label: 'GET /api/products?cursor=…',
+    service: 'products',
+    paths: (s) => s.productIds.map((id) => `/api/products?cursor=${encodeCursor(id)}`),
+    ask: (st, s) => st.products.list({ afterId: s.productIds[0], limit: PAGE, filter: {} }),
+  },
+  { key: 'sku', label: 'GET /api/products?sku=…', service: 'products', paths: (s) => s.skus.map((sku) => `/api/products?sku=${sku}`), ask: (st, s) => st.products.list({ afterId: undefined, limit: PAGE, filter: { sku: s.skus[0] } }) },
+  {
+    key: 'email',
+    label: 'GET /api/users?email=…',
+    service: 'users',
+    paths: (s) => s.emails.map((email) => `/api/users?email=${encodeURIComponent(email.toUpperCase())}`),
+    ask: (st, s) => st.users.list({ afterId: undefined, limit: PAGE, filter: { email: s.emails[0] } }),
+  },
+];
+
+async function sampleOf(products: string, users: string): Promise<Sample> {
+  const connection = await mysql.createConnection(schemaUrl(products));
+  try {
+    const [rows] = await connection.query<RowDataPacket[]>(`SELECT id, sku FROM products ORDER BY RAND() LIMIT ${SAMPLES}`);
+    const [userRows] = await connection.query<RowDataPacket[]>(`SELECT email FROM \`${users}\`.users ORDER BY RAND() LIMIT ${SAMPLES}`);
+    return { productIds: rows.map((r) => uuidOf(r.id as Buffer)), skus: rows.map((r) => r.sku as string), emails: userRows.map((r) => r.email as string) };
+  } finally {
+    await connection.end();
+  }
+}
+
+/** The statements the data layer runs for each endpoint, recorded from a stand-in for the Database. */
+async function statementsOf(sample: Sample): Promise<Record<string, { sql: string; values: SqlValue[] }>> {
+  let last: { sql: string; values: SqlValue[] } | undefined;
+  const recorder = { query: async (sql: string, values: SqlValue[] = []) => ((last = { sql, values }), []) } as unknown as Database;
+  const stores = {
+    products: new MySqlStore(recorder, productsTable as TableMapping<unknown, unknown>),
+    users: new MySqlStore(recorder, usersTable as TableMapping<unknown, unknown>),
+  };
+  const statements: Record<string, { sql: string; values: SqlValue[] }> = {};
+  for (const endpoint of ENDPOINTS) {
+    await endpoint.ask(stores, sample);
+    statements[endpoint.key] = last!;
+  }
+  return statements;
+}
+
+async function explain(schemas: { products: string; users: string }, statements: Awaited<ReturnType<typeof statementsOf>>) {
+  const plans: Record<string, { sql: string; plan: RowDataPacket[] }> = {};
+  for (const endpoint of ENDPOINTS) {
+    const connection = await mysql.createConnection(schemaUrl(schemas[endpoint.service]));
+    try {
+      const { sql, values } = statements[endpoint.key]!;
+      const [plan] = await connection.query<RowDataPacket[]>(`EXPLAIN ${sql}`, values);
+      plans[endpoint.key] = { sql, plan };
+    } finally {
+      await connection.end();
+    }
+  }
+  return plans;
+}
+
+export async function runScale(publish: boolean): Promise<void> {
+  ensureDebianTools({ wrk: 'wrk' });
+  const schemas = SIZES.map((rows) => ({ rows, products: throwawaySchema(`${rows}_products`), users: throwawaySchema(`${rows}_users`) }));
+  const all = schemas.flatMap((s) => [s.products, s.users]);
+  cleanUpOnSignals(all);
+  const directory = await mkdtemp(path.join(os.tmpdir(), 'bench-scale-'));
+  const p99s: Record<string, Record<number, LoadResult & { runs: LoadResult[] }>> = {};
+  let plans: Awaited<ReturnType<typeof explain>> = {};
+  try {
+    for (const { rows, products, users } of schemas) {
+      for (const [table, schema] of [['products', products], ['users', users]] as const) {
+        const ms = await seed({ databaseUrl: schemaUrl(schema), table, rows });
+        console.log(`seeded ${rows} ${table} in ${(ms / 1000).toFixed(1)} s`);
+      }
+    }
+    // Both sizes' services run side by side and every endpoint's runs alternate between the sizes,
+    // so a burst of other work on the machine falls on both alike.
+    const sized = [];
+    for (const { rows, products, users } of schemas) {
+      const sample = await sampleOf(products, users);
+      const servers = {
+        products: await startNode('products-service', 'products-service/dist/main.js', { DATABASE_URL: schemaUrl(products) }, await freePort()),
+        users: await startNode('users-service', 'users-service/dist/main.js', { DATABASE_URL: schemaUrl(users) }, await freePort()),
+      };
+      const files: Record<string, string> = {};
+      for (const endpoint of ENDPOINTS) {
+        files[endpoint.key] = path.join(directory, `${rows}-${endpoint.key}.txt`);
+        await writeFile(files[endpoint.key]!, `${endpoint.paths(sample).join('\n')}\n`);
+        await wrk(servers[endpoint.service].url, { seconds: 1, connections: CONNECTIONS, script: LUA, scriptArgs: [files[endpoint.key]!] });
+      }
+      sized.push({ rows, products, users, sample, servers, files });
+    }
+    console.log(`wrk -t1 -c${CONNECTIONS}, median of ${RUNS} × ${SECONDS} s per size, runs alternating between sizes; each request one of ${SAMPLES} targets at random`);
+    for (const endpoint of ENDPOINTS) {
+      const runs = new Map<number, LoadResult[]>(sized.map(({ rows }) => [rows, []]));
+      for (let run = 0; run < RUNS; run++) {
+        for (const { rows, servers, files } of sized) {
+          runs.get(rows)!.push(await wrk(servers[endpoint.service].url, { seconds: SECONDS, connections: CONNECTIONS, script: LUA, scriptArgs: [files[endpoint.key]!] }));
+        }
+      }
+      for (const [rows, results] of runs) {
+        const result = {
+          requestsPerSecond: median(results.map((r) => r.requestsPerSecond)),
+          p50Ms: median(results.map((r) => r.p50Ms)),
+          p99Ms: median(results.map((r) => r.p99Ms)),
+          requests: results.reduce((sum, r) => sum + r.requests, 0),
+          non2xx: results.reduce((sum, r) => sum + r.non2xx, 0),
+          socketErrors: results.reduce((sum, r) => sum + r.socketErrors, 0),
+          runs: results,
+        };
+        (p99s[endpoint.key] ??= {})[rows] = result;
+        console.log(`  ${endpoint.label.padEnd(30)} ${String(rows).padStart(8)} rows ${String(result.requestsPerSecond).padStart(6)} req/s  p50 ${result.p50Ms} ms  p99 ${result.p99Ms} ms  non-2xx ${result.non2xx}`);
+      }
+    }
+    await stopAll();
+    const largest = sized.find(({ rows }) => rows === Math.max(...SIZES))!;
+    plans = await explain(largest, await statementsOf(largest.sample));
+
+    const [small, large] = [Math.min(...SIZES), Math.max(...SIZES)];
+    const ratios = Object.fromEntries(ENDPOINTS.map((e) => [e.label, Math.round((p99s[e.key]![large]!.p99Ms / p99s[e.key]![small]!.p99Ms) * 100) / 100]));
+    console.log();
+    console.table(
+      Object.fromEntries(
+        ENDPOINTS.map((e) => {
+          const [a, b] = [p99s[e.key]![small]!, p99s[e.key]![large]!];
+          return [e.label, { [`p99 ms, ${small}`]: a.p99Ms, [`p99 ms, ${large}`]: b.p99Ms, ratio: ratios[e.label], [`req/s, ${small}`]: a.requestsPerSecond, [`req/s, ${large}`]: b.requestsPerSecond, 'non-2xx': a.non2xx + b.non2xx }];
+        }),
+      ),
+    );
+    console.log(`EXPLAIN at ${large} rows:`);
+    for (const endpoint of ENDPOINTS) {
+      const { sql, plan } = plans[endpoint.key]!;
+      console.log(`\n${endpoint.label}\n  ${sql}`);
+      for (const row of plan) console.log(`  type=${row.type} key=${row.key} key_len=${row.key_len} ref=${row.ref} rows=${row.rows} Extra=${row.Extra}`);
+    }
+    const out = new URL('results/', import.meta.url);
+    await mkdir(out, { recursive: true });
+    const results = {
+      date: new Date().toISOString(),
+      command: 'npm run bench -- --scale',
+      machine: machine(),
+      settings: { sizes: SIZES, connections: CONNECTIONS, runs: RUNS, seconds: SECONDS, samples: SAMPLES, pinned: Boolean(pinning) },
+      endpoints: Object.fromEntries(ENDPOINTS.map((e) => [e.label, p99s[e.key]])),
+      ratios,
+      explain: Object.fromEntries(ENDPOINTS.map((e) => [e.label, plans[e.key]])),
+    };
+    await writeFile(new URL('scale.json', out), `${JSON.stringify(results, null, 2)}\n`);
+    console.log('\nwritten to bench/results/scale.json');
+    if (publish) console.log('(--publish has no chart to copy for --scale)');
+  } finally {
+    await stopAll();
+    await rm(directory, { recursive: true, force: true });
+    await dropSchemas(all);
+  }
+}

@@ -1,0 +1,246 @@
+/**
+ * What `npm run bench` needs around the measurements: Debian tools installed when missing, server
+ * processes pinned to one core and the load generator to another, wrk runs parsed, and each server's
+ * CPU time and memory read from /proc.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import mysql from 'mysql2/promise';
+
+export const ROOT = new URL('..', import.meta.url).pathname;
+export const MYSQL_URL = process.env.BENCH_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306';
+export const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+function onPath(command: string): boolean {
+  try {
+    execFileSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Installs the Debian packages whose command is missing (as root, with apt-get). RUNLEVEL=1 keeps
+ * the package's init script from starting a system nginx: the bench starts its own.
+ */
+export function ensureDebianTools(tools: Record<string, string>): void {
+  const missing = Object.entries(tools).filter(([command]) => !onPath(command) && !onPath(`/usr/sbin/${command}`));
+  if (missing.length === 0) return;
+  const packages = missing.map(([, pkg]) => pkg);
+  console.log(`installing ${packages.join(', ')} (Debian packages) …`);
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive', RUNLEVEL: '1' };
+  execFileSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
+  execFileSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...packages], { stdio: 'inherit', env });
+}
+
+/**
+ * Servers on core 0, the load generator on core 1, when the machine has two cores or more and
+ * `taskset`: then a server never competes with the client that measures it, and every ratio
+ * compares the same single core.
+ */
+export const pinning = os.cpus().length >= 2 && onPath('taskset') ? { server: '0', load: '1' } : undefined;
+
+/** `command args` run on `core` (when pinning is possible). */
+export function pinned(core: string | undefined, command: string, args: string[]): [string, string[]] {
+  return core === undefined ? [command, args] : ['taskset', ['-c', core, command, ...args]];
+}
+
+export async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+export interface Server {
+  name: string;
+  url: string;
+  child: ChildProcess;
+  /** The processes whose CPU and memory count for this server (nginx: master and worker). */
+  pids(): number[];
+}
+
+const running = new Set<ChildProcess>();
+
+/** Stops every process this bench started (SIGTERM, then SIGKILL after 5 s). */
+export async function stopAll(): Promise<void> {
+  await Promise.all(
+    [...running].map(
+      (child) =>
+        new Promise<void>((resolve) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resolve();
+          const kill = setTimeout(() => child.kill('SIGKILL'), 5_000);
+          child.once('exit', () => {
+            clearTimeout(kill);
+            resolve();
+          });
+          child.kill('SIGTERM');
+        }),
+    ),
+  );
+  running.clear();
+}
+
+/** Starts `command args` pinned to the servers' core and waits until `readyPath` answers 2xx. */
+export async function startServer(
+  name: string,
+  command: string,
+  args: string[],
+  options: { env?: Record<string, string>; port: number; readyPath?: string; childPids?: (pid: number) => number[] },
+): Promise<Server> {
+  const [file, argv] = pinned(pinning?.server, command, args);
+  const child = spawn(file, argv, {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, PORT: String(options.port), LOG_LEVEL: 'warn', ...options.env },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  running.add(child);
+  const url = `http://127.0.0.1:${options.port}`;
+  for (let attempt = 0; attempt < 150; attempt++) {
+    if (child.exitCode !== null) break;
+    if (await fetch(`${url}${options.readyPath ?? '/healthz'}`).then((r) => r.ok, () => false)) {
+      // taskset execs the command: the child's pid is the server's.
+      return { name, url, child, pids: () => [child.pid!, ...(options.childPids?.(child.pid!) ?? [])] };
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`${name} (${command} ${args.join(' ')}) did not start`);
+}
+
+/** A node process of this repository (`node file`), with the Node that runs the bench. */
+export const startNode = (name: string, file: string, env: Record<string, string>, port: number) =>
+  startServer(name, process.execPath, [file], { env, port });
+
+/** User + system CPU time of `pids`, in microseconds (from /proc; 0 where it is missing). */
+export function cpuMicros(pids: number[]): number {
+  const tick = 1e6 / 100; // USER_HZ is 100 on Linux
+  let total = 0;
+  for (const pid of pids) {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
+      total += (Number(fields[11]) + Number(fields[12])) * tick; // utime, stime
+    } catch {
+      // gone
+    }
+  }
+  return total;
+}
+
+/** Resident memory of `pids`, in MiB. */
+export function rssMiB(pids: number[]): number {
+  let kib = 0;
+  for (const pid of pids) {
+    try {
+      kib += Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
+    } catch {
+      // gone
+    }
+  }
+  return Math.round((kib / 1024) * 10) / 10;
+}
+
+/** The children of `pid` (nginx's workers). */
+export function childrenOf(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+export interface LoadResult {
+  requestsPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  requests: number;
+  /** Responses with a status of 400 or more (wrk counts them as "Non-2xx or 3xx"). */
+  non2xx: number;
+  /** Connect, read, write and timeout errors. */
+  socketErrors: number;
+}
+
+function toMs(value: string): number {
+  const match = /^([\d.]+)(us|ms|s|m)$/.exec(value);
+  if (!match) throw new Error(`cannot read wrk latency "${value}"`);
+  const factor = { us: 0.001, ms: 1, s: 1000, m: 60_000 }[match[2] as 'us' | 'ms' | 's' | 'm'];
+  return Math.round(Number(match[1]) * factor * 1000) / 1000;
+}
+
+/** Reads the figures of `wrk --latency` output. */
+export function parseWrk(output: string): LoadResult {
+  const number = (pattern: RegExp) => Number(pattern.exec(output)?.[1] ?? 0);
+  const socket = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(output);
+  return {
+    requestsPerSecond: Math.round(number(/Requests\/sec:\s+([\d.]+)/)),
+    p50Ms: toMs(/\s50%\s+(\S+)/.exec(output)?.[1] ?? 'NaNms'),
+    p99Ms: toMs(/\s99%\s+(\S+)/.exec(output)?.[1] ?? 'NaNms'),
+    requests: number(/(\d+) requests in/),
+    non2xx: number(/Non-2xx or 3xx responses: (\d+)/),
+    socketErrors: socket ? socket.slice(1).reduce((sum, n) => sum + Number(n), 0) : 0,
+  };
+}
+
+/** One wrk run against `url`, on the load generator's core. */
+export async function wrk(url: string, options: { seconds: number; connections: number; headers?: Record<string, string>; script?: string; scriptArgs?: string[] }): Promise<LoadResult> {
+  const args = ['-t1', `-c${options.connections}`, `-d${options.seconds}s`, '--latency', '--timeout', '5s'];
+  for (const [name, value] of Object.entries(options.headers ?? {})) args.push('-H', `${name}: ${value}`);
+  if (options.script) args.push('-s', options.script);
+  args.push(url);
+  if (options.scriptArgs) args.push('--', ...options.scriptArgs);
+  const [file, argv] = pinned(pinning?.load, 'wrk', args);
+  const output = await new Promise<string>((resolve, reject) => {
+    const child = spawn(file, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
+    let text = '';
+    child.stdout.on('data', (chunk: Buffer) => (text += chunk.toString()));
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`wrk exited with ${code}: ${text}`))));
+  });
+  return parseWrk(output);
+}
+
+export const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
+};
+
+/** A new schema name on the bench's MySQL server: `bench_<random>_<label>`. */
+export const throwawaySchema = (label: string) => `bench_${randomBytes(4).toString('hex')}_${label}`;
+
+export const schemaUrl = (schema: string) => `${MYSQL_URL}/${schema}`;
+
+export async function dropSchemas(schemas: string[]): Promise<void> {
+  if (schemas.length === 0) return;
+  const connection = await mysql.createConnection(MYSQL_URL);
+  try {
+    for (const schema of schemas) await connection.query(`DROP DATABASE IF EXISTS \`${schema}\``);
+  } finally {
+    await connection.end();
+  }
+}
+
+/** Stops the servers and drops the schemas on Ctrl-C too, then exits. */
+export function cleanUpOnSignals(schemas: string[]): void {
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      void stopAll()
+        .then(() => dropSchemas(schemas))
+        .finally(() => process.exit(130));
+    });
+  }
+}
+
+export function machine() {
+  return {
+    cpus: os.cpus().length,
+    model: os.cpus()[0]?.model ?? 'unknown',
+    memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+    node: process.version,
+    pinned: pinning ? `servers on core ${pinning.server}, load generator on core ${pinning.load} (taskset)` : 'not pinned',
+    loadAverage: os.loadavg().map((n) => Math.round(n * 100) / 100),
+  };
+}
