@@ -17,17 +17,13 @@
  * REDIS_COMMAND_TIMEOUT_MS variables, passed on to it.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
-import mysql from 'mysql2/promise';
 import { TcpProxy } from '../test/support/tcp-proxy.ts';
+import { cleanUpOnSignals, dropSchemas, ensureDebianTools, freePort, REDIS_URL as REDIS, ROOT, schemaUrl, throwawaySchema } from './support.ts';
 
-const ROOT = new URL('..', import.meta.url).pathname;
-const MYSQL_URL = process.env.LOAD_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306';
-const REDIS_URL = new URL(process.env.LOAD_REDIS_URL ?? 'redis://127.0.0.1:6379');
+const REDIS_URL = new URL(REDIS);
 const STEPS = (process.env.LOAD_STEPS ?? '64,256,1000,2000').split(',').map(Number);
 const STEP_SECONDS = Number(process.env.LOAD_STEP_SECONDS ?? 15);
 const PRODUCTS = 500;
@@ -45,15 +41,10 @@ interface Probed {
   url: string;
 }
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-/** Starts a server process with the event-loop probe preloaded, and waits until its /healthz answers. */
+/**
+ * Starts a server process with the event-loop probe preloaded (over an IPC channel), not pinned
+ * to a core (unlike support.ts's startServer): the curve is the whole machine under load.
+ */
 async function start(name: string, script: string, env: Record<string, string>): Promise<Probed> {
   const port = await freePort();
   const child = spawn(process.execPath, ['--import', './bench/loop-probe.ts', script], {
@@ -103,17 +94,6 @@ function pidOf(program: string): number | undefined {
     return Number(execFileSync('pidof', ['-s', program], { encoding: 'utf8' }).trim()) || undefined;
   } catch {
     return undefined;
-  }
-}
-
-function ensureWrk(): void {
-  try {
-    execFileSync('wrk', ['--version'], { stdio: 'ignore' });
-  } catch (error) {
-    // wrk prints its version and exits 1; only a missing binary is ENOENT.
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') return;
-    console.log('wrk is missing: installing the Debian package');
-    execFileSync('sh', ['-c', 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk'], { stdio: 'inherit' });
   }
 }
 
@@ -391,15 +371,16 @@ function markdown(steps: Step[], cut: Step, recovery: { perSecond: { second: num
 }
 
 async function main(): Promise<void> {
-  ensureWrk();
-  const tag = randomBytes(4).toString('hex');
-  const schemas = [`load_${tag}_users`, `load_${tag}_products`];
+  ensureDebianTools({ wrk: 'wrk' });
+  const schemas = [throwawaySchema('users'), throwawaySchema('products')];
+  const tag = schemas[1]!.split('_')[1]!;
+  cleanUpOnSignals(schemas);
   const processes: Probed[] = [];
   const redisProxy = await new TcpProxy({ host: REDIS_URL.hostname, port: Number(REDIS_URL.port || 6379) }).start();
   try {
     const [users, products] = await Promise.all([
-      start('users-service', 'users-service/dist/main.js', { DATABASE_URL: `${MYSQL_URL}/${schemas[0]}` }),
-      start('products-service', 'products-service/dist/main.js', { DATABASE_URL: `${MYSQL_URL}/${schemas[1]}` }),
+      start('users-service', 'users-service/dist/main.js', { DATABASE_URL: schemaUrl(schemas[0]!) }),
+      start('products-service', 'products-service/dist/main.js', { DATABASE_URL: schemaUrl(schemas[1]!) }),
     ]);
     processes.push(users, products);
     const gateway = await start('gateway', 'gateway/dist/main.js', {
@@ -525,9 +506,7 @@ async function main(): Promise<void> {
       await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 5_000))]);
     }
     await redisProxy.cut();
-    const connection = await mysql.createConnection(MYSQL_URL);
-    for (const schema of schemas) await connection.query(`DROP DATABASE IF EXISTS \`${schema}\``);
-    await connection.end();
+    await dropSchemas(schemas);
   }
 }
 
