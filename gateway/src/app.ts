@@ -6,8 +6,10 @@ import { cachedReads, type CachedUpstream } from './cache/cached-reads.js';
 import { withCacheHotPath } from './cache/hot-path.js';
 import type { ResponseCache } from './cache/response-cache.js';
 import { CacheScopes } from './cache/scope.js';
+import { AccessPolicy } from './auth/policy.js';
 import { ConcurrencyLimit, shedBeyondLimit, type ConcurrencyLimitSettings } from './concurrency-limit.js';
 import { refuseNonCanonical, requestTargets, withFrontDoor } from './front-door.js';
+import { withGuard, type GuardSettings } from './guard.js';
 import { GatewayMetrics } from './metrics.js';
 import { ReplicaHealth, upstreamAgent, type ResolveEndpoints } from './upstream-agent.js';
 import { openApiRoutes } from './openapi.js';
@@ -31,12 +33,15 @@ export interface GatewayDependencies {
   concurrency: ConcurrencyLimitSettings;
   /** The replicas a service's host name and port stand for: DNS unless given (tests give fixed ports). */
   resolveReplicas?: ResolveEndpoints;
+  /** Authentication, scopes, rate limits and CORS, decided before the cache and express (guard.ts). */
+  guard: GuardSettings & { publicProductReads: boolean };
 }
 
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /**
- * The gateway: the front door (every target in its canonical form), cache hits (before express),
+ * The gateway: the front door (every target in its canonical form), the guard (CORS, token and
+ * scope, rate limit), cache hits (before express),
  * then express: 404 for a target with no canonical form (never cached), its own health and metrics endpoints,
  * cached reads, one proxy per service, and 404 for the rest. It does not listen.
  */
@@ -50,6 +55,7 @@ export function createApp({
   cache,
   concurrency,
   resolveReplicas,
+  guard,
 }: GatewayDependencies): RequestListener {
   const deadlines = { upstreamMs: upstreamTimeoutMs, requestBodyMs: requestBodyTimeoutMs };
   const scopes = new CacheScopes(upstreams);
@@ -93,7 +99,9 @@ export function createApp({
   }
   app.use(notFound);
   app.use(problemHandler());
-  return withFrontDoor(cache ? withCacheHotPath(app, { cache, scopes, logger, metrics }) : app);
+  const served = cache ? withCacheHotPath(app, { cache, scopes, logger, metrics }) : app;
+  const policy = new AccessPolicy(scopes, new Set(guard.publicProductReads ? ['products'] : []));
+  return withFrontDoor(withGuard(served, { ...guard, policy, logger, onFinished: metrics.requestFinished }));
 }
 
 export function upstreamsFrom(config: { USERS_SERVICE_URL: string; PRODUCTS_SERVICE_URL: string }): Upstream[] {

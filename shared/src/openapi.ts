@@ -51,6 +51,8 @@ export interface Operation {
   parameters?: (Parameter | Reference)[];
   requestBody?: RequestBody;
   responses: Record<string, Response>;
+  /** Who may call it: each entry names a security scheme and the scopes it needs. */
+  security?: Record<string, string[]>[];
 }
 export const HTTP_METHODS = ['get', 'head', 'post', 'put', 'patch', 'delete', 'options'] as const;
 export type HttpMethod = (typeof HTTP_METHODS)[number];
@@ -59,6 +61,7 @@ export interface Components {
   schemas: Record<string, Schema>;
   headers: Record<string, Header>;
   parameters: Record<string, Parameter>;
+  securitySchemes?: Record<string, Schema>;
 }
 export interface Tag {
   name: string;

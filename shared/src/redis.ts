@@ -6,16 +6,16 @@ export type { Redis };
 /**
  * A Redis client for a cache: it never queues. While Redis is unreachable every command fails at
  * once (no offline queue, no retries); the client reconnects in the background. A command with no
- * reply fails after 10 s at the latest: a backstop, so a hung Redis never holds
- * commands for ever. How long to wait for a reply is the caller's judgement (the gateway's
- * RedisHealth): a plain timer here fires late when the event loop is busy and would call replies
- * late that were in time. Callers treat failures as misses.
+ * reply fails after `commandTimeoutMs` (10 s by default) at the latest: a hard stop, so a hung Redis
+ * never holds commands for ever. A caller that must tell a slow reply from a late read of a busy
+ * event loop judges that itself (the gateway's RedisHealth), within this stop: a plain timer here
+ * fires late when the event loop is busy. Callers treat failures as misses.
  */
-export function createCacheClient(url: string, logger: Logger): Redis {
+export function createCacheClient(url: string, logger: Logger, options: { commandTimeoutMs?: number } = {}): Redis {
   const client = new Redis(url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
-    commandTimeout: 10_000,
+    commandTimeout: options.commandTimeoutMs ?? 10_000,
     connectTimeout: 1_000,
     // Commands that concurrent requests issue in the same tick go to Redis in one write.
     enableAutoPipelining: true,

@@ -14,6 +14,7 @@ import { usersService } from '../../users-service/src/app.js';
 import { startWorkspace, type RunningProcess } from '../support/process.js';
 import { dropSchema, startGateway, testLogger, throwawayDatabaseUrl, type RunningGateway } from '../support/stack.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
+import { defaultToken } from '../support/auth.js';
 
 const CLIENTS = 6;
 const LOAD_MS = 20_000;
@@ -56,7 +57,7 @@ let gatewayUrl: string;
 /** One request through the gateway; a connection error or timeout is an exception. */
 async function send(method: string, path: string, options: { body?: unknown; headers?: Record<string, string> } = {}): Promise<Answer> {
   seen.requests++;
-  const headers: Record<string, string> = { ...options.headers };
+  const headers: Record<string, string> = { authorization: `Bearer ${defaultToken}`, ...options.headers };
   if (options.body !== undefined) headers['content-type'] ??= 'application/json';
   const response = await fetch(new URL(path, gatewayUrl), {
     method,

@@ -8,6 +8,7 @@ import { gzipSync } from 'node:zlib';
 import { client, expectProblem, type Client } from '../support/http.js';
 import { portOf, rawExchange, rawRequest, type RawResponse } from '../support/raw-socket.js';
 import { startGateway, startStack } from '../support/stack.js';
+import { defaultToken } from '../support/auth.js';
 
 let stack: Awaited<ReturnType<typeof startStack>>;
 let api: Client;
@@ -238,7 +239,7 @@ describe('deadlines that name the guilty party', () => {
       try {
         const outcomes = await Promise.all(
           Array.from({ length: 5 }, () =>
-            fetch(`${gateway.url}/api/users/${id}`, { signal: AbortSignal.timeout(3_000) })
+            fetch(`${gateway.url}/api/users/${id}`, { headers: { authorization: `Bearer ${defaultToken}` }, signal: AbortSignal.timeout(3_000) })
               .then(async (response) => ({ status: response.status, type: ((await response.json()) as { type: string }).type }))
               .catch((error: Error) => ({ cut: (error.cause as Error | undefined)?.message ?? error.message })),
           ),

@@ -20,6 +20,7 @@ import { apiContract, assertConforms, type Contract } from '../support/contract.
 import { portOf, rawExchange, rawRequest, type RawResponse } from '../support/raw-socket.js';
 import { bodyBytes, bodyValue, validValue } from '../support/schema-arbitrary.js';
 import { startStack } from '../support/stack.js';
+import { defaultToken } from '../support/auth.js';
 
 /** At least 1,000 generated requests per run (the issue's bar), bounded so the run stays short. */
 const GENERATED_REQUESTS = 1_100;
@@ -36,7 +37,7 @@ beforeAll(async () => {
       [resources[0]!, { email: `hostile${i}@example.com`, name: `Hostile ${i}` }],
       [resources[1]!, { sku: `HOSTILE-${i}`, name: `Hostile ${i}`, price: { amount: '1.00', currency: 'EUR' } }],
     ] as const) {
-      const created = await fetch(`${stack.gateway.url}${resource.collection}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const created = await fetch(`${stack.gateway.url}${resource.collection}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${defaultToken}` }, body: JSON.stringify(body) });
       resource.ids.push(((await created.json()) as { id: string }).id);
     }
   }
@@ -212,7 +213,13 @@ interface Answer {
 }
 
 async function send(baseUrl: string, method: string, target: string, headers: Record<string, string> = {}, body?: Buffer): Promise<Answer> {
-  const response = await fetch(`${baseUrl}${target}`, { method, headers, body: body && new Uint8Array(body), redirect: 'manual', signal: AbortSignal.timeout(10_000) });
+  const response = await fetch(`${baseUrl}${target}`, {
+    method,
+    headers: { authorization: `Bearer ${defaultToken}`, ...headers },
+    body: body && new Uint8Array(body),
+    redirect: 'manual',
+    signal: AbortSignal.timeout(10_000),
+  });
   return { status: response.status, headers: response.headers, text: await response.text() };
 }
 

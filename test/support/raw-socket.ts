@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { defaultToken } from './auth.js';
 
 /** A response read off a raw socket: what a client that does not use an HTTP library sees. */
 export interface RawResponse {
@@ -77,9 +78,14 @@ export function rawExchange(port: number, chunks: (string | Buffer | number)[], 
   });
 }
 
-/** A request as bytes: request line, headers (Host added), blank line, body. */
+/** A request as bytes: request line, headers (Host and the test token added), blank line, body. */
 export function rawRequest(method: string, target: string, headers: Record<string, string> = {}, body: string | Buffer = ''): Buffer {
-  const lines = [`${method} ${target} HTTP/1.1`, 'Host: 127.0.0.1', ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`)];
+  const lines = [
+    `${method} ${target} HTTP/1.1`,
+    'Host: 127.0.0.1',
+    `Authorization: Bearer ${defaultToken}`,
+    ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`),
+  ];
   return Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1'), Buffer.isBuffer(body) ? body : Buffer.from(body)]);
 }
 
