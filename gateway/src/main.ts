@@ -4,6 +4,7 @@ import { createLogger } from '@app/shared/logger';
 import { createCacheClient } from '@app/shared/redis';
 import { serve } from '@app/shared/server';
 import { createApp, upstreamsFrom } from './app.js';
+import { createMemoryTier } from './cache/memory-tier.js';
 import { TokenVerifier } from './auth/tokens.js';
 import { ResponseCache } from './cache/response-cache.js';
 import { authConfigProblems, configSchema } from './config.js';
@@ -24,12 +25,17 @@ const upstreams = upstreamsFrom(config);
 // so the client's stop lies beyond that: a busy gateway must not cut replies that came in time.
 const redis =
   config.CACHE_ENABLED || config.RATE_LIMIT_ENABLED ? createCacheClient(config.REDIS_URL, logger, { commandTimeoutMs: 2 * config.REDIS_COMMAND_TIMEOUT_MS }) : undefined;
+const memory =
+  redis && config.CACHE_ENABLED && config.CACHE_MEMORY_MB > 0
+    ? createMemoryTier(config.REDIS_URL, config.CACHE_MEMORY_MB * 1024 * 1024, logger, { commandTimeoutMs: 2 * config.REDIS_COMMAND_TIMEOUT_MS })
+    : undefined;
 const cache =
   redis && config.CACHE_ENABLED
     ? new ResponseCache(
         redis,
         { ttlSeconds: config.CACHE_TTL_SECONDS, staleSeconds: config.CACHE_STALE_SECONDS, breaker: { timeoutMs: config.REDIS_COMMAND_TIMEOUT_MS } },
         logger,
+        memory,
       )
     : undefined;
 // authConfigProblems made sure one of the two is set while AUTH_ENABLED.
@@ -63,10 +69,13 @@ await serve({
   lifecycle,
   logger,
   shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
-  release: async () => redis?.disconnect(),
+  release: async () => {
+    redis?.disconnect();
+    await memory?.close();
+  },
   details: {
     upstreams: upstreams.map(({ name, url }) => ({ name, url })),
-    cache: cache ? cache.settings : 'disabled',
+    cache: cache ? { ...cache.settings, memoryBytes: memory?.maxBytes ?? 0 } : 'disabled',
     auth: tokens ? { keys: config.AUTH_PUBLIC_KEY ? 'AUTH_PUBLIC_KEY' : config.AUTH_JWKS_URL, issuer: config.AUTH_ISSUER, audience: config.AUTH_AUDIENCE, publicProductReads: config.AUTH_PUBLIC_PRODUCT_READS } : 'disabled',
     rateLimits: limits ? { readsPerMinute: config.RATE_LIMIT_READS_PER_MINUTE, writesPerMinute: config.RATE_LIMIT_WRITES_PER_MINUTE } : 'disabled',
     corsOrigins: config.CORS_ORIGINS,
