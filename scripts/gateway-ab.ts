@@ -32,7 +32,15 @@ try {
   });
   if (created.status !== 201) throw new Error(`could not create the product: ${created.status}`);
   const path = created.headers.get('location')!;
-  const env = { USERS_SERVICE_URL: products.url, PRODUCTS_SERVICE_URL: products.url, REDIS_URL, CACHE_ENABLED: values.cache === 'on' ? 'true' : 'false' };
+  // Authentication and rate limits off: this compares the cache and proxy paths of two builds.
+  const env = {
+    USERS_SERVICE_URL: products.url,
+    PRODUCTS_SERVICE_URL: products.url,
+    REDIS_URL,
+    CACHE_ENABLED: values.cache === 'on' ? 'true' : 'false',
+    AUTH_ENABLED: 'false',
+    RATE_LIMIT_ENABLED: 'false',
+  };
   const gateways = {
     before: await startNode('gateway (before)', `${before}/gateway/dist/main.js`, env, await freePort()),
     after: await startNode('gateway (after)', 'gateway/dist/main.js', env, await freePort()),
