@@ -55,10 +55,13 @@ chroot "$rootfs" useradd --uid 1000 --gid node --shell /bin/bash --create-home n
 rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/usr/share/doc/* \
   "$rootfs"/usr/share/man/* "$rootfs"/usr/share/locale/* "$rootfs"/var/log/*
 
+previous="$(podman image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)"
 tar -C "$rootfs" -c . | podman import \
   --change 'ENV NODE_VERSION='"${node_version#v}" \
   --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
   --change 'CMD ["node"]' \
   --message "stand-in for node:24-slim: Debian bookworm minbase, Node $node_version, npm $npm_version" \
   - "$IMAGE" >/dev/null
+# A replaced stand-in goes, unless images built on it still use it.
+[ -z "$previous" ] || podman rmi "$previous" >/dev/null 2>&1 || true
 echo "$IMAGE built: Node $node_version, npm $npm_version, $(podman image inspect --format '{{.Size}}' "$IMAGE" | numfmt --to=iec) "

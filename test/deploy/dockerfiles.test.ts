@@ -13,7 +13,11 @@ describe.each(deployables)('$name/Dockerfile', ({ name, configSchema, migrates }
     for (const stage of stages) expect(stage.from).toMatch(/^node:24(\.[\d.]+)?-(slim|alpine)$/);
     expect(instructionArgs(stages[0]!, 'RUN')).toEqual(['npm ci', 'npm run build']);
     const productionInstall = stages.flatMap((stage) => instructionArgs(stage, 'RUN')).filter((run) => run.includes('--omit=dev'));
-    expect(productionInstall).toEqual([`npm ci --omit=dev --workspace ${name}`]);
+    expect(productionInstall).toEqual([`npm ci --omit=dev --workspace ${name} && mkdir -p ${name}/node_modules`]);
+    // npm nests a dependency whose version differs from the hoisted one under the workspace: both folders ship.
+    expect(instructionArgs(runtime, 'COPY')).toEqual(
+      expect.arrayContaining([`--from=production-dependencies /app/node_modules /app/node_modules`, `--from=production-dependencies /app/${name}/node_modules /app/${name}/node_modules`]),
+    );
     expect(instructionArgs(runtime, 'RUN')).toEqual([]);
   });
 
