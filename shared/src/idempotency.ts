@@ -18,11 +18,12 @@ export const REPLAYED_HEADER = 'Idempotent-Replayed';
 export const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 export const DEFAULT_IDEMPOTENCY_TTL_SECONDS = 86_400;
 /**
- * How long a claimed key counts as in flight. A request takes at most a few pool and query timeouts
- * (see DatabaseLimits), so a claim older than this belongs to a replica that died mid-request and
- * may be taken over. Correctness does not depend on it: a write commits only while its claim holds.
+ * A claimed key counts as in flight for the request's write deadline (WRITE_DEADLINE_MS: no write
+ * made for a request commits later) plus this margin for a COMMIT under way. A claim older than that
+ * belongs to a request that is over, or to a replica that died mid-request, and may be taken over.
+ * Correctness does not depend on it: a write commits only while its claim holds.
  */
-export const IN_FLIGHT_LEASE_MS = 10_000;
+export const COMMIT_MARGIN_MS = 1_000;
 
 /** A response as it is stored and replayed. */
 export interface StoredResponse {

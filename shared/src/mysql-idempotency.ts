@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import {
+  COMMIT_MARGIN_MS,
   DEFAULT_IDEMPOTENCY_TTL_SECONDS,
   idempotencyProblems,
-  IN_FLIGHT_LEASE_MS,
   type Claim,
   type IdempotencyStore,
   type IdempotentRequest,
@@ -21,12 +21,15 @@ const PURGE_BATCH = 1_000;
  */
 export class MySqlIdempotencyStore implements IdempotencyStore {
   readonly #ttlMs: number;
+  /** How long a claim holds: the request's write deadline and a margin (see COMMIT_MARGIN_MS). */
+  readonly #leaseMs: number;
 
   constructor(
     private readonly db: Database,
     options: { ttlSeconds?: number } = {},
   ) {
     this.#ttlMs = (options.ttlSeconds ?? DEFAULT_IDEMPOTENCY_TTL_SECONDS) * 1000;
+    this.#leaseMs = db.writeDeadlineMs + COMMIT_MARGIN_MS;
   }
 
   async claim(request: IdempotentRequest): Promise<Claim> {
@@ -35,7 +38,7 @@ export class MySqlIdempotencyStore implements IdempotencyStore {
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
       const now = Date.now();
       const token = randomBytes(16);
-      const lockedUntil = new Date(now + IN_FLIGHT_LEASE_MS);
+      const lockedUntil = new Date(now + this.#leaseMs);
       try {
         await this.db.execute(
           'INSERT INTO idempotency_keys (scope, idempotency_key, fingerprint, token, locked_until, expires_at) VALUES (?, ?, ?, ?, ?, ?)',

@@ -128,6 +128,11 @@ export class Database {
     this.#pool.on('connection', (connection) => connection.on('error', () => undefined));
   }
 
+  /** How long after a request arrived a write made for it may still commit (WRITE_DEADLINE_MS). */
+  get writeDeadlineMs(): number {
+    return this.#limits.writeDeadlineMs;
+  }
+
   /**
    * Runs `next` (the rest of a request's handling) under the write deadline of a request arriving
    * now: every write it makes commits before `writeDeadlineMs` from now, or not at all. A gateway

@@ -238,7 +238,7 @@ export function commonComponents(): Components {
         name: 'Idempotency-Key',
         in: 'header',
         description:
-          'Makes a retry safe (IETF draft-ietf-httpapi-idempotency-key-header): 1 to 255 visible ASCII characters (400 otherwise), unique per request, e.g. a UUID. The first request with a key runs; a retry with the same key and the same request (method, path, body) gets the stored response — same status, body, `Location` and `ETag`, with `Idempotent-Replayed: true` — without running again, on any replica, for 24 hours. The same key with a different request is a 422; while the first is still in progress, a 409 (retry later). A request that fails changes nothing and does not use its key up. Keys are scoped to the resource collection.',
+          'Makes a retry safe (IETF draft-ietf-httpapi-idempotency-key-header): 1 to 255 visible ASCII characters (400 otherwise), unique per request, e.g. a UUID. The first request with a key runs; a retry with the same key and the same request (method, path, body) gets the stored response — same status, body, `Location` and `ETag`, with `Idempotent-Replayed: true` — without running again, on any replica, for 24 hours. The same key with a different request is a 422; while the first is still in progress, a 409 (retry later). A request that fails changes nothing and does not use its key up. Keys are scoped to the resource collection and to the subject of the bearer token.',
         required: false,
         schema: { type: 'string', pattern: '^[!-~]{1,255}$' },
         example: '0193a5c2-7b1e-7c4d-9a61-2f0c1b9e8d40',

@@ -18,7 +18,7 @@ import { defaultToken } from '../support/auth.js';
 
 const CLIENTS = 6;
 const LOAD_MS = 20_000;
-/** How long a client keeps retrying one operation before it gives up (longer than the 10 s in-flight lease). */
+/** How long a client keeps retrying one operation before it gives up (well past the in-flight lease, 6 s). */
 const OPERATION_DEADLINE_MS = 20_000;
 const REQUEST_TIMEOUT_MS = 8_000;
 const RETRYABLE = new Set([502, 503, 504]);

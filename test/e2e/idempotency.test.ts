@@ -11,6 +11,7 @@ import { Database } from '@app/shared/mysql';
 import { listen, type RunningServer } from '@app/shared/server';
 import mysql from 'mysql2/promise';
 import { createApp as createProductsApp } from '../../products-service/src/app.js';
+import { testToken } from '../support/auth.js';
 import { client, expectProblem, type Client } from '../support/http.js';
 import { startGateway, startStack, testLogger, type RunningGateway } from '../support/stack.js';
 
@@ -97,6 +98,14 @@ describe('Idempotency-Key on POST', () => {
     const created = await api.post('/api/products', product(), { headers: { 'Idempotency-Key': idempotencyKey } });
     expect([user.status, created.status]).toEqual([201, 201]);
     expect(created.headers.get('idempotent-replayed')).toBeNull();
+  });
+
+  it('scopes keys to the authenticated subject: another client with the same key is a new request', async () => {
+    const idempotencyKey = key();
+    const mine = await api.post('/api/products', product(), { headers: { 'Idempotency-Key': idempotencyKey } });
+    const theirs = await api.post('/api/products', product(), { headers: { 'Idempotency-Key': idempotencyKey }, token: await testToken({ subject: 'another-client' }) });
+    expect([mine.status, theirs.status]).toEqual([201, 201]);
+    expect(theirs.headers.get('idempotent-replayed')).toBeNull();
   });
 
   it.each([
