@@ -68,6 +68,8 @@ export function createApp({
     limit: new ConcurrencyLimit(upstream.name, concurrency),
   }));
   const upstreamFor = (path: string) => targets.find(({ upstream }) => servesPath(upstream, path));
+  metrics.observeInFlight(targets.map(({ limit }) => limit));
+  if (cache) metrics.observeCache(cache);
 
   // A write the service may have applied (anything but a 4xx) renews what it affects before the
   // client hears back, so nobody reads the old data from the cache after that. One whose outcome is

@@ -6,7 +6,7 @@ import type { RequestHandler } from 'express';
 export interface ConcurrencyLimitSettings {
   /** Requests this gateway may have in flight to one upstream at once. */
   limit: number;
-  /** The share of `limit` kept for writes: reads may hold at most the rest. */
+  /** The share of `limit` that is the writes': reads hold at most the rest, writes at most this. */
   writeShare: number;
 }
 
@@ -20,36 +20,43 @@ export const isWrite = (req: Pick<IncomingMessage, 'method'>) => WRITES.has(req.
 /**
  * The gateway's load shedding for one upstream: at most `limit` requests in flight to it, and the
  * ones over that are refused at once with 503 and Retry-After, before they reach the service (its
- * bounded pool queue would otherwise refuse them later, after they cost it work). Reads may hold at
- * most `limit` minus the writes' share, so however many reads pile up, writes still get through.
- * Cache hits never get here: they are answered before any request to a service is considered.
+ * bounded pool queue would otherwise refuse them later, after they cost it work). The limit is
+ * split: writes hold at most their share of it, reads the rest. However many reads pile up, writes
+ * still get through; and slow writes (a commit waits for the disk) cannot take the slots of cache
+ * fills, which keep the cache warm. Cache hits never get here: they are answered before any request
+ * to a service is considered.
  *
  * A static limit, from configuration: the gateway measures a service's latency together with its
  * own event-loop delay, so a latency-driven (gradient, AIMD) limit would shrink when the gateway is
- * busy and shed requests the service had room for. The limit only has to keep a service's pool
- * queue from overflowing and its wait short (see the README's configuration section).
- * No npm package offers this (an HTTP-level limit with a reserved share per request class): the
- * counting is a few lines.
+ * busy and shed requests the service had room for. A request counts here from before it is sent
+ * until after its response is read, so this count is never below the service's own: a limit of
+ * the service's pool plus its queue means the service never refuses a request for a full queue
+ * (see the README's configuration section).
+ * No npm package offers this (an HTTP-level limit with a share per request class): the counting is
+ * a few lines.
  */
 export class ConcurrencyLimit {
   #reads = 0;
   #writes = 0;
   readonly #readLimit: number;
+  readonly #writeLimit: number;
 
   constructor(
     readonly upstream: string,
     readonly settings: ConcurrencyLimitSettings,
   ) {
-    this.#readLimit = Math.max(1, settings.limit - Math.ceil(settings.limit * settings.writeShare));
+    this.#writeLimit = Math.min(settings.limit - 1, Math.max(1, Math.ceil(settings.limit * settings.writeShare)));
+    this.#readLimit = settings.limit - this.#writeLimit;
   }
 
-  get inFlight(): number {
-    return this.#reads + this.#writes;
+  /** Requests in flight to the upstream now, by kind. */
+  get inFlight(): { read: number; write: number } {
+    return { read: this.#reads, write: this.#writes };
   }
 
   /** A slot for one request to the upstream, or undefined when none is free. Release it exactly once. */
   tryAcquire(write: boolean): (() => void) | undefined {
-    if (this.inFlight >= this.settings.limit || (!write && this.#reads >= this.#readLimit)) return undefined;
+    if (write ? this.#writes >= this.#writeLimit : this.#reads >= this.#readLimit) return undefined;
     if (write) this.#writes++;
     else this.#reads++;
     let released = false;

@@ -64,8 +64,9 @@ export const configSchema = z.object({
   REDIS_COMMAND_TIMEOUT_MS: milliseconds(1_000),
   UPSTREAM_TIMEOUT_MS: milliseconds(10_000),
   REQUEST_BODY_TIMEOUT_MS: milliseconds(30_000),
-  UPSTREAM_CONCURRENCY_LIMIT: count(128, 1, 100_000),
-  UPSTREAM_WRITE_SHARE_PERCENT: count(25, 0, 90),
+  // The services' default DATABASE_POOL_SIZE + DATABASE_QUEUE_LIMIT (see concurrency-limit.ts).
+  UPSTREAM_CONCURRENCY_LIMIT: count(210, 2, 100_000),
+  UPSTREAM_WRITE_SHARE_PERCENT: count(25, 1, 90),
   // The services' WRITE_DEADLINE_MS (5000 by default) plus a second for a COMMIT under way.
   SERVICE_WRITE_DEADLINE_MS: milliseconds(6_000),
   CACHE_ENABLED: flag(true),

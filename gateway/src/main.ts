@@ -20,16 +20,23 @@ const logger = createLogger('gateway', config.LOG_LEVEL);
 process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled rejection'));
 const lifecycle = new Lifecycle();
 const upstreams = upstreamsFrom(config);
-// One Redis client for the cache and the rate limits' counters.
+// One Redis client for the cache and the rate limits' counters. Its own timeout is a hard stop for
+// every command; the cache judges lateness itself, after the event loop has caught up (RedisHealth),
+// so the client's stop lies beyond that: a busy gateway must not cut replies that came in time.
 const redis =
-  config.CACHE_ENABLED || config.RATE_LIMIT_ENABLED ? createCacheClient(config.REDIS_URL, logger, { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS }) : undefined;
+  config.CACHE_ENABLED || config.RATE_LIMIT_ENABLED ? createCacheClient(config.REDIS_URL, logger, { commandTimeoutMs: 2 * config.REDIS_COMMAND_TIMEOUT_MS }) : undefined;
 const memory =
   redis && config.CACHE_ENABLED && config.CACHE_MEMORY_MB > 0
-    ? createMemoryTier(config.REDIS_URL, config.CACHE_MEMORY_MB * 1024 * 1024, logger, { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS })
+    ? createMemoryTier(config.REDIS_URL, config.CACHE_MEMORY_MB * 1024 * 1024, logger, { commandTimeoutMs: 2 * config.REDIS_COMMAND_TIMEOUT_MS })
     : undefined;
 const cache =
   redis && config.CACHE_ENABLED
-    ? new ResponseCache(redis, { ttlSeconds: config.CACHE_TTL_SECONDS, staleSeconds: config.CACHE_STALE_SECONDS }, logger, memory)
+    ? new ResponseCache(
+        redis,
+        { ttlSeconds: config.CACHE_TTL_SECONDS, staleSeconds: config.CACHE_STALE_SECONDS, breaker: { timeoutMs: config.REDIS_COMMAND_TIMEOUT_MS } },
+        logger,
+        memory,
+      )
     : undefined;
 // authConfigProblems made sure one of the two is set while AUTH_ENABLED.
 const keySource = config.AUTH_PUBLIC_KEY ? { publicKey: config.AUTH_PUBLIC_KEY } : { jwksUrl: config.AUTH_JWKS_URL ?? '' };

@@ -1,4 +1,4 @@
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { FinishedRequest } from '@app/shared/http';
 
 export type CacheOutcome = 'hit' | 'miss' | 'bypass' | 'stale' | 'collapsed';
@@ -46,6 +46,41 @@ export class GatewayMetrics {
     this.#requests.inc(labels);
     this.#duration.observe(labels, seconds);
   };
+
+  /** `gateway_upstream_in_flight`: what each limit holds, read when /metrics is asked. */
+  observeInFlight(limits: readonly { upstream: string; inFlight: { read: number; write: number } }[]): void {
+    new Gauge({
+      name: 'gateway_upstream_in_flight',
+      help: 'Requests in flight to each upstream, by kind (read, write), as its concurrency limit counts them.',
+      labelNames: ['upstream', 'kind'],
+      registers: [this.registry],
+      collect() {
+        for (const limit of limits) {
+          for (const [kind, count] of Object.entries(limit.inFlight)) this.set({ upstream: limit.upstream, kind }, count);
+        }
+      },
+    });
+  }
+
+  /** `gateway_redis_up` and `gateway_cache_owed_invalidations`, read when /metrics is asked. */
+  observeCache(cache: { state: { redisUp: boolean; owed: number } }): void {
+    new Gauge({
+      name: 'gateway_redis_up',
+      help: 'Whether the cache uses Redis now (1), or judges it down and bypasses it (0).',
+      registers: [this.registry],
+      collect() {
+        this.set(cache.state.redisUp ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'gateway_cache_owed_invalidations',
+      help: 'Generation renewals and holds that writes asked for and Redis has not taken yet: their scopes are bypassed.',
+      registers: [this.registry],
+      collect() {
+        this.set(cache.state.owed);
+      },
+    });
+  }
 
   cacheOutcome(outcome: CacheOutcome): void {
     let labels = this.#outcomes.get(outcome);

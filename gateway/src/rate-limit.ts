@@ -25,7 +25,7 @@ const WINDOW_SECONDS = 60;
  * replica sharing it enforces one budget per client (rate-limiter-flexible: one atomic Lua call per
  * request). When Redis fails or is not connected, each replica counts in its own memory instead
  * (the insurance limiter): limits loosen by the number of replicas, and nobody is refused or held
- * up because Redis is away. The Redis client's own timeout (100 ms) bounds a slow Redis.
+ * up because Redis is away. The Redis client's own timeout (twice REDIS_COMMAND_TIMEOUT_MS) bounds a slow Redis.
  */
 export class RateLimits {
   readonly #limiters: Record<Budget, RateLimiterAbstract>;

@@ -6,20 +6,23 @@ export type { Redis };
 /**
  * A Redis client for a cache: it never queues. While Redis is unreachable every command fails at
  * once (no offline queue, no retries); the client reconnects in the background. A command with no
- * reply fails after `commandTimeoutMs`: long enough that a process whose event loop is busy still
- * reads replies that came in time (a short timeout turns load into false outages), while a hung
- * Redis is noticed by the caller's breaker within a few commands. Callers treat failures as misses.
+ * reply fails after `commandTimeoutMs` (10 s by default) at the latest: a hard stop, so a hung Redis
+ * never holds commands for ever. A caller that must tell a slow reply from a late read of a busy
+ * event loop judges that itself (the gateway's RedisHealth), within this stop: a plain timer here
+ * fires late when the event loop is busy. Callers treat failures as misses.
  */
 export function createCacheClient(url: string, logger: Logger, options: { commandTimeoutMs?: number; protocol?: 2 | 3 } = {}): Redis {
   const client = new Redis(url, {
     ...(options.protocol ? { protocol: options.protocol } : {}),
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
-    commandTimeout: options.commandTimeoutMs ?? 1_000,
+    commandTimeout: options.commandTimeoutMs ?? 10_000,
     connectTimeout: 1_000,
     // Commands that concurrent requests issue in the same tick go to Redis in one write.
     enableAutoPipelining: true,
-    retryStrategy: (attempt) => Math.min(attempt * 100, 2_000),
+    // Reconnecting is cheap (a refused connection costs nothing), and every second of a lost
+    // connection is a second without the cache: try five times a second.
+    retryStrategy: (attempt) => Math.min(attempt * 50, 200),
   });
   // Say it once per outage, not once per reconnection attempt.
   let reachable = true;

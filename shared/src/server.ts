@@ -116,6 +116,9 @@ export interface RunningServer {
   close(timeoutMs: number): Promise<void>;
 }
 
+/** Connections the kernel may hold for accept() (capped by net.core.somaxconn). */
+const LISTEN_BACKLOG = 4_096;
+
 /**
  * Listens with the keep-alive settings, answers requests Node's parser rejects and request targets
  * over MAX_REQUEST_TARGET_BYTES with problem+json (closing the connection), and tracks in-flight
@@ -141,7 +144,9 @@ export async function listen(handler: RequestListener, port: number, host?: stri
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, host, () => {
+    // A burst of new connections waits in the kernel's accept queue while the event loop is busy;
+    // Node's default (511) drops the rest, and a dropped SYN costs its client 1, 3, 7 s of retries.
+    server.listen({ port, host, backlog: LISTEN_BACKLOG }, () => {
       server.off('error', reject);
       resolve();
     });

@@ -78,6 +78,8 @@ it('answers reads beyond the limit with a 503 problem and Retry-After, without r
   expect({ retryAfter: bypass.headers.get('retry-after'), cache: bypass.headers.get('x-cache') }).toEqual({ retryAfter: '1', cache: 'BYPASS' });
   expect(upstream.count('GET', shedMiss!.location) + upstream.count('GET', shedBypass!.location)).toBe(0);
 
+  expect((await api.get('/metrics')).text).toMatch(/gateway_upstream_in_flight\{upstream="users",kind="read"\} 3/);
+
   const hit = await api.get(cached!.location);
   expect({ status: hit.status, cache: hit.headers.get('x-cache') }).toEqual({ status: 200, cache: 'HIT' });
   const patched = await api.patch(written!.location, { name: 'Written while reads saturate' });
@@ -90,18 +92,20 @@ it('answers reads beyond the limit with a 503 problem and Retry-After, without r
   expect(metrics).toMatch(/gateway_shed_total\{upstream="users",kind="read"\} 2/);
 });
 
-it('sheds a write only when every slot is taken, the share kept for writes included', async () => {
-  const [a, b, c, d, e] = await createUsers(5);
-  const reads = await holdReads([a!, b!, c!].map((user) => user.location));
-  const heldWrite = upstream.hold((method, path) => method === 'PATCH' && path === d!.location);
-  const write = api.patch(d!.location, { name: 'Holding the last slot' });
+it('sheds writes beyond their share while reads still get through, and reads cannot take the writes\' share', async () => {
+  const [a, b, c, d, e, f] = await createUsers(6);
+  const heldWrite = upstream.hold((method, path) => method === 'PATCH' && path === a!.location);
+  const write = api.patch(a!.location, { name: 'Holding the writes\' share' });
   await heldWrite.reached;
-  const shed = await api.patch(e!.location, { name: 'No slot left' });
+  const shed = await api.patch(b!.location, { name: 'No write slot left' });
   expectProblem(shed, 503);
   expect(shed.headers.get('retry-after')).toBe('1');
-  expect(upstream.count('PATCH', e!.location)).toBe(0);
+  expect(upstream.count('PATCH', b!.location)).toBe(0);
+  expect((await api.get(c!.location)).status).toBe(200); // a read does not need the writes' share
   heldWrite.release();
   expect((await write).status).toBe(200);
+
+  const reads = await holdReads([d!, e!, f!].map((user) => user.location));
+  expect((await api.patch(b!.location, { name: 'Written while reads saturate' })).status).toBe(200);
   await reads.release();
-  expect((await api.get(e!.location)).body.name).toBe(e!.body.name);
 });

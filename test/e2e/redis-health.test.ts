@@ -31,13 +31,14 @@ afterAll(async () => {
 afterEach(() => {
   redisProxy.replyDelayMs = 0;
   redisProxy.tamper = undefined;
+  redisProxy.afterReply = undefined;
 });
 
 async function createUser() {
   const n = ++counter;
   const created = await api.post('/api/users', { email: `health${n}-${Date.now()}@example.com`, name: `Health ${n}` });
   expect(created.status).toBe(201);
-  return { location: created.headers.get('location')!, id: created.body.id as string };
+  return { location: created.headers.get('location')!, id: created.body.id as string, email: created.body.email as string };
 }
 
 async function untilHit(path: string) {
@@ -64,6 +65,23 @@ it('keeps using the cache when Redis answers slower than the old 100 ms timeout:
   expect(await bypassCount()).toBe(bypassBefore);
 });
 
+it('does not call a reply late that came in time while the gateway\'s event loop was busy for longer than the command timeout', async () => {
+  const user = await createUser();
+  await api.get(user.location);
+  await untilHit(user.location);
+  const bypassBefore = await bypassCount();
+  // The gateway runs in this process: once Redis' reply to the lookup is in the gateway's socket,
+  // keep the event loop busy for 1.5 s, past the 1 s command timeout.
+  redisProxy.afterReply = () => {
+    redisProxy.afterReply = undefined;
+    const until = Date.now() + 1_500;
+    while (Date.now() < until);
+  };
+  const read = await api.get(user.location);
+  expect({ status: read.status, cache: read.headers.get('x-cache') }).toEqual({ status: 200, cache: 'HIT' });
+  expect(await bypassCount()).toBe(bypassBefore);
+});
+
 it('bypasses only the scopes whose invalidation Redis did not take, and caches them again once it does', async () => {
   const written = await createUser();
   const other = await createUser();
@@ -81,8 +99,9 @@ it('bypasses only the scopes whose invalidation Redis did not take, and caches t
     expect({ cache: owed.headers.get('x-cache'), name: owed.body.name }).toEqual({ cache: 'BYPASS', name: 'Invalidation owed' });
     expect((await api.get(other.location)).headers.get('x-cache')).toBe('HIT');
   }
+  expect((await api.get('/metrics')).text).toMatch(/^gateway_cache_owed_invalidations 1$/m);
   // The list pages' generation was renewed, so they are cached as usual.
-  const list = `/api/users?limit=3`;
+  const list = `/api/users?email=${encodeURIComponent(written.email)}`; // a page no other test reads
   expect((await api.get(list)).headers.get('x-cache')).toBe('MISS');
   await untilHit(list);
 
@@ -98,6 +117,7 @@ it('judges a Redis that stops answering down after a few timed-out commands, ser
   const during = await Promise.all(Array.from({ length: 6 }, () => api.get(user.location)));
   expect(during.map((r) => [r.status, r.headers.get('x-cache')])).toEqual(Array(6).fill([200, 'BYPASS']));
   expect(gatewayLog.lines.filter((line) => line.msg === 'redis is not answering: the cache is bypassed until it does')).toHaveLength(1);
+  expect((await api.get('/metrics')).text).toMatch(/^gateway_redis_up 0$/m);
   const judgedDown = await api.get(user.location);
   expect({ status: judgedDown.status, cache: judgedDown.headers.get('x-cache') }).toEqual({ status: 200, cache: 'BYPASS' });
   redisProxy.replyDelayMs = 0;
@@ -108,4 +128,5 @@ it('judges a Redis that stops answering down after a few timed-out commands, ser
   }
   expect(back.headers.get('x-cache')).toBe('HIT');
   expect(gatewayLog.lines.some((line) => line.msg === 'redis answers again: the cache is in use')).toBe(true);
+  expect((await api.get('/metrics')).text).toMatch(/^gateway_redis_up 1$/m);
 });

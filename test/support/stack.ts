@@ -184,7 +184,7 @@ export async function startGateway(options: {
     logger,
     lifecycle: new Lifecycle(),
     cache,
-    concurrency: options.concurrency ?? { limit: 128, writeShare: 0.25 },
+    concurrency: options.concurrency ?? { limit: 210, writeShare: 0.25 },
     resolveReplicas: options.resolveReplicas,
     guard,
   });

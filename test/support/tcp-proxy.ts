@@ -3,7 +3,8 @@ import net from 'node:net';
 /**
  * A TCP proxy the test controls: `cut()` drops every connection and refuses new ones (the server
  * behind it looks dead); `restore()` brings it back on the same port. `replyDelayMs` holds back
- * what the server sends (a slow server); `tamper` may change what the client sends.
+ * what the server sends (a slow server); `tamper` may change what the client sends; `afterReply`
+ * runs after each reply is passed on.
  */
 export class TcpProxy {
   #server: net.Server | undefined;
@@ -11,12 +12,19 @@ export class TcpProxy {
   port = 0;
   replyDelayMs = 0;
   tamper: ((sent: Buffer) => Buffer) | undefined;
+  /** Runs right after a reply is passed on (e.g. to keep this process's event loop busy). */
+  afterReply: (() => void) | undefined;
 
-  constructor(private readonly target: { host: string; port: number }) {}
+  // A plain field, not a parameter property: `npm run load` imports this file with Node's type stripping.
+  readonly #target: { host: string; port: number };
+
+  constructor(target: { host: string; port: number }) {
+    this.#target = target;
+  }
 
   async start(): Promise<this> {
     const server = net.createServer((client) => {
-      const upstream = net.connect(this.target);
+      const upstream = net.connect(this.#target);
       for (const socket of [client, upstream]) {
         this.#sockets.add(socket);
         socket.once('close', () => this.#sockets.delete(socket));
@@ -26,6 +34,7 @@ export class TcpProxy {
       upstream.on('data', (reply: Buffer) => {
         if (this.replyDelayMs > 0) setTimeout(() => client.write(reply), this.replyDelayMs);
         else client.write(reply);
+        this.afterReply?.();
       });
       client.once('close', () => upstream.destroy());
       upstream.once('close', () => client.destroy());

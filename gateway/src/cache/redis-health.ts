@@ -2,6 +2,8 @@ import type { Logger } from '@app/shared/logger';
 import type { Redis } from '@app/shared/redis';
 
 export interface RedisBreakerSettings {
+  /** A command with no reply after this long (and after the event loop has read what came in) fails. */
+  timeoutMs: number;
   /** The span over which failures are counted. */
   windowMs: number;
   /** Failures within a window that may open the breaker… */
@@ -12,7 +14,15 @@ export interface RedisBreakerSettings {
   probeMs: number;
 }
 
-export const defaultBreakerSettings: RedisBreakerSettings = { windowMs: 1_000, minFailures: 5, failureRatio: 0.5, probeMs: 250 };
+export const defaultBreakerSettings: RedisBreakerSettings = { timeoutMs: 1_000, windowMs: 1_000, minFailures: 5, failureRatio: 0.5, probeMs: 250 };
+
+/** A command Redis did not answer in time. */
+export class RedisTimeout extends Error {
+  constructor(timeoutMs: number) {
+    super(`redis did not answer within ${timeoutMs} ms`);
+    this.name = 'RedisTimeout';
+  }
+}
 
 /** Thrown instead of sending a command while Redis is judged down: callers treat it as a miss. */
 export class RedisDown extends Error {
@@ -24,8 +34,11 @@ export class RedisDown extends Error {
 
 /**
  * Tells "Redis is down" from "this gateway is busy". Under load the gateway's own event loop reads
- * Redis' replies late, so one slow reply proves nothing; a reply slower than the client's command
- * timeout (generous: REDIS_COMMAND_TIMEOUT_MS) counts as a failure, like an error. Redis is judged
+ * Redis' replies late: a timer that fires after a long busy stretch would call a reply late that has
+ * been waiting in the socket all along. So a command's deadline (`timeoutMs`, REDIS_COMMAND_TIMEOUT_MS)
+ * passes its verdict only after the event loop has read its sockets once more (setImmediate runs
+ * after the poll phase): what fails is a command Redis really did not answer in time. Such a
+ * command counts as a failure, like an error. Redis is judged
  * down when its connection is lost, or when within one window at least `minFailures` commands
  * failed and they were at least `failureRatio` of all: a busy gateway still gets most replies, a
  * hung Redis none. While down, commands are not sent at all (callers fail at once, no wait), and a
@@ -57,8 +70,13 @@ export class RedisHealth {
   /** Sends one command when Redis is up (rejects with RedisDown at once otherwise) and counts its outcome. */
   async run<T>(command: (redis: Redis) => Promise<T>): Promise<T> {
     if (!this.up) throw new RedisDown();
+    const { timeoutMs } = this.settings;
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => setImmediate(() => reject(new RedisTimeout(timeoutMs))), timeoutMs);
+    });
     try {
-      const result = await command(this.redis);
+      const result = await Promise.race([command(this.redis), deadline]);
       this.#count(false);
       return result;
     } catch (error) {
@@ -67,6 +85,8 @@ export class RedisHealth {
       const answered = (error as Error).name === 'ReplyError';
       if (this.redis.status === 'ready') this.#count(!answered);
       throw error;
+    } finally {
+      clearTimeout(timer);
     }
   }
 

@@ -56,6 +56,11 @@ export class ResponseCache {
     redis.on('ready', () => void this.#settle());
   }
 
+  /** For /metrics: whether Redis is judged up, and how many renewals and holds are owed. */
+  get state(): { redisUp: boolean; owed: number } {
+    return { redisUp: this.#health.up, owed: this.#owed.size + this.#owedHolds.size };
+  }
+
   /** Nothing is owed: every renewal and hold a write asked for is in Redis. */
   get #settled(): boolean {
     return this.#owed.size === 0 && this.#owedHolds.size === 0;

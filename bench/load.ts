@@ -1,0 +1,516 @@
+/**
+ * `npm run load`: the load curve. Starts the real stack as separate processes (users-service and
+ * products-service on throwaway schemas, the gateway with its Redis cache reached through a TCP
+ * proxy this script controls), creates 500 products, then drives the gateway with wrk the way a
+ * busy client population would: random `GET /api/products/{id}`, 10% of them merge-patch writes
+ * instead, at 64, 256, 1,000 and 2,000 connections, 15 s per step. Then the same mix at 1,000
+ * connections with Redis cut off for 2 s in the middle (the proxy drops every connection; the
+ * shared Redis itself is never touched), second by second.
+ *
+ * Per step it prints goodput (2xx and 304 per second), p50/p99 latency, status counts, the cache
+ * outcomes, requests shed by the gateway, the event-loop delay of every process (bench/loop-probe.ts)
+ * and their RSS (/proc/<pid>/status); it writes them to bench/results/load.json and draws the curve
+ * in docs/load-curve.svg. Every process is stopped and every schema dropped at the end.
+ *
+ * For experiments: LOAD_STEPS (e.g. `256,1000`), LOAD_STEP_SECONDS, LOAD_WRITE_PERCENT, LOAD_SKIP_CUT=1,
+ * LOAD_LOG_LEVEL (the servers', `error` by default), and the gateway's own UPSTREAM_* and
+ * REDIS_COMMAND_TIMEOUT_MS variables, passed on to it.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import { TcpProxy } from '../test/support/tcp-proxy.ts';
+import { cleanUpOnSignals, dropSchemas, ensureDebianTools, freePort, REDIS_URL as REDIS, ROOT, schemaUrl, throwawaySchema } from './support.ts';
+
+const REDIS_URL = new URL(REDIS);
+const STEPS = (process.env.LOAD_STEPS ?? '64,256,1000,2000').split(',').map(Number);
+const STEP_SECONDS = Number(process.env.LOAD_STEP_SECONDS ?? 15);
+const PRODUCTS = 500;
+const WRITE_PERCENT = Number(process.env.LOAD_WRITE_PERCENT ?? 10);
+const CUT_CONNECTIONS = 1_000;
+const CUT_SECONDS = 20;
+const CUT_AT_SECOND = 8;
+const CUT_FOR_MS = 2_000;
+// Above the gateway's own UPSTREAM_TIMEOUT_MS (10 s): whatever the gateway gives up on reaches the client as a status.
+const CLIENT_TIMEOUT = '11s';
+
+interface Probed {
+  name: string;
+  child: ChildProcess;
+  url: string;
+}
+
+/**
+ * Starts a server process with the event-loop probe preloaded (over an IPC channel), not pinned
+ * to a core (unlike support.ts's startServer): the curve is the whole machine under load.
+ */
+async function start(name: string, script: string, env: Record<string, string>): Promise<Probed> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', './bench/loop-probe.ts', script], {
+    cwd: ROOT,
+    // Errors only: at thousands of requests a second, a warn line per shed request is load of its own.
+    env: { PATH: process.env.PATH, PORT: String(port), LOG_LEVEL: process.env.LOAD_LOG_LEVEL ?? 'error', ...env },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  for (let attempt = 0; attempt < 200; attempt++) {
+    if (child.exitCode !== null) break;
+    if (await fetch(`${url}/healthz`).then((r) => r.ok, () => false)) return { name, child, url };
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  child.kill();
+  throw new Error(`${name} did not start`);
+}
+
+interface LoopDelay {
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+}
+
+/** The event-loop delay of `process` since the last ask. */
+function loopDelay({ child }: Probed): Promise<LoopDelay | undefined> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(undefined), 5_000);
+    child.once('message', (message) => {
+      clearTimeout(timer);
+      resolve(message as LoopDelay);
+    });
+    child.send('event-loop-delay?');
+  });
+}
+
+/** Current and peak resident memory of a process, in MB. */
+function memory(pid: number | undefined): { rssMb: number; peakMb: number } | undefined {
+  if (pid === undefined || !existsSync(`/proc/${pid}/status`)) return undefined;
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0);
+  return { rssMb: Math.round(kb('VmRSS') / 1024), peakMb: Math.round(kb('VmHWM') / 1024) };
+}
+
+function pidOf(program: string): number | undefined {
+  try {
+    return Number(execFileSync('pidof', ['-s', program], { encoding: 'utf8' }).trim()) || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The workload, for wrk's Lua: a random product each time, a merge patch of its stock 10% of the
+ * time. Every thread counts statuses, X-Cache values, 503s with Retry-After, and good answers per
+ * wall-clock second; `done` prints them as lines the script parses.
+ */
+function workload(ids: string[]): string {
+  return `
+local ids = { ${ids.map((id) => `"${id}"`).join(', ')} }
+local threads = {}
+function setup(thread)
+  table.insert(threads, thread)
+  thread:set("seed", #threads)
+end
+function init(args)
+  math.randomseed(os.time() * 1000 + seed)
+  statuses, caches, seconds, shed, bypassed, retry_after = {}, {}, {}, {}, {}, 0
+end
+function request()
+  local id = ids[math.random(#ids)]
+  if math.random(100) <= ${WRITE_PERCENT} then
+    return wrk.format("PATCH", "/api/products/" .. id, { ["Content-Type"] = "application/merge-patch+json" }, '{"stock":' .. math.random(0, 100000) .. '}')
+  end
+  return wrk.format("GET", "/api/products/" .. id)
+end
+function response(status, headers, body)
+  statuses[status] = (statuses[status] or 0) + 1
+  local cache = headers["X-Cache"] or headers["x-cache"]
+  if cache then caches[cache] = (caches[cache] or 0) + 1 end
+  if status == 503 and (headers["Retry-After"] or headers["retry-after"]) then retry_after = retry_after + 1 end
+  local second = os.time()
+  if status < 300 or status == 304 then
+    seconds[second] = (seconds[second] or 0) + 1
+  elseif status == 503 then
+    shed[second] = (shed[second] or 0) + 1
+  end
+  if cache == "BYPASS" then bypassed[second] = (bypassed[second] or 0) + 1 end
+end
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("summary %d %d %d %d %d %d %d\\n", summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout))
+  io.write(string.format("latency %d %d %d\\n", latency:percentile(50), latency:percentile(99), latency.max))
+  for _, thread in ipairs(threads) do
+    for status, n in pairs(thread:get("statuses")) do io.write(string.format("status %d %d\\n", status, n)) end
+    for cache, n in pairs(thread:get("caches")) do io.write(string.format("cache %s %d\\n", cache, n)) end
+    for second, n in pairs(thread:get("seconds")) do io.write(string.format("second %d %d\\n", second, n)) end
+    for second, n in pairs(thread:get("shed")) do io.write(string.format("shed %d %d\\n", second, n)) end
+    for second, n in pairs(thread:get("bypassed")) do io.write(string.format("bypassed %d %d\\n", second, n)) end
+    io.write(string.format("retryafter %d\\n", thread:get("retry_after")))
+  end
+end
+`;
+}
+
+interface WrkResult {
+  requests: number;
+  seconds: number;
+  errors: { connect: number; read: number; write: number; timeout: number };
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  statuses: Record<string, number>;
+  xCache: Record<string, number>;
+  retryAfter503: number;
+  goodPerSecond: Map<number, number>;
+  shedPerSecond: Map<number, number>;
+  bypassedPerSecond: Map<number, number>;
+}
+
+async function wrk(url: string, connections: number, seconds: number, script: string): Promise<{ result: WrkResult; pid: number | undefined; finished: Promise<void> }> {
+  const child = spawn('wrk', ['-t', '2', '-c', String(connections), '-d', `${seconds}s`, '--timeout', CLIENT_TIMEOUT, '-s', script, url], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const finished = new Promise<void>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code) => (code === 0 ? resolve() : reject(new Error(`wrk exited with ${code}:\n${output}`))));
+  });
+  const result: WrkResult = {
+    requests: 0,
+    seconds: 0,
+    errors: { connect: 0, read: 0, write: 0, timeout: 0 },
+    p50Ms: 0,
+    p99Ms: 0,
+    maxMs: 0,
+    statuses: {},
+    xCache: {},
+    retryAfter503: 0,
+    goodPerSecond: new Map(),
+    shedPerSecond: new Map(),
+    bypassedPerSecond: new Map(),
+  };
+  const parsed = finished.then(() => {
+    for (const line of output.split('\n')) {
+      const [kind, ...fields] = line.trim().split(' ');
+      const n = fields.map(Number);
+      if (kind === 'summary') {
+        result.requests = n[0]!;
+        result.seconds = n[1]! / 1e6;
+        result.errors = { connect: n[2]!, read: n[3]!, write: n[4]!, timeout: n[6]! };
+      } else if (kind === 'latency') {
+        [result.p50Ms, result.p99Ms, result.maxMs] = [n[0]! / 1000, n[1]! / 1000, n[2]! / 1000];
+      } else if (kind === 'status') {
+        result.statuses[fields[0]!] = (result.statuses[fields[0]!] ?? 0) + n[1]!;
+      } else if (kind === 'cache') {
+        result.xCache[fields[0]!] = (result.xCache[fields[0]!] ?? 0) + n[1]!;
+      } else if (kind === 'second') {
+        result.goodPerSecond.set(n[0]!, (result.goodPerSecond.get(n[0]!) ?? 0) + n[1]!);
+      } else if (kind === 'shed') {
+        result.shedPerSecond.set(n[0]!, (result.shedPerSecond.get(n[0]!) ?? 0) + n[1]!);
+      } else if (kind === 'bypassed') {
+        result.bypassedPerSecond.set(n[0]!, (result.bypassedPerSecond.get(n[0]!) ?? 0) + n[1]!);
+      } else if (kind === 'retryafter') {
+        result.retryAfter503 += n[0]!;
+      }
+    }
+  });
+  return { result, pid: child.pid, finished: parsed };
+}
+
+/** Counters from the gateway's /metrics: cache outcomes and shed requests. */
+async function gatewayCounters(gateway: Probed): Promise<Record<string, number>> {
+  const text = await (await fetch(`${gateway.url}/metrics`)).text();
+  const counters: Record<string, number> = {};
+  for (const match of text.matchAll(/^gateway_cache_outcomes_total\{outcome="(\w+)"\} (\d+)/gm)) counters[match[1]!] = Number(match[2]);
+  for (const match of text.matchAll(/^gateway_shed_total\{upstream="(\w+)",kind="(\w+)"\} (\d+)/gm)) counters[`shed ${match[1]} ${match[2]}`] = Number(match[3]);
+  return counters;
+}
+
+const difference = (after: Record<string, number>, before: Record<string, number>) =>
+  Object.fromEntries(Object.entries(after).map(([name, value]) => [name, value - (before[name] ?? 0)]));
+
+const good = (statuses: Record<string, number>) =>
+  Object.entries(statuses).reduce((sum, [status, n]) => sum + (Number(status) < 300 || status === '304' ? n : 0), 0);
+
+interface Step {
+  connections: number;
+  goodput: number;
+  requestsPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  statuses: Record<string, number>;
+  retryAfter503: number;
+  clientErrors: WrkResult['errors'];
+  xCache: Record<string, number>;
+  gateway: Record<string, number>;
+  eventLoopDelay: Record<string, LoopDelay | undefined>;
+  memory: Record<string, { rssMb: number; peakMb: number } | undefined>;
+}
+
+async function runStep(connections: number, seconds: number, target: string, script: string, processes: Probed[], during?: (startedAt: number) => Promise<void>) {
+  const before = await gatewayCounters(processes.find((p) => p.name === 'gateway')!);
+  await Promise.all(processes.map(loopDelay)); // resets each process's histogram
+  const startedAt = Date.now();
+  const run = await wrk(target, connections, seconds, script);
+  let wrkMemory: Step['memory'][string];
+  const sampler = setInterval(() => (wrkMemory = memory(run.pid) ?? wrkMemory), 1_000);
+  await during?.(startedAt);
+  await run.finished;
+  clearInterval(sampler);
+  const eventLoopDelay = Object.fromEntries(await Promise.all(processes.map(async (p) => [p.name, await loopDelay(p)] as const)));
+  const gateway = difference(await gatewayCounters(processes.find((p) => p.name === 'gateway')!), before);
+  const { result } = run;
+  const step: Step = {
+    connections,
+    goodput: Math.round(good(result.statuses) / result.seconds),
+    requestsPerSecond: Math.round(result.requests / result.seconds),
+    p50Ms: result.p50Ms,
+    p99Ms: result.p99Ms,
+    maxMs: result.maxMs,
+    statuses: result.statuses,
+    retryAfter503: result.retryAfter503,
+    clientErrors: result.errors,
+    xCache: result.xCache,
+    gateway,
+    eventLoopDelay,
+    memory: {
+      ...Object.fromEntries(processes.map((p) => [p.name, memory(p.child.pid)])),
+      wrk: wrkMemory,
+      'load script (Redis proxy)': memory(process.pid),
+      'redis-server (shared)': memory(pidOf('redis-server')),
+      'mariadbd (shared)': memory(pidOf('mariadbd')),
+    },
+  };
+  return { step, perSecond: result.goodPerSecond, shedPerSecond: result.shedPerSecond, bypassedPerSecond: result.bypassedPerSecond };
+}
+
+function printStep(step: Step): void {
+  const list = (record: Record<string, number>) => Object.entries(record).map(([k, v]) => `${k}: ${v}`).join(', ');
+  console.log(`\n${step.connections} connections: goodput ${step.goodput}/s (all ${step.requestsPerSecond}/s), p50 ${step.p50Ms} ms, p99 ${step.p99Ms} ms, max ${step.maxMs} ms`);
+  console.log(`  statuses: ${list(step.statuses)}; 503 with Retry-After: ${step.retryAfter503}; client errors: ${list(step.clientErrors)}`);
+  console.log(`  X-Cache: ${list(step.xCache)}`);
+  console.log(`  gateway counters: ${list(step.gateway)}`);
+  for (const [name, delay] of Object.entries(step.eventLoopDelay)) {
+    console.log(`  event-loop delay ${name}: ${delay ? `p50 ${delay.p50Ms} ms, p99 ${delay.p99Ms} ms, max ${delay.maxMs} ms` : 'no answer'}`);
+  }
+  console.log(`  RSS (MB, now/peak): ${Object.entries(step.memory).map(([name, m]) => `${name} ${m ? `${m.rssMb}/${m.peakMb}` : '-'}`).join(', ')}`);
+}
+
+/** The load curve as an SVG: goodput (bars) and p99 (line) per step, and the Redis cut second by second. */
+function chart(steps: Step[], cut: { second: number; goodput: number }[], cutWindow: [number, number], meta: string): string {
+  const width = 860;
+  const height = 360;
+  const panel = { x: 60, y: 40, w: 360, h: 250 };
+  const maxGoodput = Math.max(...steps.map((s) => s.goodput), ...cut.map((c) => c.goodput), 1);
+  const maxP99 = Math.max(...steps.map((s) => s.p99Ms), 1);
+  const yGood = (v: number) => panel.y + panel.h - (v / maxGoodput) * panel.h;
+  const band = panel.w / steps.length;
+  const bars = steps
+    .map((s, i) => {
+      const x = panel.x + i * band + band * 0.2;
+      return `<rect x="${x}" y="${yGood(s.goodput)}" width="${band * 0.6}" height="${panel.y + panel.h - yGood(s.goodput)}" fill="#4c78a8"/>
+<text x="${x + band * 0.3}" y="${yGood(s.goodput) - 4}" text-anchor="middle" font-size="11">${s.goodput}</text>
+<text x="${x + band * 0.3}" y="${panel.y + panel.h + 16}" text-anchor="middle" font-size="12">${s.connections}</text>`;
+    })
+    .join('\n');
+  const p99Points = steps.map((s, i) => `${panel.x + i * band + band / 2},${panel.y + panel.h - (s.p99Ms / maxP99) * panel.h}`);
+  const p99Labels = steps
+    .map((s, i) => `<text x="${panel.x + i * band + band / 2 + 4}" y="${panel.y + panel.h - (s.p99Ms / maxP99) * panel.h + 14}" font-size="11" fill="#e45756">${Math.round(s.p99Ms)} ms</text>`)
+    .join('\n');
+  const right = { x: 500, y: 40, w: 320, h: 250 };
+  const xCut = (i: number) => right.x + (cut.length > 1 ? (i / (cut.length - 1)) * right.w : 0);
+  const yCut = (v: number) => right.y + right.h - (v / maxGoodput) * right.h;
+  const cutLine = cut.map((c, i) => `${xCut(i)},${yCut(c.goodput)}`).join(' ');
+  const first = cut[0]?.second ?? 0;
+  const shade = (second: number) => xCut(Math.max(0, Math.min(cut.length - 1, second - first)));
+  const best = Math.max(...steps.map((s) => s.goodput));
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif">
+<rect width="100%" height="100%" fill="#fff"/>
+<text x="${panel.x}" y="20" font-size="14" font-weight="bold">Goodput (bars, 2xx/s) and p99 (red) per step</text>
+<line x1="${panel.x}" y1="${panel.y + panel.h}" x2="${panel.x + panel.w}" y2="${panel.y + panel.h}" stroke="#333"/>
+${bars}
+<polyline points="${p99Points.join(' ')}" fill="none" stroke="#e45756" stroke-width="2"/>
+${p99Labels}
+<text x="${panel.x + panel.w / 2}" y="${panel.y + panel.h + 34}" text-anchor="middle" font-size="12">concurrent connections</text>
+<text x="${right.x}" y="20" font-size="14" font-weight="bold">Redis cut for 2 s at ${CUT_CONNECTIONS} connections (2xx/s)</text>
+<rect x="${shade(cutWindow[0])}" y="${right.y}" width="${Math.max(2, shade(cutWindow[1]) - shade(cutWindow[0]))}" height="${right.h}" fill="#f2cf5b" opacity="0.5"/>
+<line x1="${right.x}" y1="${yCut(best)}" x2="${right.x + right.w}" y2="${yCut(best)}" stroke="#999" stroke-dasharray="4 3"/>
+<text x="${right.x + right.w}" y="${yCut(best) - 4}" text-anchor="end" font-size="11" fill="#666">best step ${best}/s</text>
+<polyline points="${cutLine}" fill="none" stroke="#4c78a8" stroke-width="2"/>
+<line x1="${right.x}" y1="${right.y + right.h}" x2="${right.x + right.w}" y2="${right.y + right.h}" stroke="#333"/>
+<text x="${right.x + right.w / 2}" y="${right.y + right.h + 16}" text-anchor="middle" font-size="12">seconds (Redis cut: shaded)</text>
+<text x="${panel.x}" y="${height - 12}" font-size="11" fill="#666">${meta}</text>
+</svg>
+`;
+}
+
+/** The figures as a Markdown table, for the README. */
+function markdown(steps: Step[], cut: Step, recovery: { perSecond: { second: number; goodput: number }[] }): string {
+  const n = (value: number) => Math.round(value).toLocaleString('en-US');
+  const others = (s: Step) =>
+    Object.entries(s.statuses)
+      .filter(([status]) => status !== '200')
+      .map(([status, count]) => `${n(count)} × ${status}`)
+      .join(', ') || '—';
+  const delay = (s: Step, name: string) => {
+    const d = s.eventLoopDelay[name];
+    return d ? `${Math.round(d.p99Ms)}` : '—';
+  };
+  const rss = (s: Step, name: string) => s.memory[name]?.peakMb ?? '—';
+  const row = (label: string, s: Step) =>
+    `| ${label} | ${n(s.goodput)} | ${n(s.p50Ms)} ms | ${n(s.p99Ms)} ms | ${others(s)} | ${n(s.xCache.HIT ?? 0)} / ${n(s.xCache.MISS ?? 0)} / ${n(s.xCache.BYPASS ?? 0)} | ${Object.values(s.clientErrors).reduce((a, b) => a + b, 0)} | ${delay(s, 'gateway')} / ${delay(s, 'products-service')} ms | ${rss(s, 'gateway')} / ${rss(s, 'products-service')} MB |`;
+  return [
+    '| connections | goodput/s | p50 | p99 | non-200 | HIT / MISS / BYPASS | client errors, timeouts | event-loop delay p99, gateway / products | peak RSS, gateway / products |',
+    '|---:|---:|---:|---:|---|---|---:|---|---|',
+    ...steps.map((s) => row(n(s.connections), s)),
+    row(`${n(cut.connections)}, Redis cut 2 s`, cut),
+    '',
+    `Around the cut, 2xx per second (0 = the second Redis came back in): ${recovery.perSecond.map((p) => `${p.second}: ${n(p.goodput)}`).join(', ')}.`,
+  ].join('\n');
+}
+
+async function main(): Promise<void> {
+  ensureDebianTools({ wrk: 'wrk' });
+  const schemas = [throwawaySchema('users'), throwawaySchema('products')];
+  const tag = schemas[1]!.split('_')[1]!;
+  cleanUpOnSignals(schemas);
+  const processes: Probed[] = [];
+  const redisProxy = await new TcpProxy({ host: REDIS_URL.hostname, port: Number(REDIS_URL.port || 6379) }).start();
+  try {
+    const [users, products] = await Promise.all([
+      start('users-service', 'users-service/dist/main.js', { DATABASE_URL: schemaUrl(schemas[0]!) }),
+      start('products-service', 'products-service/dist/main.js', { DATABASE_URL: schemaUrl(schemas[1]!) }),
+    ]);
+    processes.push(users, products);
+    const gateway = await start('gateway', 'gateway/dist/main.js', {
+      USERS_SERVICE_URL: users.url,
+      PRODUCTS_SERVICE_URL: products.url,
+      REDIS_URL: redisProxy.rewrite(REDIS_URL.toString()),
+      // The curve is about the cache and the limits in front of the services: no tokens, no per-client rate limits.
+      AUTH_ENABLED: 'false',
+      RATE_LIMIT_ENABLED: 'false',
+      ...Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith('UPSTREAM_') || name.startsWith('REDIS_COMMAND'))),
+    });
+    processes.push(gateway);
+
+    const ids: string[] = [];
+    for (let batch = 0; batch < PRODUCTS / 25; batch++) {
+      const created = await Promise.all(
+        Array.from({ length: 25 }, async (_, i) => {
+          const n = batch * 25 + i;
+          const response = await fetch(`${gateway.url}/api/products`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ sku: `LOAD-${tag}-${n}`, name: `Load product ${n}`, price: { amount: '9.99', currency: 'EUR' }, stock: n }),
+          });
+          if (response.status !== 201) throw new Error(`creating a product: ${response.status} ${await response.text()}`);
+          return ((await response.json()) as { id: string }).id;
+        }),
+      );
+      ids.push(...created);
+    }
+    const script = `${os.tmpdir()}/load-${tag}.lua`;
+    await writeFile(script, workload(ids));
+    const target = `${gateway.url}/`;
+    const machine = `${os.cpus().length} × ${os.cpus()[0]?.model}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
+    console.log(`${PRODUCTS} products; GET /api/products/{id} with ${WRITE_PERCENT}% merge-patch writes; ${STEP_SECONDS} s per step; ${machine}`);
+    console.log(`load average before: ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+
+    await runStep(64, 3, target, script, processes); // warm-up: JIT, pools, keep-alive sockets, the cache
+    const steps: Step[] = [];
+    for (const connections of STEPS) {
+      const { step } = await runStep(connections, STEP_SECONDS, target, script, processes);
+      printStep(step);
+      steps.push(step);
+    }
+    const best = Math.max(...steps.map((s) => s.goodput));
+
+    if (process.env.LOAD_SKIP_CUT) return;
+    let cutAt = 0;
+    let restoredAt = 0;
+    // What the gateway says of Redis, twice a second from just before the cut until 8 s after.
+    const cacheStates: { atMs: number; redisUp: number; owed: number }[] = [];
+    const { step: cutStep, perSecond, shedPerSecond, bypassedPerSecond } = await runStep(CUT_CONNECTIONS, CUT_SECONDS, target, script, processes, async (startedAt) => {
+      await new Promise((resolve) => setTimeout(resolve, startedAt + (CUT_AT_SECOND - 1) * 1000 - Date.now()));
+      const sampling = (async () => {
+        const until = Date.now() + 11_000;
+        while (Date.now() < until) {
+          const text = await (await fetch(`${gateway.url}/metrics`)).text();
+          const gauge = (name: string) => Number(new RegExp(`^${name} (\\d+)`, 'm').exec(text)?.[1] ?? NaN);
+          cacheStates.push({ atMs: Date.now(), redisUp: gauge('gateway_redis_up'), owed: gauge('gateway_cache_owed_invalidations') });
+          await new Promise((resolve) => setTimeout(resolve, 500));
+        }
+      })();
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      cutAt = Date.now();
+      await redisProxy.cut();
+      await new Promise((resolve) => setTimeout(resolve, CUT_FOR_MS));
+      await redisProxy.restore();
+      restoredAt = Date.now();
+      await sampling;
+    });
+    console.log(`  the gateway on Redis (ms after Redis came back: up, owed): ${cacheStates.map((c) => `${c.atMs - restoredAt}: ${c.redisUp}, ${c.owed}`).join('; ')}`);
+    console.log(`\nRedis cut for ${CUT_FOR_MS / 1000} s at ${CUT_CONNECTIONS} connections:`);
+    printStep(cutStep);
+    // Whole seconds only: the first and last are partly outside the run.
+    const seconds = [...perSecond.keys()].sort((a, b) => a - b).slice(1, -1);
+    const timeline = seconds.map((second) => ({ second, goodput: perSecond.get(second)!, shed: shedPerSecond.get(second) ?? 0, bypassed: bypassedPerSecond.get(second) ?? 0 }));
+    const restoredSecond = Math.floor(restoredAt / 1000);
+    const recovered = (share: number) => timeline.find((t) => t.second > restoredSecond && t.goodput >= best * share);
+    const recovery = {
+      cutAt: new Date(cutAt).toISOString(),
+      restoredAt: new Date(restoredAt).toISOString(),
+      bestStepGoodput: best,
+      perSecond: timeline.map((t) => ({ second: t.second - restoredSecond, goodput: t.goodput, shed: t.shed, bypassed: t.bypassed })),
+      secondsToBest: recovered(1) ? recovered(1)!.second - restoredSecond : null,
+      secondsTo90PercentOfBest: recovered(0.9) ? recovered(0.9)!.second - restoredSecond : null,
+    };
+    console.log(`  per second (second 0 = the one Redis came back in), good/shed/bypassed: ${recovery.perSecond.map((p) => `${p.second}: ${p.goodput}/${p.shed}/${p.bypassed}`).join(', ')}`);
+    console.log(`  back to the best step's goodput (${best}/s) ${recovery.secondsToBest ?? 'never'} s after Redis returned; to 90% of it: ${recovery.secondsTo90PercentOfBest ?? 'never'} s`);
+
+    const bestStep = steps.find((s) => s.goodput === best)!;
+    const at = (connections: number) => steps.find((s) => s.connections === connections);
+    const verdicts = {
+      'goodput at 1000 ≥ 90% of best': at(1000) ? at(1000)!.goodput >= 0.9 * best : null,
+      'goodput at 2000 ≥ 90% of best': at(2000) ? at(2000)!.goodput >= 0.9 * best : null,
+      'p99 at 1000 ≤ 3 × p99 at 256': at(1000) && at(256) ? at(1000)!.p99Ms <= 3 * at(256)!.p99Ms : null,
+      'no bypass while Redis is up': steps.every((s) => (s.gateway.bypass ?? 0) === 0),
+      'no client timeouts or socket errors': [...steps, cutStep].every((s) => Object.values(s.clientErrors).every((n) => n === 0)),
+      'every non-2xx documented (503 with Retry-After, 409, 412)': [...steps, cutStep].every((s) =>
+        Object.entries(s.statuses).every(([status, n]) => Number(status) < 300 || status === '304' || status === '409' || status === '412' || (status === '503' && n === s.retryAfter503)),
+      ),
+      'back to the best goodput within 5 s of Redis returning': recovery.secondsToBest !== null && recovery.secondsToBest <= 5,
+    };
+    console.log(`\nbest step: ${bestStep.connections} connections, ${best}/s`);
+    console.table(verdicts);
+
+    const results = {
+      date: new Date().toISOString(),
+      machine,
+      loadAverageAfter: os.loadavg(),
+      settings: { products: PRODUCTS, writePercent: WRITE_PERCENT, stepSeconds: STEP_SECONDS, clientTimeout: CLIENT_TIMEOUT, wrkThreads: 2 },
+      steps,
+      redisCut: { connections: CUT_CONNECTIONS, seconds: CUT_SECONDS, step: cutStep, recovery, gatewayOnRedis: cacheStates.map((c) => ({ msAfterReturn: c.atMs - restoredAt, redisUp: c.redisUp, owed: c.owed })) },
+      verdicts,
+    };
+    await mkdir(new URL('results/', import.meta.url), { recursive: true });
+    await writeFile(new URL('results/load.json', import.meta.url), `${JSON.stringify(results, null, 2)}\n`);
+    const cutWindow: [number, number] = [Math.floor(cutAt / 1000), restoredSecond];
+    const meta = `npm run load, ${results.date.slice(0, 16)}Z, ${machine}; ${WRITE_PERCENT}% writes, ${STEP_SECONDS} s per step`;
+    await writeFile(new URL('../docs/load-curve.svg', import.meta.url), chart(steps, timeline, cutWindow, meta));
+    console.log('written to bench/results/load.json and docs/load-curve.svg');
+    console.log(`\nFor the README:\n\n${markdown(steps, cutStep, recovery)}`);
+  } finally {
+    // The gateway first, so that it does not answer its last requests with 502s from stopped services.
+    for (const { child } of processes.reverse()) {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 5_000))]);
+    }
+    await redisProxy.cut();
+    await dropSchemas(schemas);
+  }
+}
+
+await main();
