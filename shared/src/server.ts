@@ -25,7 +25,7 @@ export async function listen(handler: RequestListener, port: number, host?: stri
     // During shutdown, every response closes its connection so keep-alive clients reconnect elsewhere.
     if (closing) res.setHeader('Connection', 'close');
     inFlight.add(res);
-    res.once('close', () => inFlight.delete(res));
+    res.on('close', () => inFlight.delete(res)); // once per response: `on` spares `once`'s wrapper
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
