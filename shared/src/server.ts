@@ -21,11 +21,15 @@ export async function listen(handler: RequestListener, port: number, host?: stri
   const server = http.createServer({ keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS, headersTimeout: KEEP_ALIVE_TIMEOUT_MS + 1_000 }, handler);
   const inFlight = new Set<http.ServerResponse>();
   let closing = false;
+  // One listener for every response (no closure per request: see observeRequest in http.ts).
+  const forget = function (this: http.ServerResponse) {
+    inFlight.delete(this);
+  };
   server.on('request', (_req, res: http.ServerResponse) => {
     // During shutdown, every response closes its connection so keep-alive clients reconnect elsewhere.
     if (closing) res.setHeader('Connection', 'close');
     inFlight.add(res);
-    res.on('close', () => inFlight.delete(res)); // once per response: `on` spares `once`'s wrapper
+    res.on('close', forget);
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
