@@ -3,7 +3,8 @@
  * ways, each its own process started here:
  *
  *   products-service straight · the floor (node:http + mysql2, the same SELECT) ·
- *   the gateway with the cache off · the gateway with a warm cache ·
+ *   the gateway with the cache off · the gateway with a warm cache · both again with authentication
+ *   (a bearer token on every request) and rate limits (counted in Redis) on ·
  *   nginx as a plain proxy · nginx with proxy_cache, warm · a bare node:http ceiling (the same bytes)
  *
  * Every server runs on core 0 and wrk on core 1 (taskset) where the machine has two cores, so the
@@ -15,8 +16,9 @@
  *
  * `npm run bench -- --scale`: the read endpoints at 10k and at 1M rows instead (see scale.ts).
  */
-import { copyFile, mkdir, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
+import { importJWK, SignJWT, type JWK } from 'jose';
 import { chartSvg, type ChartRow } from './chart.ts';
 import { startNginx } from './nginx.ts';
 import { runScale } from './scale.ts';
@@ -50,6 +52,8 @@ interface Target {
   label: string;
   group: ChartRow['group'];
   server: Server;
+  /** Request headers of its own (a bearer token). */
+  headers?: Record<string, string>;
 }
 
 interface Figures extends LoadResult {
@@ -130,20 +134,45 @@ async function compare(publish: boolean): Promise<void> {
 
     const floor = await startNode('floor', 'bench/servers/floor.ts', { DATABASE_URL: schemaUrl(schema) }, await freePort());
     const gatewayEnv = { USERS_SERVICE_URL: products.url, PRODUCTS_SERVICE_URL: products.url, REDIS_URL };
-    const uncached = await startNode('gateway, cache off', 'gateway/dist/main.js', { ...gatewayEnv, CACHE_ENABLED: 'false' }, await freePort());
-    const cached = await startNode('gateway, warm cache', 'gateway/dist/main.js', { ...gatewayEnv, CACHE_ENABLED: 'true' }, await freePort());
+    // Without authentication and rate limits, as before the gateway had them; then with both, the
+    // token signed with the development key and budgets no run reaches: what is measured is the
+    // cost of checking the token and counting the request in Redis, not of refusing it.
+    const guardOff = { AUTH_ENABLED: 'false', RATE_LIMIT_ENABLED: 'false' };
+    const jwk = JSON.parse(await readFile(new URL('../dev-keys/signing-key.jwk', import.meta.url), 'utf8')) as JWK;
+    const guardOn = {
+      AUTH_ENABLED: 'true',
+      AUTH_PUBLIC_KEY: JSON.stringify(Object.fromEntries(Object.entries(jwk).filter(([name]) => name !== 'd'))),
+      RATE_LIMIT_ENABLED: 'true',
+      RATE_LIMIT_READS_PER_MINUTE: '1000000000',
+    };
+    const token = await new SignJWT({ scope: 'products:read' })
+      .setProtectedHeader({ alg: 'ES256', kid: jwk.kid })
+      .setSubject('bench')
+      .setIssuer('rest-microservices-dev')
+      .setAudience('rest-microservices')
+      .setExpirationTime('1h')
+      .sign(await importJWK(jwk, 'ES256'));
+    const authorised = { authorization: `Bearer ${token}` };
+    const uncached = await startNode('gateway, cache off', 'gateway/dist/main.js', { ...gatewayEnv, ...guardOff, CACHE_ENABLED: 'false' }, await freePort());
+    const cached = await startNode('gateway, warm cache', 'gateway/dist/main.js', { ...gatewayEnv, ...guardOff, CACHE_ENABLED: 'true' }, await freePort());
+    const uncachedGuarded = await startNode('gateway, cache off, auth', 'gateway/dist/main.js', { ...gatewayEnv, ...guardOn, CACHE_ENABLED: 'false' }, await freePort());
+    const cachedGuarded = await startNode('gateway, warm cache, auth', 'gateway/dist/main.js', { ...gatewayEnv, ...guardOn, CACHE_ENABLED: 'true' }, await freePort());
     const nginx = await startNginx(products.url, { plain: await freePort(), cached: await freePort() });
     closeNginx = nginx.close;
     const ceiling = await startNode('ceiling', 'bench/servers/ceiling.ts', { RESPONSE: JSON.stringify({ body, headers: answered }) }, await freePort());
     const headers: Record<string, string> = {};
     await warm(`${cached.url}${path}`, headers);
+    await warm(`${cachedGuarded.url}${path}`, { ...headers, ...authorised });
     await warm(`${nginx.cached.url}${path}`, headers);
 
     const targets: Target[] = [
       { key: 'service', label: 'products-service straight', group: 'ours', server: products },
       { key: 'floor', label: 'floor: node:http + mysql2', group: 'reference', server: floor },
+      // Each "auth + limits" run right after its plain one: side by side in the same run.
       { key: 'gatewayCacheOff', label: 'gateway, cache off', group: 'ours', server: uncached },
+      { key: 'gatewayCacheOffGuarded', label: 'gateway, cache off, auth + limits', group: 'ours', server: uncachedGuarded, headers: authorised },
       { key: 'gatewayWarm', label: 'gateway, warm cache', group: 'ours', server: cached },
+      { key: 'gatewayWarmGuarded', label: 'gateway, warm cache, auth + limits', group: 'ours', server: cachedGuarded, headers: authorised },
       { key: 'nginxProxy', label: 'nginx proxy, no cache', group: 'nginx', server: nginx.plain },
       { key: 'nginxCache', label: 'nginx proxy_cache, warm', group: 'nginx', server: nginx.cached },
       { key: 'ceiling', label: 'bare node:http ceiling', group: 'reference', server: ceiling },
@@ -151,15 +180,19 @@ async function compare(publish: boolean): Promise<void> {
     console.log(
       `GET ${path} (${Buffer.byteLength(body)} bytes), wrk -t1 -c${CONNECTIONS}, median of ${RUNS} × ${SECONDS} s, ${pinning ? 'servers on core 0, wrk on core 1' : 'not pinned'}`,
     );
-    const figures = await measureAll(targets, path, () => headers);
+    const figures = await measureAll(targets, path, (target) => ({ ...headers, ...target.headers }));
 
     const f = (key: string) => figures[key]!;
+    // The issue's ratios with the gateway's protections on, as it is deployed; the last two say
+    // what the protections cost.
     const ratios = {
-      'warm hit / nginx proxy_cache': round2(f('gatewayWarm').requestsPerSecond / f('nginxCache').requestsPerSecond),
-      'warm hit / node:http ceiling': round2(f('gatewayWarm').requestsPerSecond / f('ceiling').requestsPerSecond),
-      'gateway cache-off / nginx plain proxy': round2(f('gatewayCacheOff').requestsPerSecond / f('nginxProxy').requestsPerSecond),
-      'gateway cache-off p99 / service p99': round2(f('gatewayCacheOff').p99Ms / f('service').p99Ms),
+      'warm hit / nginx proxy_cache': round2(f('gatewayWarmGuarded').requestsPerSecond / f('nginxCache').requestsPerSecond),
+      'warm hit / node:http ceiling': round2(f('gatewayWarmGuarded').requestsPerSecond / f('ceiling').requestsPerSecond),
+      'gateway cache-off / nginx plain proxy': round2(f('gatewayCacheOffGuarded').requestsPerSecond / f('nginxProxy').requestsPerSecond),
+      'gateway cache-off p99 / service p99': round2(f('gatewayCacheOffGuarded').p99Ms / f('service').p99Ms),
       'service / floor': round2(f('service').requestsPerSecond / f('floor').requestsPerSecond),
+      'warm hit, auth + limits on / off': round2(f('gatewayWarmGuarded').requestsPerSecond / f('gatewayWarm').requestsPerSecond),
+      'cache-off proxy, auth + limits on / off': round2(f('gatewayCacheOffGuarded').requestsPerSecond / f('gatewayCacheOff').requestsPerSecond),
     };
     const results = {
       date: new Date().toISOString(),

@@ -1,13 +1,15 @@
 import type { IncomingMessage, RequestListener } from 'node:http';
-import { allowOnly, baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, requestContext } from '@app/shared/http';
+import { allowOnly, baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, refuseOversizedBodies, requestContext } from '@app/shared/http';
 import type { Logger } from '@app/shared/logger';
 import { requestTarget } from '@app/shared/request-target';
 import { cachedReads, type CachedUpstream } from './cache/cached-reads.js';
 import { withCacheHotPath } from './cache/hot-path.js';
 import type { ResponseCache } from './cache/response-cache.js';
 import { CacheScopes } from './cache/scope.js';
+import { AccessPolicy } from './auth/policy.js';
 import { ConcurrencyLimit, shedBeyondLimit, type ConcurrencyLimitSettings } from './concurrency-limit.js';
 import { refuseNonCanonical, requestTargets, withFrontDoor } from './front-door.js';
+import { withGuard, type GuardSettings } from './guard.js';
 import { GatewayMetrics } from './metrics.js';
 import { ReplicaHealth, upstreamAgent, type ResolveEndpoints } from './upstream-agent.js';
 import { openApiRoutes } from './openapi.js';
@@ -16,6 +18,8 @@ import { servesPath, upstreamProxy, type Upstream } from './upstream.js';
 export interface GatewayDependencies {
   upstreams: Upstream[];
   upstreamTimeoutMs: number;
+  /** How long a client may take to send its request body (408 after that). */
+  requestBodyTimeoutMs: number;
   /**
    * SERVICE_WRITE_DEADLINE_MS: how long after the gateway gave up on a write the service may still
    * commit it (the services' WRITE_DEADLINE_MS, plus time for a COMMIT under way).
@@ -29,16 +33,31 @@ export interface GatewayDependencies {
   concurrency: ConcurrencyLimitSettings;
   /** The replicas a service's host name and port stand for: DNS unless given (tests give fixed ports). */
   resolveReplicas?: ResolveEndpoints;
+  /** Authentication, scopes, rate limits and CORS, decided before the cache and express (guard.ts). */
+  guard: GuardSettings & { publicProductReads: boolean };
 }
 
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /**
- * The gateway: the front door (every target in its canonical form), cache hits (before express),
+ * The gateway: the front door (every target in its canonical form), the guard (CORS, token and
+ * scope, rate limit), cache hits (before express),
  * then express: 404 for a target with no canonical form (never cached), its own health and metrics endpoints,
  * cached reads, one proxy per service, and 404 for the rest. It does not listen.
  */
-export function createApp({ upstreams, upstreamTimeoutMs, serviceWriteDeadlineMs, logger, lifecycle, cache, concurrency, resolveReplicas }: GatewayDependencies): RequestListener {
+export function createApp({
+  upstreams,
+  upstreamTimeoutMs,
+  requestBodyTimeoutMs,
+  serviceWriteDeadlineMs,
+  logger,
+  lifecycle,
+  cache,
+  concurrency,
+  resolveReplicas,
+  guard,
+}: GatewayDependencies): RequestListener {
+  const deadlines = { upstreamMs: upstreamTimeoutMs, requestBodyMs: requestBodyTimeoutMs };
   const scopes = new CacheScopes(upstreams);
   // `path` is the canonical one for every request the front door let in.
   const metrics = new GatewayMetrics((path) => scopes.route(requestTarget(path)) ?? (['/healthz', '/readyz', '/metrics'].includes(path) ? path : 'other'));
@@ -69,14 +88,18 @@ export function createApp({ upstreams, upstreamTimeoutMs, serviceWriteDeadlineMs
     res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
   });
   app.all('/metrics', allowOnly(['GET']));
-  app.use(cachedReads({ cache, upstreamFor, timeoutMs: upstreamTimeoutMs, metrics }));
+  // Before anything reaches a service: a declared body over the limit is refused at once.
+  app.use('/api', refuseOversizedBodies);
+  app.use(cachedReads({ cache, upstreamFor, deadlines, metrics }));
   app.use(shedBeyondLimit((path) => upstreamFor(path)?.limit, metrics.shed));
   for (const { upstream, agent } of targets) {
-    app.use(upstreamProxy(upstream, { timeoutMs: upstreamTimeoutMs, agent, onSettled: invalidateWrites }));
+    app.use(upstreamProxy(upstream, { deadlines, agent, onSettled: invalidateWrites }));
   }
   app.use(notFound);
   app.use(problemHandler());
-  return withFrontDoor(cache ? withCacheHotPath(app, { cache, scopes, logger, metrics }) : app);
+  const served = cache ? withCacheHotPath(app, { cache, scopes, logger, metrics }) : app;
+  const policy = new AccessPolicy(scopes, new Set(guard.publicProductReads ? ['products'] : []));
+  return withFrontDoor(withGuard(served, { ...guard, policy, logger, onFinished: metrics.requestFinished }));
 }
 
 export function upstreamsFrom(config: { USERS_SERVICE_URL: string; PRODUCTS_SERVICE_URL: string }): Upstream[] {

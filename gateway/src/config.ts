@@ -1,5 +1,59 @@
+import { createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto';
 import { commonConfig, count, flag, milliseconds, port, seconds, url } from '@app/shared/config';
 import { z } from 'zod';
+
+// Empty strings count as unset, as in every other variable.
+const unsetIfEmpty = (value: unknown) => (value === '' ? undefined : value);
+
+/** Signature algorithms a token may use: public-key ones only, so no `none` and no HS/RS key confusion. */
+export const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'] as const;
+
+/** A comma-separated list, each item checked by `item`. */
+const list = (fallback: string, item: z.ZodType<string>, message: string) =>
+  z.preprocess(
+    unsetIfEmpty,
+    z
+      .string()
+      .default(fallback)
+      .transform((value) => value.split(',').map((part) => part.trim()).filter((part) => part !== ''))
+      .refine((items) => items.every((value) => item.safeParse(value).success), { message }),
+  );
+
+/** A key to verify tokens with: a PEM public key (SPKI) or a public JWK, as JSON. */
+export type VerificationKey = KeyObject | { keys: object[] };
+
+function parseVerificationKey(text: string): VerificationKey {
+  const trimmed = text.trim();
+  // A private key would be a secret in the gateway's environment: refuse it rather than derive its public half.
+  if (!trimmed.startsWith('{')) {
+    if (trimmed.includes('PRIVATE KEY')) throw new Error('a private key');
+    return createPublicKey(trimmed);
+  }
+  const json = JSON.parse(trimmed) as { keys?: unknown; d?: unknown };
+  if (Array.isArray(json.keys)) return { keys: json.keys as object[] };
+  if (json.d !== undefined) throw new Error('a private key');
+  return createPublicKey({ key: json as JsonWebKey, format: 'jwk' });
+}
+
+const verificationKey = z.preprocess(
+  unsetIfEmpty,
+  z
+    .string()
+    .optional()
+    .transform((value, context) => {
+      if (value === undefined) return undefined;
+      try {
+        const key = parseVerificationKey(value);
+        if ('type' in key && key.type !== 'public') throw new Error('not a public key');
+        return key;
+      } catch {
+        context.addIssue({ code: 'custom', message: 'must be a public key: PEM (SPKI), a JWK or a JWK Set, as JSON' });
+        return z.NEVER;
+      }
+    }),
+);
+
+const origin = z.string().refine((value) => URL.canParse(value) && new URL(value).origin === value);
 
 /** The environment the gateway reads (validated at start-up). */
 export const configSchema = z.object({
@@ -9,6 +63,7 @@ export const configSchema = z.object({
   REDIS_URL: url(['redis:', 'rediss:'], 'redis://127.0.0.1:6379'),
   REDIS_COMMAND_TIMEOUT_MS: milliseconds(1_000),
   UPSTREAM_TIMEOUT_MS: milliseconds(10_000),
+  REQUEST_BODY_TIMEOUT_MS: milliseconds(30_000),
   UPSTREAM_CONCURRENCY_LIMIT: count(128, 1, 100_000),
   UPSTREAM_WRITE_SHARE_PERCENT: count(25, 0, 90),
   // The services' WRITE_DEADLINE_MS (5000 by default) plus a second for a COMMIT under way.
@@ -16,5 +71,35 @@ export const configSchema = z.object({
   CACHE_ENABLED: flag(true),
   CACHE_TTL_SECONDS: seconds(60, 1),
   CACHE_STALE_SECONDS: seconds(300, 0),
+  AUTH_ENABLED: flag(true),
+  AUTH_PUBLIC_KEY: verificationKey,
+  AUTH_JWKS_URL: z.preprocess(
+    unsetIfEmpty,
+    z
+      .string()
+      .refine((value) => URL.canParse(value) && ['http:', 'https:'].includes(new URL(value).protocol), { message: 'must be a URL with scheme http or https' })
+      .optional(),
+  ),
+  AUTH_ISSUER: z.preprocess(unsetIfEmpty, z.string().default('rest-microservices-dev')),
+  AUTH_AUDIENCE: z.preprocess(unsetIfEmpty, z.string().default('rest-microservices')),
+  AUTH_ALGORITHMS: list('ES256,RS256,EdDSA', z.enum(ASYMMETRIC_ALGORITHMS), `must be a comma-separated list of ${ASYMMETRIC_ALGORITHMS.join(', ')}`),
+  AUTH_CLOCK_TOLERANCE_SECONDS: seconds(30, 0),
+  AUTH_PUBLIC_PRODUCT_READS: flag(false),
+  RATE_LIMIT_ENABLED: flag(true),
+  RATE_LIMIT_READS_PER_MINUTE: count(6_000, 1, 1_000_000_000),
+  RATE_LIMIT_WRITES_PER_MINUTE: count(3_000, 1, 1_000_000_000),
+  TRUSTED_PROXY_HOPS: count(0, 0, 10),
+  CORS_ORIGINS: list('', origin, 'must be a comma-separated list of origins (scheme://host[:port])'),
   ...commonConfig,
 });
+
+/**
+ * With authentication on, the gateway needs exactly one source of keys. Checked after parsing (not
+ * in the schema) so that each variable keeps its own default and the deployment checks read them.
+ */
+export function authConfigProblems(config: { AUTH_ENABLED: boolean; AUTH_PUBLIC_KEY?: unknown; AUTH_JWKS_URL?: string }): string[] {
+  if (!config.AUTH_ENABLED || (config.AUTH_PUBLIC_KEY === undefined) !== (config.AUTH_JWKS_URL === undefined)) return [];
+  return ['AUTH_PUBLIC_KEY, AUTH_JWKS_URL: set exactly one of them while AUTH_ENABLED is true (or AUTH_ENABLED=false)'];
+}
+
+export type GatewayConfig = z.infer<typeof configSchema>;

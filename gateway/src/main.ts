@@ -1,34 +1,65 @@
-import { loadConfig } from '@app/shared/config';
+import { ConfigError, loadConfig } from '@app/shared/config';
 import { Lifecycle } from '@app/shared/http';
 import { createLogger } from '@app/shared/logger';
 import { createCacheClient } from '@app/shared/redis';
 import { serve } from '@app/shared/server';
 import { createApp, upstreamsFrom } from './app.js';
+import { TokenVerifier } from './auth/tokens.js';
 import { ResponseCache } from './cache/response-cache.js';
-import { configSchema } from './config.js';
+import { authConfigProblems, configSchema } from './config.js';
+import { RateLimits } from './rate-limit.js';
 
 const config = loadConfig(configSchema);
+const authProblems = authConfigProblems(config);
+if (authProblems.length > 0) {
+  process.stderr.write(`${new ConfigError(authProblems).message}\n`);
+  process.exit(1);
+}
 const logger = createLogger('gateway', config.LOG_LEVEL);
 process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled rejection'));
 const lifecycle = new Lifecycle();
 const upstreams = upstreamsFrom(config);
-const redis = config.CACHE_ENABLED ? createCacheClient(config.REDIS_URL, logger, { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS }) : undefined;
-const cache = redis && new ResponseCache(redis, { ttlSeconds: config.CACHE_TTL_SECONDS, staleSeconds: config.CACHE_STALE_SECONDS }, logger);
+// One Redis client for the cache and the rate limits' counters.
+const redis =
+  config.CACHE_ENABLED || config.RATE_LIMIT_ENABLED ? createCacheClient(config.REDIS_URL, logger, { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS }) : undefined;
+const cache = redis && config.CACHE_ENABLED ? new ResponseCache(redis, { ttlSeconds: config.CACHE_TTL_SECONDS, staleSeconds: config.CACHE_STALE_SECONDS }, logger) : undefined;
+// authConfigProblems made sure one of the two is set while AUTH_ENABLED.
+const keySource = config.AUTH_PUBLIC_KEY ? { publicKey: config.AUTH_PUBLIC_KEY } : { jwksUrl: config.AUTH_JWKS_URL ?? '' };
+const tokens = config.AUTH_ENABLED
+  ? new TokenVerifier(keySource, {
+      issuer: config.AUTH_ISSUER,
+      audience: config.AUTH_AUDIENCE,
+      algorithms: config.AUTH_ALGORITHMS,
+      clockToleranceSeconds: config.AUTH_CLOCK_TOLERANCE_SECONDS,
+    })
+  : undefined;
+const limits = config.RATE_LIMIT_ENABLED
+  ? new RateLimits(redis, { readsPerMinute: config.RATE_LIMIT_READS_PER_MINUTE, writesPerMinute: config.RATE_LIMIT_WRITES_PER_MINUTE, keyPrefix: 'rl' }, logger)
+  : undefined;
+const guard = { tokens, limits, corsOrigins: config.CORS_ORIGINS, trustedProxyHops: config.TRUSTED_PROXY_HOPS, publicProductReads: config.AUTH_PUBLIC_PRODUCT_READS };
 await serve({
   name: 'gateway',
   handler: createApp({
     upstreams,
     upstreamTimeoutMs: config.UPSTREAM_TIMEOUT_MS,
+    requestBodyTimeoutMs: config.REQUEST_BODY_TIMEOUT_MS,
     serviceWriteDeadlineMs: config.SERVICE_WRITE_DEADLINE_MS,
     logger,
     lifecycle,
     cache,
     concurrency: { limit: config.UPSTREAM_CONCURRENCY_LIMIT, writeShare: config.UPSTREAM_WRITE_SHARE_PERCENT / 100 },
+    guard,
   }),
   port: config.PORT,
   lifecycle,
   logger,
   shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
   release: async () => redis?.disconnect(),
-  details: { upstreams: upstreams.map(({ name, url }) => ({ name, url })), cache: cache ? cache.settings : 'disabled' },
+  details: {
+    upstreams: upstreams.map(({ name, url }) => ({ name, url })),
+    cache: cache ? cache.settings : 'disabled',
+    auth: tokens ? { keys: config.AUTH_PUBLIC_KEY ? 'AUTH_PUBLIC_KEY' : config.AUTH_JWKS_URL, issuer: config.AUTH_ISSUER, audience: config.AUTH_AUDIENCE, publicProductReads: config.AUTH_PUBLIC_PRODUCT_READS } : 'disabled',
+    rateLimits: limits ? { readsPerMinute: config.RATE_LIMIT_READS_PER_MINUTE, writesPerMinute: config.RATE_LIMIT_WRITES_PER_MINUTE } : 'disabled',
+    corsOrigins: config.CORS_ORIGINS,
+  },
 });

@@ -16,6 +16,7 @@ import {
   requestIdHeader,
   routeItem,
   type ApiPart,
+  type Header,
   type OpenApiDocument,
   type Operation,
   type PathItem,
@@ -35,11 +36,75 @@ import { servesPath, type Upstream } from './upstream.js';
  * it gave; before it ever gave one, the document is a 503 with Retry-After.
  */
 
-/** A service's operation as the gateway answers it: plus 502/504, plus the cache headers on GET and HEAD. */
+const SECURITY_SCHEME = 'bearerAuth';
+
+/** Headers the gateway adds to what the services describe. */
+const GATEWAY_HEADERS: Record<string, Header> = {
+  RateLimitPolicy: {
+    description: 'The budget this request counts against (IETF RateLimit headers): `q` requests per `w` seconds, reads and writes apart. On every response under `/api` while rate limiting is on.',
+    required: false,
+    schema: { type: 'string', pattern: '^"(read|write)";q=\\d+;w=\\d+$' },
+    example: '"read";q=6000;w=60',
+  },
+  RateLimit: {
+    description: 'What is left of that budget: `r` requests, for `t` more seconds.',
+    required: false,
+    schema: { type: 'string', pattern: '^"(read|write)";r=\\d+;t=\\d+$' },
+    example: '"read";r=5999;t=60',
+  },
+  WWWAuthenticate: {
+    description: 'The bearer challenge (RFC 6750): `error="invalid_token"` for a token that is expired, badly signed or not for this API; no error when there was no token; `error="insufficient_scope"` with the `scope` needed on 403.',
+    required: true,
+    schema: { type: 'string', pattern: '^Bearer ' },
+    example: 'Bearer realm="api", error="invalid_token", error_description="The access token has expired"',
+  },
+};
+
+const SECURITY_SCHEMES = {
+  [SECURITY_SCHEME]: {
+    type: 'http',
+    scheme: 'bearer',
+    bearerFormat: 'JWT',
+    description:
+      'An access token (JWT) from the identity provider the gateway trusts, with the scopes the operation lists (`scope` claim, space-separated): `users:read`, `users:write`, `products:read`, `products:write`. Locally, `npm run token` makes one.',
+  },
+};
+
+/** The scope an operation needs (as the gateway decides it, auth/policy.ts); none for OPTIONS. */
+function scopeOf(upstream: Upstream, method: string): string | undefined {
+  if (method === 'options') return undefined;
+  return `${upstream.name}:${method === 'get' || method === 'head' ? 'read' : 'write'}`;
+}
+
+/**
+ * A service's operation as the gateway answers it: its token and scope (401, 403), its rate limits
+ * (429, RateLimit headers), 502/504, and the cache headers on GET and HEAD.
+ */
 function throughGateway(upstream: Upstream, method: string, operation: Operation, route: string): Operation {
   const cached = method === 'get' || method === 'head';
+  const scope = scopeOf(upstream, method);
+  const rateLimitHeaders = { 'RateLimit-Policy': ref('headers', 'RateLimitPolicy'), RateLimit: ref('headers', 'RateLimit') };
   const responses: Record<string, Response> = {
     ...operation.responses,
+    401: problemResponse(401, {
+      headers: { 'WWW-Authenticate': ref('headers', 'WWWAuthenticate') },
+      example: problemExample(new HttpProblem('unauthorized', 'The access token has expired'), route),
+    }),
+    ...(scope && {
+      403: problemResponse(403, {
+        headers: { 'WWW-Authenticate': ref('headers', 'WWWAuthenticate') },
+        example: problemExample(new HttpProblem('insufficient-scope', `This request needs the ${scope} scope, which the access token does not grant`), route),
+      }),
+    }),
+    429: problemResponse(429, {
+      headers: { 'Retry-After': ref('headers', 'RetryAfter') },
+      example: problemExample(new HttpProblem('rate-limited', 'Over the budget of read requests for this client; retry after 42 s'), route),
+    }),
+    ...(operation.requestBody
+      ? { 408: problemResponse(408, { example: problemExample(new HttpProblem('request-timeout', 'The request body did not arrive within 30000 ms'), route) }) }
+      : {}),
+    414: problemResponse(414),
+    431: problemResponse(431),
     502: problemResponse(502, { example: problemExample(new HttpProblem('bad-gateway', `The ${upstream.name} service could not be reached`), route) }),
     504: problemResponse(504, {
       example: problemExample(new HttpProblem('gateway-timeout', `The ${upstream.name} service did not answer within 10000 ms`), route),
@@ -47,12 +112,17 @@ function throughGateway(upstream: Upstream, method: string, operation: Operation
   };
   return {
     ...operation,
+    ...(scope && { security: [{ [SECURITY_SCHEME]: [scope] }] }),
     responses: Object.fromEntries(
       Object.entries(responses).map(([status, { content, ...response }]) => [
         status,
         {
           ...response,
-          headers: { ...response.headers, ...(cached ? { 'X-Cache': ref('headers', 'XCache'), Age: ref('headers', 'Age') } : {}) },
+          headers: {
+            ...response.headers,
+            ...rateLimitHeaders,
+            ...(cached ? { 'X-Cache': ref('headers', 'XCache'), Age: ref('headers', 'Age') } : {}),
+          },
           // HEAD answers carry no body, the gateway's own failures included.
           ...(content && method !== 'head' ? { content } : {}),
         },
@@ -74,7 +144,8 @@ export function proxiedPart(upstream: Upstream, document: OpenApiDocument): ApiP
     paths[route] = through;
   }
   const usedTags = new Set(Object.values(paths).flatMap((item) => HTTP_METHODS.flatMap((method) => item[method]?.tags ?? [])));
-  return { tags: document.tags.filter(({ name }) => usedTags.has(name)), paths, components: document.components };
+  const components = { ...document.components, headers: { ...document.components.headers, ...GATEWAY_HEADERS } };
+  return { tags: document.tags.filter(({ name }) => usedTags.has(name)), paths, components };
 }
 
 // The docs page -------------------------------------------------------------------------------
@@ -222,8 +293,11 @@ const DESCRIPTION = `A REST API for users and products, behind one gateway.
 - **Concurrency**: every resource has a strong \`ETag\`; send it in \`If-Match\` on PUT, PATCH and DELETE (412 when it no longer matches) and in \`If-None-Match\` on GET (304).
 - **PATCH** takes an RFC 7396 merge patch (\`application/merge-patch+json\`, or \`application/json\` as the same).
 - **Errors** are \`application/problem+json\` (RFC 9457). A path that does not exist is a 404; a method a path does not support is a 405 with \`Allow\`.
+- **Request bodies** are JSON in UTF-8, at most 100 KiB (a larger \`Content-Length\` is a 413 at once), nested at most 32 levels, never compressed (\`Content-Encoding\` other than \`identity\` is a 415 with \`Accept-Encoding: identity\`), and must arrive within the gateway's body deadline (408).
+- **Requests the HTTP server cannot take** are problem+json too, and close the connection: a malformed request (400), a body too slow (408), a request target over 8 KiB (414), header fields over 16 KiB (431).
 - **\`X-Request-Id\`** is on every response; send your own to trace a request through every process.
-- **Rate limiting** (429 with \`Retry-After\`) is not enabled yet, so it is not described here.
+- **Access tokens**: every operation under \`/api\` but OPTIONS needs a bearer token (JWT) with the scope it lists (\`users:read\`, \`users:write\`, \`products:read\`, \`products:write\`); a deployment may make product reads public. No token or a bad one is a 401, a token without the scope a 403, both with \`WWW-Authenticate\`.
+- **Rate limits**: each caller (its token's subject, or its address without a token) has a budget of reads and one of writes per minute; \`RateLimit-Policy\` and \`RateLimit\` say where it stands, and over it the answer is 429 with \`Retry-After\`.
 
 ## Problem types
 
@@ -246,7 +320,8 @@ export function gatewayDocument(parts: readonly { upstream: Upstream; document: 
     }),
     docsPart(),
   ];
-  return assembleDocument(info, [...parts.map(({ upstream, document }) => proxiedPart(upstream, document)), ...gatewayOwn]);
+  const document = assembleDocument(info, [...parts.map(({ upstream, document }) => proxiedPart(upstream, document)), ...gatewayOwn]);
+  return { ...document, components: { ...document.components, securitySchemes: SECURITY_SCHEMES } };
 }
 
 function isDocument(value: unknown): value is OpenApiDocument {

@@ -92,8 +92,9 @@ export class MySqlIdempotencyStore implements IdempotencyStore {
     return stored === 1;
   }
 
+  /** Not bound by the request's write deadline (a plain `query`): giving a key up is safe at any time. */
   async release(request: IdempotentRequest, token: string): Promise<void> {
-    await this.db.execute('DELETE FROM idempotency_keys WHERE scope = ? AND idempotency_key = ? AND token = ? AND response_status IS NULL', [
+    await this.db.query('DELETE FROM idempotency_keys WHERE scope = ? AND idempotency_key = ? AND token = ? AND response_status IS NULL', [
       ...this.#id(request),
       Buffer.from(token, 'hex'),
     ]);

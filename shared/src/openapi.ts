@@ -51,6 +51,8 @@ export interface Operation {
   parameters?: (Parameter | Reference)[];
   requestBody?: RequestBody;
   responses: Record<string, Response>;
+  /** Who may call it: each entry names a security scheme and the scopes it needs. */
+  security?: Record<string, string[]>[];
 }
 export const HTTP_METHODS = ['get', 'head', 'post', 'put', 'patch', 'delete', 'options'] as const;
 export type HttpMethod = (typeof HTTP_METHODS)[number];
@@ -59,6 +61,7 @@ export interface Components {
   schemas: Record<string, Schema>;
   headers: Record<string, Header>;
   parameters: Record<string, Parameter>;
+  securitySchemes?: Record<string, Schema>;
 }
 export interface Tag {
   name: string;
@@ -185,6 +188,11 @@ export function commonComponents(): Components {
         required: true,
         schema: { type: 'string', const: 'no-store' },
       },
+      AcceptEncoding: {
+        description: 'On a 415 caused by `Content-Encoding`: the content codings a request body may have (only `identity`: bodies are not compressed).',
+        required: false,
+        schema: { type: 'string', const: 'identity' },
+      },
       RetryAfter: {
         description: 'Seconds to wait before retrying.',
         required: true,
@@ -220,7 +228,8 @@ export function commonComponents(): Components {
       IfMatch: {
         name: 'If-Match',
         in: 'header',
-        description: 'Write only if the resource still has one of these ETags (strong comparison), or `*`; 412 otherwise, and nothing changes.',
+        description:
+          'Proceed only if the resource still has one of these ETags (strong comparison: a `W/` tag never matches), or `*` (it exists); 412 otherwise, and nothing changes. A collection has no ETag: only `*` holds on it. A value that is neither `*` nor a list of entity tags is a 400.',
         required: false,
         schema: { type: 'string' },
         example: '"1"',
@@ -237,10 +246,19 @@ export function commonComponents(): Components {
       IfNoneMatch: {
         name: 'If-None-Match',
         in: 'header',
-        description: 'Answer 304 without a body when the resource still has one of these ETags (weak comparison).',
+        description: 'Answer 304 without a body when the resource still has one of these ETags (weak comparison), or for `*`. A malformed value is ignored.',
         required: false,
         schema: { type: 'string' },
         example: '"1"',
+      },
+      IfNoneMatchWrite: {
+        name: 'If-None-Match',
+        in: 'header',
+        description:
+          'Proceed only if the resource has none of these ETags (weak comparison); `*` proceeds only where nothing exists, so on an existing item, and on a collection, it is a 412 and nothing changes. A value that is neither `*` nor a list of entity tags is a 400.',
+        required: false,
+        schema: { type: 'string' },
+        example: '*',
       },
     },
   };
@@ -256,7 +274,12 @@ export function problemResponse(status: number, options: { example?: Record<stri
   if (kinds.length === 0) throw new Error(`No problem type has status ${status}`);
   return {
     description: kinds.map((kind) => problemTypes[kind].title).join('; '),
-    headers: { ...requestIdHeader(), ...(status === 503 ? { 'Retry-After': ref('headers', 'RetryAfter') } : {}), ...options.headers },
+    headers: {
+      ...requestIdHeader(),
+      ...(status === 503 ? { 'Retry-After': ref('headers', 'RetryAfter') } : {}),
+      ...(status === 415 ? { 'Accept-Encoding': ref('headers', 'AcceptEncoding') } : {}),
+      ...options.headers,
+    },
     content: {
       'application/problem+json': { schema: ref('schemas', `Problem${status}`), ...(options.example ? { example: options.example } : {}) },
     },
@@ -299,6 +322,7 @@ export function optionsOperation(methods: readonly string[], operationId: string
           Allow: { description: 'The methods this path answers.', required: true, schema: { type: 'string', const: [...answeredMethods(methods), 'OPTIONS'].join(', ') } },
         },
       },
+      404: problemResponse(404),
     },
   };
 }

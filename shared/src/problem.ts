@@ -14,15 +14,24 @@ export const PROBLEM_BASE = 'https://problems.example/';
 export const problemTypes = {
   'validation': { status: 400, title: 'Request validation failed' },
   'malformed-json': { status: 400, title: 'Malformed JSON body' },
+  'bad-request': { status: 400, title: 'Malformed HTTP request' },
+  'unauthorized': { status: 401, title: 'Missing or invalid access token' },
+  'insufficient-scope': { status: 403, title: 'Insufficient scope' },
   'not-found': { status: 404, title: 'Resource not found' },
   'method-not-allowed': { status: 405, title: 'Method not allowed' },
+  'request-timeout': { status: 408, title: 'Request body timed out' },
   'conflict': { status: 409, title: 'Resource already exists' },
   'concurrent-update': { status: 409, title: 'Resource is being modified concurrently' },
   'idempotency-in-flight': { status: 409, title: 'A request with this Idempotency-Key is in progress' },
   'precondition-failed': { status: 412, title: 'Precondition failed' },
   'payload-too-large': { status: 413, title: 'Request body too large' },
+  'uri-too-long': { status: 414, title: 'Request target too long' },
   'unsupported-media-type': { status: 415, title: 'Unsupported media type' },
+  'unsupported-content-encoding': { status: 415, title: 'Unsupported content encoding' },
+  'expectation-failed': { status: 417, title: 'Expectation failed' },
   'idempotency-key-reused': { status: 422, title: 'Idempotency-Key reused for a different request' },
+  'rate-limited': { status: 429, title: 'Too many requests' },
+  'header-fields-too-large': { status: 431, title: 'Request header fields too large' },
   'internal': { status: 500, title: 'Internal server error' },
   'bad-gateway': { status: 502, title: 'Upstream service unreachable' },
   'service-unavailable': { status: 503, title: 'Service unavailable' },
@@ -77,8 +86,7 @@ export const problems = {
     }),
   conflict: (path: string, message: string) =>
     new HttpProblem('conflict', `${path} ${message}`, { errors: [{ path, message }] }),
-  preconditionFailed: () =>
-    new HttpProblem('precondition-failed', 'If-Match does not match the current ETag of the resource'),
+  preconditionFailed: (detail = 'If-Match does not match the current ETag of the resource') => new HttpProblem('precondition-failed', detail),
   unavailable: (detail: string, cause?: unknown) =>
     new HttpProblem('service-unavailable', detail, {
       headers: { 'Retry-After': String(RETRY_AFTER_SECONDS) },

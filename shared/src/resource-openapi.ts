@@ -156,6 +156,9 @@ export function resourceApi<F extends Record<string, unknown>>(path: string, def
   const notFound = problem(404, problemExample(problems.notFound(`No ${definition.name} with id ${EXAMPLE_ID}`), exampleItem));
   const unavailable = (instance: string) => problem(503, problemExample(problems.unavailable('The database is unavailable; try again shortly'), instance));
   const internal = problem(500);
+  const preconditionFailed = (instance: string) => problem(412, problemExample(problems.preconditionFailed(), instance));
+  const malformedCondition = (instance: string) =>
+    problem(400, problemExample(problems.validation([{ path: 'If-Match', message: 'must be * or a list of entity tags ("…" or W/"…")' }]), instance));
   const bodyProblems = (instance: string): Record<string, Response> => ({
     413: problem(413, problemExample(new HttpProblem('payload-too-large', `The request body is larger than ${BODY_LIMIT}`), instance)),
     415: problem(415, problemExample(new HttpProblem('unsupported-media-type', 'The request body must be application/json, not text/plain'), instance)),
@@ -178,7 +181,7 @@ export function resourceApi<F extends Record<string, unknown>>(path: string, def
     400: problem(400, validationExample(definition.fields, {}, exampleItem)),
     404: notFound,
     409: problem(409, problemExample(problems.conflict(firstField, 'is already taken'), exampleItem)),
-    412: problem(412, problemExample(problems.preconditionFailed(), exampleItem)),
+    412: preconditionFailed(exampleItem),
     ...bodyProblems(exampleItem),
     500: internal,
     503: unavailable(exampleItem),
@@ -201,7 +204,7 @@ export function resourceApi<F extends Record<string, unknown>>(path: string, def
             summary: `List ${plural}`,
             description: `A page of ${plural} in id order (creation order), at most \`limit\` (default ${DEFAULT_LIMIT}). Walk the pages with \`cursor\` = the previous page's \`nextCursor\` until it is \`null\`: every item is seen exactly once, even while items are created or deleted. An unknown query parameter is a 400.`,
             tags: [tag],
-            parameters: [...parameters(), ...queryParameters(definition)],
+            parameters: [...parameters('IfMatch'), ...queryParameters(definition)],
             responses: {
               200: {
                 description: `A page of ${plural}.`,
@@ -209,6 +212,7 @@ export function resourceApi<F extends Record<string, unknown>>(path: string, def
                 content: jsonContent(ref('schemas', names.page), examplePage),
               },
               400: problem(400, validationExample(listQuerySchema(definition.filter), { limit: '0' }, path)),
+              412: preconditionFailed(path),
               500: internal,
               503: unavailable(path),
             },
@@ -217,7 +221,7 @@ export function resourceApi<F extends Record<string, unknown>>(path: string, def
             operationId: `create${Name}`,
             summary: `Create a ${definition.name}`,
             tags: [tag],
-            parameters: parameters('IdempotencyKey'),
+            parameters: parameters('IfMatch', 'IfNoneMatchWrite', 'IdempotencyKey'),
             requestBody: writeBody(`The new ${definition.name}.`),
             responses: {
               ...withResource(`Created: the ${definition.name} as stored (or, for a retry with the same \`Idempotency-Key\`, the response to the first request).`, '201', {
@@ -226,6 +230,7 @@ export function resourceApi<F extends Record<string, unknown>>(path: string, def
               }),
               400: problem(400, validationExample(definition.fields, {}, path)),
               409: problem(409, problemExample(problems.conflict(firstField, 'is already taken'), path)),
+              412: preconditionFailed(path),
               ...idempotencyProblemsAt(path),
               ...bodyProblems(path),
               500: internal,
@@ -242,14 +247,16 @@ export function resourceApi<F extends Record<string, unknown>>(path: string, def
             operationId: `get${Name}`,
             summary: `Read a ${definition.name}`,
             tags: [tag],
-            parameters: parameters('IfNoneMatch'),
+            parameters: parameters('IfMatch', 'IfNoneMatch'),
             responses: {
               ...withResource(`The ${definition.name}.`, '200', { 'Cache-Control': ref('headers', 'CacheControlNoCache') }),
               304: {
                 description: 'Not modified: `If-None-Match` matches the current ETag.',
                 headers: { ...requestIdHeader(), ETag: ref('headers', 'ETag'), 'Cache-Control': ref('headers', 'CacheControlNoCache') },
               },
+              400: malformedCondition(exampleItem),
               404: notFound,
+              412: preconditionFailed(exampleItem),
               500: internal,
               503: unavailable(exampleItem),
             },
@@ -259,7 +266,7 @@ export function resourceApi<F extends Record<string, unknown>>(path: string, def
             summary: `Replace a ${definition.name}`,
             description: `Full replacement: every writable field is required (absent ones take their defaults). Never creates: 404 for an unknown id.`,
             tags: [tag],
-            parameters: parameters('IfMatch'),
+            parameters: parameters('IfMatch', 'IfNoneMatchWrite'),
             requestBody: writeBody(`The new state of the ${definition.name}.`),
             responses: updateResponses(`Replaced: the ${definition.name} as stored, with its new ETag.`),
           },
@@ -268,7 +275,7 @@ export function resourceApi<F extends Record<string, unknown>>(path: string, def
             summary: `Change some fields of a ${definition.name}`,
             description: 'An RFC 7396 JSON merge patch: members replace, nested objects merge, `null` removes a member (an optional field takes its default again). The result must be a valid resource.',
             tags: [tag],
-            parameters: parameters('IfMatch', 'IdempotencyKey'),
+            parameters: parameters('IfMatch', 'IfNoneMatchWrite', 'IdempotencyKey'),
             requestBody: {
               description: `The changes. ${PATCH_MEDIA_TYPES.map((type) => `\`${type}\``).join(' and ')} are accepted as the same.`,
               required: true,
@@ -286,11 +293,12 @@ export function resourceApi<F extends Record<string, unknown>>(path: string, def
             operationId: `delete${Name}`,
             summary: `Delete a ${definition.name}`,
             tags: [tag],
-            parameters: parameters('IfMatch'),
+            parameters: parameters('IfMatch', 'IfNoneMatchWrite'),
             responses: {
               204: { description: 'Deleted.', headers: requestIdHeader() },
+              400: malformedCondition(exampleItem),
               404: notFound,
-              412: problem(412, problemExample(problems.preconditionFailed(), exampleItem)),
+              412: preconditionFailed(exampleItem),
               500: internal,
               503: unavailable(exampleItem),
             },

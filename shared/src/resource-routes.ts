@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type Request, type Response, type Router } from 'express';
 import { allowOnly, jsonBody, sendJson } from './http.js';
 import { idempotent, type IdempotencyStore, type StoredResponse } from './idempotency.js';
-import { etagMatches, etagOf, representation, type ResourceService, type Stored } from './resource.js';
+import { conditionsOf, etagOf, evaluatePreconditions, representation, type ResourceService, type Stored } from './resource.js';
 
 /** What `path` answers (HEAD and OPTIONS come with them); the API description reads these too. */
 export const COLLECTION_METHODS = ['GET', 'POST'] as const;
@@ -27,6 +27,10 @@ export interface ResourceRoutes {
 /**
  * The HTTP mapping of a resource: `path` (list, create) and `path/:id` (read, replace, patch,
  * delete). POST and PATCH honour `Idempotency-Key`, with keys scoped to `path`.
+ * Conditional requests follow RFC 9110 §13 on every method: an item's validator is its ETag; a
+ * collection exists but has none, so on it `If-Match: *` holds, any other If-Match fails (412),
+ * and `If-None-Match: *` on POST fails (412); If-None-Match on a list read is not evaluated (no
+ * validator to compare, and the gateway's cache answers the same).
  */
 export function resourceRoutes<F extends Record<string, unknown>, Filter>(
   path: string,
@@ -36,7 +40,6 @@ export function resourceRoutes<F extends Record<string, unknown>, Filter>(
   // Exact paths only, as request-target.ts spells them (the service refuses other spellings first).
   const router = express.Router({ strict: true, caseSensitive: true });
   const item = `${path}/:id`;
-  const ifMatch = (req: Request) => req.headers['if-match'];
 
   const sendResource = (res: ServerResponse, resource: Stored<F>, status = 200) => {
     res.setHeader('ETag', etagOf(resource.version));
@@ -47,7 +50,7 @@ export function resourceRoutes<F extends Record<string, unknown>, Filter>(
     const resource = await service.get(id);
     const etag = etagOf(resource.version);
     res.setHeader('Cache-Control', 'no-cache');
-    if (etagMatches(req.headers['if-none-match'], etag, 'weak')) {
+    if (evaluatePreconditions(conditionsOf(req.headers), etag, 'read') === 'not-modified') {
       res.statusCode = 304;
       res.setHeader('ETag', etag);
       res.end();
@@ -65,6 +68,7 @@ export function resourceRoutes<F extends Record<string, unknown>, Filter>(
   router
     .route(path)
     .get(async (req: Request, res: Response) => {
+      evaluatePreconditions({ ifMatch: req.headers['if-match'] }, undefined, 'read');
       const page = await service.list(req.query);
       res.setHeader('Cache-Control', 'no-cache');
       sendJson(res, 200, { items: page.items.map(representation), nextCursor: page.nextCursor });
@@ -72,6 +76,7 @@ export function resourceRoutes<F extends Record<string, unknown>, Filter>(
     .post(
       jsonBody(),
       idempotent(idempotency, path, async (req) => {
+        evaluatePreconditions(conditionsOf(req.headers), undefined, 'write');
         const created = await service.create(req.body);
         return written(created, 201, { Location: `${path}/${created.id}` });
       }),
@@ -82,14 +87,14 @@ export function resourceRoutes<F extends Record<string, unknown>, Filter>(
     .route(item)
     .get((req: Request<{ id: string }>, res: Response) => readItem(req, res, req.params.id))
     .put(jsonBody(), async (req: Request<{ id: string }>, res: Response) => {
-      sendResource(res, await service.replace(req.params.id, req.body, ifMatch(req)));
+      sendResource(res, await service.replace(req.params.id, req.body, conditionsOf(req.headers)));
     })
     .patch(
       jsonBody(PATCH_MEDIA_TYPES),
-      idempotent(idempotency, path, async (req) => written(await service.patch(req.params.id as string, req.body, ifMatch(req)), 200)),
+      idempotent(idempotency, path, async (req) => written(await service.patch(req.params.id as string, req.body, conditionsOf(req.headers)), 200)),
     )
     .delete(async (req: Request<{ id: string }>, res: Response) => {
-      await service.delete(req.params.id, ifMatch(req));
+      await service.delete(req.params.id, conditionsOf(req.headers));
       res.status(204).end();
     })
     .all(allowOnly(ITEM_METHODS));

@@ -41,28 +41,75 @@ const MAX_UPDATE_ATTEMPTS = 5;
 
 export const etagOf = (version: number) => `"${version}"`;
 
-/**
- * A parsed `If-Match` / `If-None-Match`: `*` or the listed ETags. `weak` matching ignores a `W/`
- * prefix (If-None-Match); strong matching never matches a weak tag (If-Match).
- */
-export function etagMatches(header: string | undefined, etag: string, comparison: 'strong' | 'weak'): boolean {
-  if (header === undefined) return false;
-  if (header.trim() === '*') return true;
-  return header.split(',').some((candidate) => {
-    const tag = candidate.trim();
-    if (tag.startsWith('W/')) return comparison === 'weak' && tag.slice(2) === etag;
-    return tag === etag;
-  });
+/** `If-Match` and `If-None-Match` as a request sent them (absent: undefined). */
+export interface Conditions {
+  ifMatch?: string;
+  ifNoneMatch?: string;
 }
 
-/** The versions an `If-Match` header can match, or '*' for any. */
-function versionsIn(header: string): number[] | '*' {
+export const conditionsOf = (headers: { 'if-match'?: string; 'if-none-match'?: string }): Conditions => ({
+  ifMatch: headers['if-match'],
+  ifNoneMatch: headers['if-none-match'],
+});
+
+// RFC 9110 §8.8.3: entity-tag = [ "W/" ] DQUOTE *etagc DQUOTE, etagc = %x21 / %x23-7E / obs-text.
+const ENTITY_TAG = String.raw`(?:W\/)?"[\x21\x23-\x7e\x80-\xff]*"`;
+const ENTITY_TAG_LIST = new RegExp(String.raw`^[ \t]*(?:${ENTITY_TAG}[ \t]*)?(?:,[ \t]*(?:${ENTITY_TAG}[ \t]*)?)*$`);
+
+/**
+ * An `If-Match` / `If-None-Match` value (RFC 9110 §13.1.1-2): `*`, or the entity tags of the list
+ * (empty list elements allowed, as for any #list); undefined when it is neither.
+ */
+export function parseEntityTags(header: string): '*' | { weak: boolean; tag: string }[] | undefined {
   if (header.trim() === '*') return '*';
-  return header
-    .split(',')
-    .map((tag) => /^"(\d{1,10})"$/.exec(tag.trim())?.[1])
-    .filter((version): version is string => version !== undefined)
-    .map(Number);
+  if (!ENTITY_TAG_LIST.test(header)) return undefined;
+  return [...header.matchAll(new RegExp(ENTITY_TAG, 'g'))].map(([tag]) =>
+    tag.startsWith('W/') ? { weak: true, tag: tag.slice(2) } : { weak: false, tag },
+  );
+}
+
+/**
+ * Whether `header` matches `etag` (RFC 9110 §8.8.3.2): `weak` comparison ignores a `W/` prefix
+ * (If-None-Match); `strong` never matches a weak tag (If-Match). `*` matches any current
+ * representation; a malformed header matches nothing.
+ */
+export function etagMatches(header: string | undefined, etag: string, comparison: 'strong' | 'weak'): boolean {
+  const tags = header === undefined ? undefined : parseEntityTags(header);
+  if (tags === undefined) return false;
+  if (tags === '*') return true;
+  return tags.some(({ weak, tag }) => tag === etag && (comparison === 'weak' || !weak));
+}
+
+const malformed = (header: string) =>
+  problems.validation([{ path: header, message: 'must be * or a list of entity tags ("…" or W/"…")' }]);
+
+/**
+ * RFC 9110 §13.2.2 for a request on a resource that exists: its current ETag is `etag` (undefined
+ * for one without a validator: a collection). If-Match first (strong comparison; false → 412),
+ * otherwise If-None-Match (weak comparison; true → 304 for `read`, 412 for a write). Returns
+ * 'not-modified' when a read should answer 304. A malformed If-Match is a 400; a malformed
+ * If-None-Match is a 400 on a write and ignored on a read (as a cache that cannot parse it would).
+ */
+export function evaluatePreconditions(conditions: Conditions, etag: string | undefined, kind: 'read' | 'write'): 'proceed' | 'not-modified' {
+  const { ifMatch, ifNoneMatch } = conditions;
+  if (ifMatch !== undefined) {
+    const tags = parseEntityTags(ifMatch);
+    if (tags === undefined) throw malformed('If-Match');
+    if (tags !== '*' && (etag === undefined || !etagMatches(ifMatch, etag, 'strong'))) throw problems.preconditionFailed();
+    return 'proceed';
+  }
+  if (ifNoneMatch === undefined) return 'proceed';
+  const tags = parseEntityTags(ifNoneMatch);
+  if (tags === undefined) {
+    if (kind === 'write') throw malformed('If-None-Match');
+    return 'proceed';
+  }
+  const matches = tags === '*' || (etag !== undefined && etagMatches(ifNoneMatch, etag, 'weak'));
+  if (!matches) return 'proceed';
+  if (kind === 'read') return 'not-modified';
+  throw problems.preconditionFailed(
+    tags === '*' ? 'If-None-Match: * forbids changing a resource that exists' : 'If-None-Match matches the current ETag of the resource',
+  );
 }
 
 export function encodeCursor(id: string): string {
@@ -150,41 +197,41 @@ export class ResourceService<F extends Record<string, unknown>, Filter> {
   }
 
   /** PUT: full replacement; never creates. */
-  replace(id: string, body: unknown, ifMatch: string | undefined): Promise<Stored<F>> {
+  replace(id: string, body: unknown, conditions: Conditions = {}): Promise<Stored<F>> {
     const fields = this.#parseFields(body);
-    return this.#update(id, ifMatch, () => fields);
+    return this.#update(id, conditions, () => fields);
   }
 
   /** PATCH: RFC 7396 merge patch of the writable fields, then the same rules as PUT. */
-  patch(id: string, body: unknown, ifMatch: string | undefined): Promise<Stored<F>> {
+  patch(id: string, body: unknown, conditions: Conditions = {}): Promise<Stored<F>> {
     const patch = withoutReadOnly(parseOrThrow(z.record(z.string(), z.unknown()), body));
-    return this.#update(id, ifMatch, (current) => this.#parseFields(mergePatch(current.fields, patch)));
+    return this.#update(id, conditions, (current) => this.#parseFields(mergePatch(current.fields, patch)));
   }
 
-  async delete(id: string, ifMatch: string | undefined): Promise<void> {
+  async delete(id: string, conditions: Conditions = {}): Promise<void> {
     if (!UUID_V7.test(id)) throw problems.notFound(`No ${this.name} with id ${id}`);
-    if (ifMatch === undefined) {
+    if (conditions.ifMatch === undefined && conditions.ifNoneMatch === undefined) {
       if (!(await this.store.delete(id))) throw problems.notFound(`No ${this.name} with id ${id}`);
       return;
     }
-    const versions = versionsIn(ifMatch);
-    if (versions === '*') {
-      if (!(await this.store.delete(id))) throw problems.notFound(`No ${this.name} with id ${id}`);
-      return;
+    // Conditional: decided on the version read, and deleted only at that version.
+    for (let attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++) {
+      const current = await this.get(id);
+      evaluatePreconditions(conditions, etagOf(current.version), 'write');
+      if (await this.store.delete(id, current.version)) return;
     }
-    for (const version of versions) if (await this.store.delete(id, version)) return;
-    await this.get(id); // 404 when it is gone
-    throw problems.preconditionFailed();
+    throw this.#concurrentUpdate();
   }
 
   /**
    * Optimistic concurrency: read, compute, then a conditional UPDATE on the version that was read.
-   * When another writer won in between, If-Match no longer holds (412); without If-Match we retry.
+   * The preconditions are evaluated on the version read; when another writer won in between, we
+   * read again and evaluate them again (an If-Match that held then no longer does: 412).
    */
-  async #update(id: string, ifMatch: string | undefined, nextFields: (current: Stored<F>) => F): Promise<Stored<F>> {
+  async #update(id: string, conditions: Conditions, nextFields: (current: Stored<F>) => F): Promise<Stored<F>> {
     for (let attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++) {
       const current = await this.get(id);
-      if (ifMatch !== undefined && !etagMatches(ifMatch, etagOf(current.version), 'strong')) throw problems.preconditionFailed();
+      evaluatePreconditions(conditions, etagOf(current.version), 'write');
       const next: Stored<F> = {
         ...current,
         version: current.version + 1,
@@ -193,7 +240,11 @@ export class ResourceService<F extends Record<string, unknown>, Filter> {
       };
       if (await this.store.update(next, current.version)) return next;
     }
-    throw new HttpProblem('concurrent-update', `The ${this.name} changed ${MAX_UPDATE_ATTEMPTS} times while this request tried to update it; retry`);
+    throw this.#concurrentUpdate();
+  }
+
+  #concurrentUpdate(): HttpProblem {
+    return new HttpProblem('concurrent-update', `The ${this.name} changed ${MAX_UPDATE_ATTEMPTS} times while this request tried to change it; retry`);
   }
 
   #parseFields(body: unknown): F {

@@ -1,14 +1,113 @@
+import { randomUUID } from 'node:crypto';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { RequestListener } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { Lifecycle } from './http.js';
 import type { Logger } from './logger.js';
+import { HttpProblem } from './problem.js';
 
 /**
  * Longer than any client's idle keep-alive (the gateway's agent keeps idle sockets for
  * UPSTREAM_IDLE_SOCKET_MS), so the server never closes a socket a client is about to reuse.
  */
 export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
+
+/** The longest request target (path and query) a server takes; a longer one is a 414. */
+export const MAX_REQUEST_TARGET_BYTES = 8 * 1024;
+
+/** What Node's HTTP parser reports about a request it cannot take (`clientError`). */
+interface ClientError extends Error {
+  code?: string;
+  reason?: string;
+  rawPacket?: Buffer;
+}
+
+/** The request line of what the client sent, when it was complete: `METHOD target HTTP/x.y`. */
+function requestLine(rawPacket: Buffer | undefined): string | undefined {
+  if (!rawPacket) return undefined;
+  const end = rawPacket.indexOf('\r\n');
+  return end < 0 ? undefined : rawPacket.subarray(0, end).toString('latin1');
+}
+
+/**
+ * The problem for a request Node's HTTP server rejects before any handler sees it: header fields
+ * over its limit (431) or a request line over it (414), too slow to arrive (408), anything the
+ * parser cannot read (400: bad method token, Content-Length with Transfer-Encoding, …).
+ */
+export function clientErrorProblem(error: ClientError): HttpProblem {
+  switch (error.code) {
+    case 'HPE_HEADER_OVERFLOW': {
+      const line = requestLine(error.rawPacket);
+      if (line === undefined || line.length > MAX_REQUEST_TARGET_BYTES) {
+        return new HttpProblem('uri-too-long', `The request target is longer than ${MAX_REQUEST_TARGET_BYTES} bytes`);
+      }
+      return new HttpProblem('header-fields-too-large', `The request header fields are larger than ${http.maxHeaderSize} bytes`);
+    }
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return new HttpProblem('request-timeout', 'The request did not arrive in time');
+    default:
+      return new HttpProblem('bad-request', `The request is not valid HTTP/1.1${error.reason ? `: ${error.reason.replace(/[^\x20-\x7e]/g, '')}` : ''}`);
+  }
+}
+
+/** A problem+json response written straight to the socket, which then closes. */
+export function writeRawProblem(socket: Duplex, problem: HttpProblem, instance = '/'): void {
+  const body = JSON.stringify(problem.toJSON(instance));
+  const headers = [
+    `HTTP/1.1 ${problem.status} ${http.STATUS_CODES[problem.status] ?? ''}`,
+    'Content-Type: application/problem+json; charset=utf-8',
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    `X-Request-Id: ${randomUUID()}`,
+    ...Object.entries(problem.extras.headers ?? {}).map(([name, value]) => `${name}: ${value}`),
+    'Connection: close',
+  ];
+  socket.end(`${headers.join('\r\n')}\r\n\r\n${body}`);
+}
+
+/** Answers Node's own HTTP errors (`clientError`) with problem+json instead of an empty response. */
+function answerClientErrors(server: http.Server, logger: Logger | undefined): void {
+  server.on('clientError', (error: ClientError, socket: Duplex) => {
+    // A response already under way on this socket cannot be replaced: only cut it.
+    const inFlight = (socket as Socket & { _httpMessage?: http.ServerResponse })._httpMessage;
+    if (error.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
+      socket.destroy();
+      return;
+    }
+    const problem = clientErrorProblem(error);
+    const target = requestLine(error.rawPacket)?.split(' ')[1]?.split('?', 1)[0];
+    logger?.info({ code: error.code, status: problem.status }, 'request refused by the HTTP parser');
+    writeRawProblem(socket, problem, target?.startsWith('/') && target.length <= 2048 ? target : '/');
+  });
+}
+
+/** Answers a request no handler should see with a problem+json, and closes its connection. */
+function refuse(res: http.ServerResponse, problem: HttpProblem): void {
+  const body = JSON.stringify(problem.toJSON('/'));
+  res.writeHead(problem.status, {
+    'Content-Type': 'application/problem+json; charset=utf-8',
+    'Content-Length': Buffer.byteLength(body),
+    'X-Request-Id': randomUUID(),
+    Connection: 'close',
+    ...problem.extras.headers,
+  });
+  res.end(body);
+}
+
+/**
+ * What Node lets through but no handler should see: a request target over
+ * MAX_REQUEST_TARGET_BYTES that still fit Node's header limit (414), and an HTTP/1.1 request
+ * without Host (400; Node's own answer to it would be an empty 400, so the server leaves it here).
+ */
+function refuseMalformedRequests(handler: RequestListener): RequestListener {
+  return (req, res) => {
+    if ((req.url ?? '').length > MAX_REQUEST_TARGET_BYTES) {
+      refuse(res, new HttpProblem('uri-too-long', `The request target is longer than ${MAX_REQUEST_TARGET_BYTES} bytes`));
+    } else if (req.httpVersion === '1.1' && req.headers.host === undefined) {
+      refuse(res, new HttpProblem('bad-request', 'An HTTP/1.1 request must have a Host header field'));
+    } else handler(req, res);
+  };
+}
 
 export interface RunningServer {
   server: http.Server;
@@ -17,8 +116,21 @@ export interface RunningServer {
   close(timeoutMs: number): Promise<void>;
 }
 
-export async function listen(handler: RequestListener, port: number, host?: string): Promise<RunningServer> {
-  const server = http.createServer({ keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS, headersTimeout: KEEP_ALIVE_TIMEOUT_MS + 1_000 }, handler);
+/**
+ * Listens with the keep-alive settings, answers requests Node's parser rejects and request targets
+ * over MAX_REQUEST_TARGET_BYTES with problem+json (closing the connection), and tracks in-flight
+ * requests for a graceful close.
+ */
+export async function listen(handler: RequestListener, port: number, host?: string, logger?: Logger): Promise<RunningServer> {
+  const server = http.createServer(
+    { keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS, headersTimeout: KEEP_ALIVE_TIMEOUT_MS + 1_000, requireHostHeader: false },
+    refuseMalformedRequests(handler),
+  );
+  answerClientErrors(server, logger);
+  // An Expect other than 100-continue (RFC 9110 §10.1.1): Node's own 417 has no body.
+  server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) =>
+    refuse(res, new HttpProblem('expectation-failed', `Only Expect: 100-continue is supported, not ${String(req.headers.expect).slice(0, 64)}`)),
+  );
   const inFlight = new Set<http.ServerResponse>();
   let closing = false;
   // One listener for every response (no closure per request: see observeRequest in http.ts).
@@ -71,7 +183,7 @@ export async function serve(options: {
   details?: Record<string, unknown>;
 }): Promise<void> {
   const { name, handler, port, logger, details } = options;
-  const running = await listen(handler, port);
+  const running = await listen(handler, port, undefined, logger);
   logger.info({ port: running.port, ...details }, `${name} listening`);
   stopOnSignals({ ...options, running });
 }

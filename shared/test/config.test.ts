@@ -1,6 +1,7 @@
 import { ConfigError, parseConfig } from '@app/shared/config';
 import type { z } from 'zod';
-import { configSchema as gatewaySchema } from '../../gateway/src/config.js';
+import { generateKeyPairSync, KeyObject } from 'node:crypto';
+import { authConfigProblems, configSchema as gatewaySchema } from '../../gateway/src/config.js';
 import { configSchema as productsSchema } from '../../products-service/src/config.js';
 import { configSchema as usersSchema } from '../../users-service/src/config.js';
 
@@ -25,12 +26,24 @@ const gatewayDefaults = {
   REDIS_URL: 'redis://127.0.0.1:6379',
   REDIS_COMMAND_TIMEOUT_MS: 1_000,
   UPSTREAM_TIMEOUT_MS: 10_000,
+  REQUEST_BODY_TIMEOUT_MS: 30_000,
   UPSTREAM_CONCURRENCY_LIMIT: 128,
   UPSTREAM_WRITE_SHARE_PERCENT: 25,
   SERVICE_WRITE_DEADLINE_MS: 6_000,
   CACHE_ENABLED: true,
   CACHE_TTL_SECONDS: 60,
   CACHE_STALE_SECONDS: 300,
+  AUTH_ENABLED: true,
+  AUTH_ISSUER: 'rest-microservices-dev',
+  AUTH_AUDIENCE: 'rest-microservices',
+  AUTH_ALGORITHMS: ['ES256', 'RS256', 'EdDSA'],
+  AUTH_CLOCK_TOLERANCE_SECONDS: 30,
+  AUTH_PUBLIC_PRODUCT_READS: false,
+  RATE_LIMIT_ENABLED: true,
+  RATE_LIMIT_READS_PER_MINUTE: 6000,
+  RATE_LIMIT_WRITES_PER_MINUTE: 3000,
+  TRUSTED_PROXY_HOPS: 0,
+  CORS_ORIGINS: [],
   LOG_LEVEL: 'info',
   SHUTDOWN_TIMEOUT_MS: 10_000,
 };
@@ -88,6 +101,7 @@ describe('the gateway configuration', () => {
         PRODUCTS_SERVICE_URL: 'http://products',
         REDIS_URL: 'rediss://cache:6380',
         UPSTREAM_TIMEOUT_MS: '250',
+        REQUEST_BODY_TIMEOUT_MS: '5000',
         UPSTREAM_CONCURRENCY_LIMIT: '32',
         UPSTREAM_WRITE_SHARE_PERCENT: '50',
         SERVICE_WRITE_DEADLINE_MS: '2500',
@@ -96,14 +110,28 @@ describe('the gateway configuration', () => {
         CACHE_ENABLED: 'false',
         CACHE_TTL_SECONDS: '5',
         CACHE_STALE_SECONDS: '0',
+        AUTH_JWKS_URL: 'https://id.example/.well-known/jwks.json',
+        AUTH_ALGORITHMS: 'RS256, PS256',
+        AUTH_PUBLIC_PRODUCT_READS: 'true',
+        RATE_LIMIT_READS_PER_MINUTE: '100',
+        TRUSTED_PROXY_HOPS: '1',
+        CORS_ORIGINS: 'https://app.example,http://localhost:5173',
       }),
     ).toEqual({
+      ...gatewayDefaults,
+      AUTH_JWKS_URL: 'https://id.example/.well-known/jwks.json',
+      AUTH_ALGORITHMS: ['RS256', 'PS256'],
+      AUTH_PUBLIC_PRODUCT_READS: true,
+      RATE_LIMIT_READS_PER_MINUTE: 100,
+      TRUSTED_PROXY_HOPS: 1,
+      CORS_ORIGINS: ['https://app.example', 'http://localhost:5173'],
       PORT: 9000,
       USERS_SERVICE_URL: 'https://users.internal:8443',
       PRODUCTS_SERVICE_URL: 'http://products',
       REDIS_URL: 'rediss://cache:6380',
       REDIS_COMMAND_TIMEOUT_MS: 1_000,
       UPSTREAM_TIMEOUT_MS: 250,
+      REQUEST_BODY_TIMEOUT_MS: 5000,
       UPSTREAM_CONCURRENCY_LIMIT: 32,
       UPSTREAM_WRITE_SHARE_PERCENT: 50,
       SERVICE_WRITE_DEADLINE_MS: 2500,
@@ -136,8 +164,40 @@ describe('the gateway configuration', () => {
     ['CACHE_STALE_SECONDS', '-1'],
     ['UPSTREAM_CONCURRENCY_LIMIT', '0'],
     ['UPSTREAM_WRITE_SHARE_PERCENT', '95'],
+    ['AUTH_ALGORITHMS', 'HS256'],
+    ['AUTH_ALGORITHMS', 'none'],
+    ['AUTH_ALGORITHMS', 'ES256,none'],
+    ['AUTH_PUBLIC_KEY', 'not a key'],
+    ['AUTH_PUBLIC_KEY', '{"kty":"oct","k":"c2VjcmV0"}'],
+    ['AUTH_PUBLIC_KEY', generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'pem', type: 'pkcs8' }).toString()],
+    ['AUTH_PUBLIC_KEY', JSON.stringify(generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'jwk' }))],
+    ['AUTH_JWKS_URL', 'file:///etc/keys.json'],
+    ['RATE_LIMIT_READS_PER_MINUTE', '0'],
+    ['RATE_LIMIT_WRITES_PER_MINUTE', '1e3'],
+    ['TRUSTED_PROXY_HOPS', '11'],
+    ['CORS_ORIGINS', 'https://app.example/path'],
+    ['CORS_ORIGINS', '*'],
   ])('refuses %s=%s', (name, value) => {
     expect(named(problemsOf(gatewaySchema, { [name]: value }))).toEqual([name]);
+  });
+
+  it('reads a public key as PEM or JWK', () => {
+    const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    for (const text of [publicKey.export({ format: 'pem', type: 'spki' }).toString(), JSON.stringify(publicKey.export({ format: 'jwk' }))]) {
+      const key = parseConfig(gatewaySchema, { AUTH_PUBLIC_KEY: text }).AUTH_PUBLIC_KEY;
+      expect(key instanceof KeyObject && key.equals(publicKey)).toBe(true);
+    }
+  });
+
+  it('with authentication on, needs exactly one source of keys', () => {
+    const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const pem = publicKey.export({ format: 'pem', type: 'spki' }).toString();
+    const problems = (env: Record<string, string>) => authConfigProblems(parseConfig(gatewaySchema, env));
+    expect(problems({})).toHaveLength(1);
+    expect(problems({ AUTH_PUBLIC_KEY: pem, AUTH_JWKS_URL: 'https://id.example/jwks' })).toHaveLength(1);
+    expect(problems({ AUTH_PUBLIC_KEY: pem })).toEqual([]);
+    expect(problems({ AUTH_JWKS_URL: 'https://id.example/jwks' })).toEqual([]);
+    expect(problems({ AUTH_ENABLED: 'false' })).toEqual([]);
   });
 });
 

@@ -1,5 +1,5 @@
 import { HttpProblem } from '@app/shared/problem';
-import { cursor, DEFAULT_LIMIT, encodeCursor, etagMatches, etagOf, limit } from '@app/shared/resource';
+import { cursor, DEFAULT_LIMIT, encodeCursor, etagMatches, etagOf, evaluatePreconditions, limit, parseEntityTags } from '@app/shared/resource';
 import { parseOrThrow } from '@app/shared/validation';
 import { v4 as uuidv4, v7 as uuidv7 } from 'uuid';
 
@@ -103,5 +103,55 @@ describe('limit', () => {
 
   it('defaults to 50', () => {
     expect(DEFAULT_LIMIT).toBe(50);
+  });
+});
+
+describe('parseEntityTags', () => {
+  it('reads *, and lists of strong and weak tags with optional white space and empty elements', () => {
+    expect(parseEntityTags(' * ')).toBe('*');
+    expect(parseEntityTags('"1", W/"2",,"a,b"')).toEqual([
+      { weak: false, tag: '"1"' },
+      { weak: true, tag: '"2"' },
+      { weak: false, tag: '"a,b"' },
+    ]);
+    expect(parseEntityTags('')).toEqual([]);
+  });
+
+  it.each(['1', '"1" "2"', 'W/1', 'w/"1"', '*, "1"', '"1', '"a"b"', 'W/ "1"'])('refuses %p', (header) => {
+    expect(parseEntityTags(header)).toBeUndefined();
+  });
+});
+
+describe('evaluatePreconditions (RFC 9110 §13.2.2)', () => {
+  const status = (run: () => unknown) => {
+    try {
+      return run();
+    } catch (error) {
+      return (error as HttpProblem).status;
+    }
+  };
+  const etag = etagOf(3);
+
+  it.each([
+    [{}, etag, 'write', 'proceed'],
+    [{ ifMatch: '*' }, etag, 'write', 'proceed'],
+    [{ ifMatch: '*' }, undefined, 'write', 'proceed'],
+    [{ ifMatch: '"1", "3"' }, etag, 'write', 'proceed'],
+    [{ ifMatch: 'W/"3"' }, etag, 'write', 412],
+    [{ ifMatch: '"3"' }, undefined, 'write', 412],
+    [{ ifMatch: '3' }, etag, 'write', 400],
+    [{ ifMatch: '"3"', ifNoneMatch: '*' }, etag, 'write', 'proceed'],
+    [{ ifNoneMatch: '*' }, etag, 'write', 412],
+    [{ ifNoneMatch: '*' }, undefined, 'write', 412],
+    [{ ifNoneMatch: 'W/"3"' }, etag, 'write', 412],
+    [{ ifNoneMatch: '"4"' }, etag, 'write', 'proceed'],
+    [{ ifNoneMatch: '"3"' }, undefined, 'write', 'proceed'],
+    [{ ifNoneMatch: 'nonsense' }, etag, 'write', 400],
+    [{ ifNoneMatch: 'W/"3"' }, etag, 'read', 'not-modified'],
+    [{ ifNoneMatch: '*' }, etag, 'read', 'not-modified'],
+    [{ ifNoneMatch: 'nonsense' }, etag, 'read', 'proceed'],
+    [{ ifMatch: '"9"' }, etag, 'read', 412],
+  ] as const)('%p on %p (%s) → %p', (conditions, current, kind, expected) => {
+    expect(status(() => evaluatePreconditions(conditions, current, kind))).toBe(expected);
   });
 });

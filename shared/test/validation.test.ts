@@ -1,3 +1,4 @@
+import { forbiddenMembers, nestsDeeperThan } from '@app/shared/http';
 import { HttpProblem } from '@app/shared/problem';
 import { mergePatch, parseOrThrow, text } from '@app/shared/validation';
 import { z } from 'zod';
@@ -153,5 +154,28 @@ describe('parseOrThrow', () => {
         { path: 'body', message: body === null ? 'must not be null' : 'must be a JSON object' },
       ]);
     }
+  });
+});
+
+describe('nestsDeeperThan', () => {
+  const bytes = (text: string) => Buffer.from(text);
+
+  it('counts objects and arrays, not brackets inside strings (escaped quotes included)', () => {
+    expect(nestsDeeperThan(bytes('{"a":[{"b":[]}]}'), 4)).toBe(false);
+    expect(nestsDeeperThan(bytes('{"a":[{"b":[]}]}'), 3)).toBe(true);
+    expect(nestsDeeperThan(bytes(`{"a":"${'['.repeat(100)}\\"${'{'.repeat(100)}"}`), 1)).toBe(false);
+    expect(nestsDeeperThan(bytes(`{"a":"\\"}`), 1)).toBe(false);
+    expect(nestsDeeperThan(bytes('[[]][[]]'), 2)).toBe(false);
+  });
+
+  it('takes 100 KiB of nesting in one linear pass', () => {
+    expect(nestsDeeperThan(bytes('['.repeat(100 * 1024)), 32)).toBe(true);
+  });
+});
+
+describe('forbiddenMembers', () => {
+  it('finds __proto__, constructor and prototype at any depth, with their paths, not in arrays or values', () => {
+    const body: unknown = JSON.parse('{"__proto__":{"constructor":1},"a":[{"prototype":2}],"b":"__proto__","c":["constructor"]}');
+    expect(forbiddenMembers(body).map((error) => error.path).sort()).toEqual(['__proto__', '__proto__.constructor', 'a.0.prototype']);
   });
 });

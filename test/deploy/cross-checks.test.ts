@@ -163,11 +163,13 @@ describe('probe paths', () => {
       createGatewayApp({
         upstreams: upstreamsFrom(gatewayConfig.parse({})),
         upstreamTimeoutMs: 1_000,
+        requestBodyTimeoutMs: 1_000,
         serviceWriteDeadlineMs: 1_000,
         logger,
         lifecycle,
         cache: undefined,
         concurrency: { limit: 8, writeShare: 0.25 },
+        guard: { tokens: undefined, limits: undefined, corsOrigins: [], trustedProxyHops: 0, publicProductReads: false },
       }),
     'users-service': (lifecycle) => createUsersApp({ db, logger, lifecycle }),
     'products-service': (lifecycle) => createProductsApp({ db, logger, lifecycle }),
@@ -232,6 +234,9 @@ test('Compose and k8s dev hold the same local credentials', () => {
   expect(secretData('users-service-database')).toEqual(readEnvFile('compose/users-service.env'));
   expect(secretData('products-service-database')).toEqual(readEnvFile('compose/products-service.env'));
   expect(secretData('gateway-redis')).toEqual(readEnvFile('compose/gateway.env'));
+  expect(secretData('gateway-auth')).toEqual(readEnvFile('compose/gateway-auth.env'));
+  // The development key's public half, which `npm start` uses and `npm run token` signs for.
+  expect(JSON.parse(secretData('gateway-auth').AUTH_PUBLIC_KEY!)).toEqual(JSON.parse(readFileSync(repoPath('dev-keys', 'public-key.jwk'), 'utf8')));
 });
 
 test('k8s dev holds every ConfigMap and Secret its containers read; prod reads only the Secrets docs/deploy.md creates', () => {

@@ -7,6 +7,7 @@ import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import openapiTS, { astToString } from 'openapi-typescript';
 import ts from 'typescript';
+import { defaultToken } from '../support/auth.js';
 import { startContractProxy, type ContractProxy } from '../support/contract-proxy.js';
 import { OPENAPI_FILE } from '../support/contract.js';
 import { startStack } from '../support/stack.js';
@@ -52,8 +53,8 @@ test('the generated client does a whole round trip through a contract-checking p
   // Not a literal specifier: tsc would follow it and type-check the program before its types exist
   // (the test above checks it, against the types it generated).
   const program = '../generated-client/round-trip.js';
-  const { roundTrip } = (await import(program)) as { roundTrip(baseUrl: string, unique: string): Promise<string[]> };
-  const steps = await roundTrip(proxy.url, String(Date.now()));
+  const { roundTrip } = (await import(program)) as { roundTrip(baseUrl: string, unique: string, token: string): Promise<string[]> };
+  const steps = await roundTrip(proxy.url, String(Date.now()), defaultToken);
   expect(steps).toEqual([
     'healthz: 200',
     'readyz: 200',

@@ -48,6 +48,16 @@ async function holdLock(sql: string, values: unknown[]) {
   };
 }
 
+/** Resolves once a request has claimed `key` (its row exists), so the next one with it comes second. */
+async function claimed(key: string): Promise<void> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const rows = await stack.products.db.query('SELECT COUNT(*) AS n FROM idempotency_keys WHERE idempotency_key = ?', [key]);
+    if (Number(rows[0]?.n) === 1) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error(`no request claimed ${key}`);
+}
+
 describe('Idempotency-Key on POST', () => {
   it('replays the first response to a retry (same status, body, Location, ETag) and creates one resource', async () => {
     const body = product();
@@ -142,14 +152,9 @@ describe('across service replicas', () => {
     const lock = await holdLock('INSERT INTO products (id, sku, name, description, price_amount, price_currency, stock, version, created_at, updated_at) VALUES (UNHEX(REPLACE(UUID(), "-", "")), ?, "held", "", 1, "EUR", 0, 1, NOW(3), NOW(3))', [body.sku]);
     const first = api.post('/api/products', body, { headers: { 'Idempotency-Key': idempotencyKey } });
     try {
-      // The first request has claimed the key once a retry sees it in flight.
-      let inFlight;
-      for (let attempt = 0; attempt < 50; attempt++) {
-        inFlight = await client(gatewayToReplica.url).post('/api/products', body, { headers: { 'Idempotency-Key': idempotencyKey } });
-        if (inFlight.status === 409) break;
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-      expectProblem(inFlight!, 409, 'idempotency-in-flight');
+      await claimed(idempotencyKey);
+      const inFlight = await client(gatewayToReplica.url).post('/api/products', body, { headers: { 'Idempotency-Key': idempotencyKey } });
+      expectProblem(inFlight, 409, 'idempotency-in-flight');
     } finally {
       await lock.release();
     }

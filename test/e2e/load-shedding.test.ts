@@ -73,7 +73,7 @@ it('answers reads beyond the limit with a 503 problem and Retry-After, without r
   expectProblem(shed, 503);
   expect(shed.body.type).toBe('https://problems.example/service-unavailable');
   expect({ retryAfter: shed.headers.get('retry-after'), cache: shed.headers.get('x-cache') }).toEqual({ retryAfter: '1', cache: 'MISS' });
-  const bypass = await api.get(shedBypass!.location, { headers: { authorization: 'Bearer x' } });
+  const bypass = await api.get(shedBypass!.location, { headers: { cookie: 'session=x' } });
   expectProblem(bypass, 503);
   expect({ retryAfter: bypass.headers.get('retry-after'), cache: bypass.headers.get('x-cache') }).toEqual({ retryAfter: '1', cache: 'BYPASS' });
   expect(upstream.count('GET', shedMiss!.location) + upstream.count('GET', shedBypass!.location)).toBe(0);

@@ -4,10 +4,14 @@
  */
 import http from 'node:http';
 import net from 'node:net';
+import { defaultToken, TEST_RULES, testPublicKeyPem } from '../support/auth.js';
 import { client, expectProblem } from '../support/http.js';
 import { run, startWorkspace } from '../support/process.js';
 import { dropSchema, throwawayDatabaseUrl } from '../support/stack.js';
 import { closedPort } from '../support/tcp-proxy.js';
+
+/** The gateway trusts the tests' key, so `client()`'s default token works with it. */
+const GATEWAY_AUTH = { AUTH_PUBLIC_KEY: testPublicKeyPem, AUTH_ISSUER: TEST_RULES.issuer, AUTH_AUDIENCE: TEST_RULES.audience };
 
 const schemas: string[] = [];
 function databaseUrl(label: string): string {
@@ -22,7 +26,8 @@ const USER = JSON.stringify({ email: 'in-flight@example.com', name: 'In Flight' 
 /** A POST whose body is only half sent: the request is in flight until `finish()` sends the rest. */
 function halfSentPost(url: string, path: string, body: string) {
   const { hostname, port } = new URL(url);
-  const request = http.request({ host: hostname, port, path, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } });
+  const headers = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), authorization: `Bearer ${defaultToken}` };
+  const request = http.request({ host: hostname, port, path, method: 'POST', headers });
   const response = new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }>((resolve, reject) => {
     request.on('response', (res) => {
       let text = '';
@@ -53,7 +58,7 @@ describe('npm start -w <workspace>', () => {
     const users = npm('users-service', { DATABASE_URL: databaseUrl('users') });
     const products = npm('products-service', { DATABASE_URL: databaseUrl('products') });
     const [usersPort, productsPort] = (await Promise.all([users.logged(listening), products.logged(listening)])).map((line) => line.port);
-    const gateway = npm('gateway', { USERS_SERVICE_URL: `http://127.0.0.1:${usersPort}`, PRODUCTS_SERVICE_URL: `http://127.0.0.1:${productsPort}` });
+    const gateway = npm('gateway', { USERS_SERVICE_URL: `http://127.0.0.1:${usersPort}`, PRODUCTS_SERVICE_URL: `http://127.0.0.1:${productsPort}`, ...GATEWAY_AUTH });
     const api = client(`http://127.0.0.1:${(await gateway.logged(listening)).port}`);
     try {
       const user = await api.post('/api/users', { email: 'npm@example.com', name: 'Npm Start' });
@@ -150,7 +155,7 @@ describe('shutdown on SIGTERM', () => {
 
   it('drains the gateway too: a proxied request in flight completes', async () => {
     const users = await startWorkspace('users-service', { DATABASE_URL: databaseUrl('users') });
-    const gateway = await startWorkspace('gateway', { USERS_SERVICE_URL: users.url, PRODUCTS_SERVICE_URL: `http://127.0.0.1:${await closedPort()}` });
+    const gateway = await startWorkspace('gateway', { USERS_SERVICE_URL: users.url, PRODUCTS_SERVICE_URL: `http://127.0.0.1:${await closedPort()}`, ...GATEWAY_AUTH });
     try {
       const inFlight = halfSentPost(gateway.url, '/api/users', USER);
       expect((await client(gateway.url).get('/healthz')).status).toBe(200);

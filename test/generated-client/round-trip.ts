@@ -10,8 +10,8 @@ type User = components['schemas']['User'];
 type Product = components['schemas']['Product'];
 type Problem = components['schemas']['Problem'];
 
-export async function roundTrip(baseUrl: string, unique: string): Promise<string[]> {
-  const api = createClient<paths>({ baseUrl });
+export async function roundTrip(baseUrl: string, unique: string, token: string): Promise<string[]> {
+  const api = createClient<paths>({ baseUrl, headers: { Authorization: `Bearer ${token}` } });
   const steps: string[] = [];
 
   function step<T>(name: string, result: { data?: T; error?: unknown; response: Response }, status: number): T | undefined {

@@ -1,3 +1,4 @@
+import { defaultToken } from './auth.js';
 import { assertConforms } from './contract.js';
 
 /** A response as a test reads it: status, headers, and the body parsed when it is JSON. */
@@ -16,6 +17,8 @@ export interface RequestOptions {
   raw?: string | Buffer;
   headers?: Record<string, string>;
   signal?: AbortSignal;
+  /** The bearer token to send: by default one with every scope (auth.ts); null sends none. */
+  token?: string | null;
 }
 
 /**
@@ -23,7 +26,8 @@ export interface RequestOptions {
  * departs from it fails the test with a ContractViolation, whatever the test then expects.
  */
 export async function request(baseUrl: string, method: string, path: string, options: RequestOptions = {}): Promise<TestResponse> {
-  const headers: Record<string, string> = { ...options.headers };
+  const token = options.token === undefined ? defaultToken : options.token;
+  const headers: Record<string, string> = { ...(token === null ? {} : { authorization: `Bearer ${token}` }), ...options.headers };
   let body: string | Buffer | undefined = options.raw;
   if (options.json !== undefined) {
     body = JSON.stringify(options.json);
@@ -37,17 +41,18 @@ export async function request(baseUrl: string, method: string, path: string, opt
   return { status: response.status, headers: response.headers, text, body: /json/.test(type) && text ? JSON.parse(text) : undefined };
 }
 
-/** A client bound to one base URL. */
-export function client(baseUrl: string) {
+/** A client bound to one base URL; `defaults.token` replaces the default token (null: none). */
+export function client(baseUrl: string, defaults: Pick<RequestOptions, 'token'> = {}) {
+  const send = (method: string, path: string, options?: RequestOptions) => request(baseUrl, method, path, { ...defaults, ...options });
   return {
-    get: (path: string, options?: RequestOptions) => request(baseUrl, 'GET', path, options),
-    head: (path: string, options?: RequestOptions) => request(baseUrl, 'HEAD', path, options),
-    post: (path: string, json: unknown, options?: RequestOptions) => request(baseUrl, 'POST', path, { json, ...options }),
-    put: (path: string, json: unknown, options?: RequestOptions) => request(baseUrl, 'PUT', path, { json, ...options }),
+    get: (path: string, options?: RequestOptions) => send('GET', path, options),
+    head: (path: string, options?: RequestOptions) => send('HEAD', path, options),
+    post: (path: string, json: unknown, options?: RequestOptions) => send('POST', path, { json, ...options }),
+    put: (path: string, json: unknown, options?: RequestOptions) => send('PUT', path, { json, ...options }),
     patch: (path: string, json: unknown, options?: RequestOptions) =>
-      request(baseUrl, 'PATCH', path, { json, ...options, headers: { 'content-type': 'application/merge-patch+json', ...options?.headers } }),
-    delete: (path: string, options?: RequestOptions) => request(baseUrl, 'DELETE', path, options),
-    send: (method: string, path: string, options?: RequestOptions) => request(baseUrl, method, path, options),
+      send('PATCH', path, { json, ...options, headers: { 'content-type': 'application/merge-patch+json', ...options?.headers } }),
+    delete: (path: string, options?: RequestOptions) => send('DELETE', path, options),
+    send,
   };
 }
 

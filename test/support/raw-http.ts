@@ -1,4 +1,5 @@
 import http from 'node:http';
+import { defaultToken } from './auth.js';
 
 export interface RawResponse {
   status: number;
@@ -11,12 +12,13 @@ const agent = new http.Agent({ keepAlive: true, maxSockets: 4 });
 
 /**
  * One request with the request target exactly as given: no URL parsing on the way (fetch would
- * resolve dot segments and re-encode). Non-ASCII characters go out as their UTF-8 bytes.
+ * resolve dot segments and re-encode). Non-ASCII characters go out as their UTF-8 bytes. Like
+ * `client()`, it sends the test token with every scope unless `headers` has an Authorization.
  */
 export function rawRequest(baseUrl: string, method: string, target: string, options: { json?: unknown; headers?: Record<string, string> } = {}): Promise<RawResponse> {
   const { hostname, port } = new URL(baseUrl);
   const body = options.json === undefined ? undefined : Buffer.from(JSON.stringify(options.json));
-  const headers: Record<string, string | number> = { ...options.headers };
+  const headers: Record<string, string | number> = { authorization: `Bearer ${defaultToken}`, ...options.headers };
   if (body) {
     headers['content-type'] ??= 'application/json';
     headers['content-length'] = body.length;

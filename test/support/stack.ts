@@ -11,8 +11,11 @@ import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/src/
 import { ResponseCache } from '../../gateway/src/cache/response-cache.js';
 import type { ConcurrencyLimitSettings } from '../../gateway/src/concurrency-limit.js';
 import type { ResolveEndpoints } from '../../gateway/src/upstream-agent.js';
+import type { GuardSettings } from '../../gateway/src/guard.js';
+import { RateLimits, type RateLimitSettings } from '../../gateway/src/rate-limit.js';
 import { createApp as createProductsApp, productsService } from '../../products-service/src/app.js';
 import { createApp as createUsersApp, usersService } from '../../users-service/src/app.js';
+import { testVerifier } from './auth.js';
 
 /** Quiet unless TEST_LOG_LEVEL asks for logs. */
 export const testLogger = createLogger('test', process.env.TEST_LOG_LEVEL ?? 'silent');
@@ -99,10 +102,25 @@ export interface GatewayCacheOptions {
   commandTimeoutMs?: number;
 }
 
+export interface GatewayGuardOptions {
+  /** Verify tokens with the test key (default), or not at all (false). */
+  auth?: boolean;
+  publicProductReads?: boolean;
+  /**
+   * Budgets (default: generous ones, so that only tests about limits meet them; false: none),
+   * counted in `redisUrl` (default: the cache's Redis, if any, else memory). The key prefix is new
+   * for each gateway unless given: pass one to make replicas share budgets.
+   */
+  rateLimits?: false | (Partial<RateLimitSettings> & { redisUrl?: string });
+  corsOrigins?: string[];
+  trustedProxyHops?: number;
+}
+
 export async function startGateway(options: {
   usersUrl: string;
   productsUrl: string;
   upstreamTimeoutMs?: number;
+  requestBodyTimeoutMs?: number;
   serviceWriteDeadlineMs?: number;
   logger?: Logger;
   /** The Redis cache (default: off, so tests of other behaviour see every request reach a service). */
@@ -111,6 +129,7 @@ export async function startGateway(options: {
   concurrency?: ConcurrencyLimitSettings;
   /** The replicas behind a service URL's host and port (default: DNS, i.e. the URL itself). */
   resolveReplicas?: ResolveEndpoints;
+  guard?: GatewayGuardOptions;
 }): Promise<RunningGateway> {
   const logger = options.logger ?? testLogger;
   const upstreams = upstreamsFrom({ USERS_SERVICE_URL: options.usersUrl, PRODUCTS_SERVICE_URL: options.productsUrl });
@@ -119,15 +138,35 @@ export async function startGateway(options: {
   const cache =
     redis &&
     new ResponseCache(redis, { ttlSeconds: options.cache?.ttlSeconds ?? 60, staleSeconds: options.cache?.staleSeconds ?? 300, now: options.cache?.now }, logger);
+  const guardOptions = options.guard ?? {};
+  const limitOptions = guardOptions.rateLimits === false ? undefined : (guardOptions.rateLimits ?? {});
+  const limitsRedis = limitOptions?.redisUrl ? createCacheClient(limitOptions.redisUrl, logger) : redis;
+  if (limitsRedis && limitsRedis !== redis) await new Promise((resolve) => limitsRedis.once('ready', resolve));
+  const limits =
+    limitOptions &&
+    new RateLimits(
+      limitsRedis,
+      { readsPerMinute: 1_000_000, writesPerMinute: 1_000_000, keyPrefix: `test-rl-${randomBytes(6).toString('hex')}`, ...limitOptions },
+      logger,
+    );
+  const guard: GuardSettings & { publicProductReads: boolean } = {
+    tokens: guardOptions.auth === false ? undefined : testVerifier(),
+    limits,
+    corsOrigins: guardOptions.corsOrigins ?? [],
+    trustedProxyHops: guardOptions.trustedProxyHops ?? 0,
+    publicProductReads: guardOptions.publicProductReads ?? false,
+  };
   const app = createGatewayApp({
     upstreams,
     upstreamTimeoutMs: options.upstreamTimeoutMs ?? 10_000,
+    requestBodyTimeoutMs: options.requestBodyTimeoutMs ?? 30_000,
     serviceWriteDeadlineMs: options.serviceWriteDeadlineMs ?? 6_000,
     logger,
     lifecycle: new Lifecycle(),
     cache,
     concurrency: options.concurrency ?? { limit: 128, writeShare: 0.25 },
     resolveReplicas: options.resolveReplicas,
+    guard,
   });
   const running = await listen(app, 0, '127.0.0.1');
   return {
@@ -137,14 +176,15 @@ export async function startGateway(options: {
     close: async () => {
       await running.close(1_000);
       redis?.disconnect();
+      if (limitsRedis !== redis) limitsRedis?.disconnect();
     },
   };
 }
 
 /** Both services and the gateway in front of them. */
-export async function startStack(options: { usersLogger?: Logger; gatewayLogger?: Logger; cache?: GatewayCacheOptions } = {}) {
+export async function startStack(options: { usersLogger?: Logger; gatewayLogger?: Logger; cache?: GatewayCacheOptions; guard?: GatewayGuardOptions } = {}) {
   const [users, products] = await Promise.all([startUsersService({ logger: options.usersLogger }), startProductsService()]);
-  const gateway = await startGateway({ usersUrl: users.url, productsUrl: products.url, logger: options.gatewayLogger, cache: options.cache });
+  const gateway = await startGateway({ usersUrl: users.url, productsUrl: products.url, logger: options.gatewayLogger, cache: options.cache, guard: options.guard });
   return {
     users,
     products,

@@ -3,7 +3,7 @@ import { sendProblem } from '@app/shared/http';
 import type { RequestHandler, Response } from 'express';
 import type { ConcurrencyLimit } from '../concurrency-limit.js';
 import type { GatewayMetrics } from '../metrics.js';
-import { fetchFromUpstream, upstreamProblem, type FetchedResponse, type Upstream } from '../upstream.js';
+import { fetchFromUpstream, upstreamProblem, type Deadlines, type FetchedResponse, type Upstream } from '../upstream.js';
 import { isStorable, sendHeld, storableHeaders } from './entry.js';
 import { misses } from './hot-path.js';
 import type { ResponseCache } from './response-cache.js';
@@ -24,10 +24,10 @@ export interface CachedUpstream {
 export function cachedReads(options: {
   cache: ResponseCache | undefined;
   upstreamFor: (path: string) => CachedUpstream | undefined;
-  timeoutMs: number;
+  deadlines: Deadlines;
   metrics: GatewayMetrics;
 }): RequestHandler {
-  const { cache, upstreamFor, timeoutMs, metrics } = options;
+  const { cache, upstreamFor, deadlines, metrics } = options;
   const flights = new Map<string, Promise<FetchedResponse>>();
 
   return async (req, res, next) => {
@@ -70,7 +70,7 @@ export function cachedReads(options: {
       flight = fetchFromUpstream(
         target.upstream,
         { path: req.originalUrl, headers: req.headers, requestId: (res as Response).locals.requestId, remoteAddress: req.socket.remoteAddress },
-        { timeoutMs, agent: target.agent },
+        { deadlines, agent: target.agent },
       );
       flights.set(flightKey, flight);
       flight

@@ -13,9 +13,13 @@ import type { CacheScopes, ReadScope } from './scope.js';
  */
 export const misses = new WeakMap<IncomingMessage, { scope: ReadScope; lookup: Lookup }>();
 
-/** Whether the cache may answer this request at all. */
+/**
+ * Whether the cache may answer this request at all. If-Match on a read is the service's to evaluate
+ * (412, or 400 when malformed): the cache only answers If-None-Match.
+ */
 function isCacheableRequest(req: IncomingMessage): boolean {
-  return (req.method === 'GET' || req.method === 'HEAD') && req.headers.authorization === undefined && req.headers.cookie === undefined;
+  const { authorization, cookie } = req.headers;
+  return (req.method === 'GET' || req.method === 'HEAD') && authorization === undefined && cookie === undefined && req.headers['if-match'] === undefined;
 }
 
 /**

@@ -1,0 +1,110 @@
+import type { KeyObject } from 'node:crypto';
+import { createLocalJWKSet, createRemoteJWKSet, errors, jwtVerify, type JWTVerifyGetKey } from 'jose';
+import { LRUCache } from 'lru-cache';
+import type { VerificationKey } from '../config.js';
+
+/** Who a verified token speaks for, and what it may do. */
+export interface Principal {
+  subject: string;
+  scopes: ReadonlySet<string>;
+}
+
+/** The token is not acceptable: a 401 with `error="invalid_token"`; `message` says why, for the client. */
+export class InvalidToken extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'InvalidToken';
+  }
+}
+
+/** The gateway could not get the keys to check a token with (the JWKS URL failed): a 503, not the client's fault. */
+export class KeysUnavailable extends Error {
+  constructor(cause: unknown) {
+    super('The keys to verify access tokens are unavailable', { cause });
+    this.name = 'KeysUnavailable';
+  }
+}
+
+export interface TokenRules {
+  issuer: string;
+  audience: string;
+  /** Public-key algorithms only (the config allows nothing else). */
+  algorithms: string[];
+  clockToleranceSeconds: number;
+}
+
+/** A key given in the config, or a JWKS URL (`refetchCooldownMs`: at most one fetch per this long, 30 s by default). */
+export type KeySource = { publicKey: VerificationKey } | { jwksUrl: string; refetchCooldownMs?: number };
+
+/**
+ * The keys tokens are checked with. A JWKS URL is jose's remote key set: fetched on first use,
+ * cached, fetched again when a token names an unknown `kid`, but at most once per cooldown.
+ */
+function keysFrom(source: KeySource): KeyObject | JWTVerifyGetKey {
+  if ('jwksUrl' in source) {
+    return createRemoteJWKSet(new URL(source.jwksUrl), { timeoutDuration: 2_000, cooldownDuration: source.refetchCooldownMs ?? 30_000, cacheMaxAge: 10 * 60_000 });
+  }
+  const key = source.publicKey;
+  return 'keys' in key ? createLocalJWKSet(key as Parameters<typeof createLocalJWKSet>[0]) : key;
+}
+
+/** Why jose refused a token, in words a client can act on (never the token's contents). */
+function reason(error: unknown): string {
+  if (error instanceof errors.JWTExpired) return 'The access token has expired';
+  if (error instanceof errors.JWTClaimValidationFailed) {
+    return error.claim === 'nbf' ? 'The access token is not valid yet' : `The access token's ${error.claim} claim is not accepted here`;
+  }
+  if (error instanceof errors.JOSEAlgNotAllowed) return "The access token's signature algorithm is not accepted";
+  if (error instanceof errors.JWSSignatureVerificationFailed) return "The access token's signature is not valid";
+  if (error instanceof errors.JWKSNoMatchingKey || error instanceof errors.JWKSMultipleMatchingKeys) return 'No key this gateway trusts signed the access token';
+  return 'The access token is malformed';
+}
+
+/**
+ * Verifies bearer tokens (JWTs) and remembers each verified one until it expires, so that a
+ * token's later requests cost a map lookup rather than a signature check. The memory is bounded
+ * (least recently used tokens are forgotten first) and holds only tokens that passed.
+ */
+export class TokenVerifier {
+  readonly #keys: KeyObject | JWTVerifyGetKey;
+  readonly #verified = new LRUCache<string, Principal>({ max: 10_000 });
+
+  constructor(
+    source: KeySource,
+    private readonly rules: TokenRules,
+  ) {
+    this.#keys = keysFrom(source);
+  }
+
+  /** The principal of a token verified before and not expired since; no work beyond a lookup. */
+  remembered(token: string): Principal | undefined {
+    return this.#verified.get(token);
+  }
+
+  async verify(token: string): Promise<Principal> {
+    const known = this.#verified.get(token);
+    if (known) return known;
+    let payload;
+    try {
+      const options = {
+        issuer: this.rules.issuer,
+        audience: this.rules.audience,
+        algorithms: this.rules.algorithms,
+        clockTolerance: this.rules.clockToleranceSeconds,
+        requiredClaims: ['exp', 'sub'],
+      };
+      ({ payload } =
+        typeof this.#keys === 'function' ? await jwtVerify(token, this.#keys, options) : await jwtVerify(token, this.#keys, options));
+    } catch (error) {
+      if (error instanceof errors.JWKSTimeout || error instanceof errors.JWKSInvalid || !(error instanceof errors.JOSEError)) throw new KeysUnavailable(error);
+      throw new InvalidToken(reason(error));
+    }
+    if (typeof payload.sub !== 'string' || payload.sub === '') throw new InvalidToken("The access token's sub claim is not accepted here");
+    const scope = typeof payload.scope === 'string' ? payload.scope : '';
+    const principal: Principal = { subject: payload.sub, scopes: new Set(scope.split(' ').filter((s) => s !== '')) };
+    // `exp` is a required claim: jose refused the token without it.
+    const lifetimeMs = (payload.exp ?? 0) * 1000 - Date.now();
+    if (lifetimeMs > 0) this.#verified.set(token, principal, { ttl: lifetimeMs });
+    return principal;
+  }
+}

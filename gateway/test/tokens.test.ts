@@ -1,0 +1,68 @@
+import { generateKeyPairSync, type KeyObject } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { exportJWK, SignJWT } from 'jose';
+import { InvalidToken, TokenVerifier } from '../src/auth/tokens.js';
+
+const rules = { issuer: 'https://issuer.test', audience: 'api', algorithms: ['ES256'], clockToleranceSeconds: 30 };
+
+function sign(key: KeyObject, options: { kid?: string; expiresIn?: number } = {}) {
+  const now = Math.floor(Date.now() / 1000);
+  return new SignJWT({ scope: 'users:read' })
+    .setProtectedHeader({ alg: 'ES256', ...(options.kid ? { kid: options.kid } : {}) })
+    .setSubject('alice')
+    .setIssuer(rules.issuer)
+    .setAudience(rules.audience)
+    .setExpirationTime(now + (options.expiresIn ?? 3600))
+    .sign(key);
+}
+
+describe('TokenVerifier', () => {
+  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+
+  it('remembers a verified token until it expires, and never a refused one', async () => {
+    const verifier = new TokenVerifier({ publicKey }, rules);
+    const token = await sign(privateKey);
+    expect(verifier.remembered(token)).toBeUndefined();
+    expect(await verifier.verify(token)).toEqual({ subject: 'alice', scopes: new Set(['users:read']) });
+    expect(verifier.remembered(token)).toEqual({ subject: 'alice', scopes: new Set(['users:read']) });
+    // Expired 10 s ago: still inside the clock tolerance, so accepted, but not remembered.
+    const almostExpired = await sign(privateKey, { expiresIn: -10 });
+    await verifier.verify(almostExpired);
+    expect(verifier.remembered(almostExpired)).toBeUndefined();
+    const expired = await sign(privateKey, { expiresIn: -120 });
+    await expect(verifier.verify(expired)).rejects.toThrow(InvalidToken);
+    expect(verifier.remembered(expired)).toBeUndefined();
+  });
+
+  it('fetches a JWKS once, again for an unknown kid, and not more than once per cooldown', async () => {
+    const keys = [{ kid: 'one', ...generateKeyPairSync('ec', { namedCurve: 'P-256' }) }];
+    let fetches = 0;
+    const server = http.createServer(async (_req, res) => {
+      fetches++;
+      const jwks = { keys: await Promise.all(keys.map(async ({ kid, publicKey: key }) => ({ ...(await exportJWK(key)), kid, alg: 'ES256' }))) };
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify(jwks));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const cooldownMs = 300;
+      const verifier = new TokenVerifier({ jwksUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks.json`, refetchCooldownMs: cooldownMs }, rules);
+      await verifier.verify(await sign(keys[0]!.privateKey, { kid: 'one' }));
+      await verifier.verify(await sign(keys[0]!.privateKey, { kid: 'one', expiresIn: 1800 }));
+      expect(fetches).toBe(1);
+      // A key rotated in: within the cooldown, tokens naming an unknown kid are refused without a fetch...
+      keys.push({ kid: 'two', ...generateKeyPairSync('ec', { namedCurve: 'P-256' }) });
+      const rotated = await sign(keys[1]!.privateKey, { kid: 'two' });
+      await expect(verifier.verify(rotated)).rejects.toThrow(InvalidToken);
+      await expect(verifier.verify(await sign(keys[1]!.privateKey, { kid: 'unknown' }))).rejects.toThrow(InvalidToken);
+      expect(fetches).toBe(1);
+      // ...and after it, the first such token makes the verifier fetch the set again and finds the key.
+      await new Promise((resolve) => setTimeout(resolve, cooldownMs + 50));
+      expect(await verifier.verify(rotated)).toMatchObject({ subject: 'alice' });
+      expect(fetches).toBe(2);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});

@@ -1,0 +1,327 @@
+/**
+ * `npm run image-smoke`: builds the three images from their Dockerfiles, unchanged, with podman; runs
+ * them read-only, as their non-root user, with every capability dropped, against the host's MySQL
+ * (MariaDB) and Redis; and drives a smoke test through the containerised gateway, with two
+ * products-service containers behind it. Prints build times, image sizes and each check.
+ *
+ * Everything it makes is its own and goes away at the end: containers named `rms-smoke-<run>-*`, a
+ * throwaway schema and MySQL user per service (made by compose/mysql-init's own script), image tags
+ * `…:smoke-<run>` (the layers stay cached for the next build). Only loopback addresses are used:
+ * - the services run in their own network namespaces (slirp4netns), reaching the host's MySQL at
+ *   10.0.2.2, which slirp4netns maps to the host's 127.0.0.1; each publishes its port on a loopback
+ *   address of the host: users-service on 127.0.0.1, the two products-service replicas on two
+ *   addresses of 127.x.y.0/24, the same port on both;
+ * - the gateway runs in the host's network namespace, where the name `products-service` stands for
+ *   both replica addresses (as Compose's DNS would answer), and Redis is 127.0.0.1:6379.
+ *
+ * Needs root, podman and runc (Debian packages), and an image named node:24-slim (the real one, or
+ * scripts/stand-in-node-image.sh where no registry is reachable). MYSQL_ADMIN_URL (default
+ * mysql://root@127.0.0.1:3306) creates the throwaway users.
+ */
+import { execFile, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import net from 'node:net';
+import { promisify } from 'node:util';
+import { importJWK, SignJWT, type JWK } from 'jose';
+import mysql from 'mysql2/promise';
+
+const run = randomBytes(3).toString('hex');
+const prefix = `rms-smoke-${run}`;
+const deployables = ['users-service', 'products-service', 'gateway'] as const;
+type Deployable = (typeof deployables)[number];
+const tag = (name: Deployable) => `localhost/rest-microservices/${name}:smoke-${run}`;
+const mysqlAdminUrl = new URL(process.env.MYSQL_ADMIN_URL ?? 'mysql://root@127.0.0.1:3306');
+// This machine's podman runs containers with runc and these limits.
+const RUNTIME = ['--runtime', 'runc', '--ulimit', 'nofile=20000:20000', '--ulimit', 'nproc=4096:4096'];
+const HARDENED = ['--read-only', '--read-only-tmpfs=false', '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges'];
+const READY_WITHIN_MS = 120_000;
+
+const execFileAsync = promisify(execFile);
+
+async function podman(...args: string[]): Promise<string> {
+  const { stdout } = await execFileAsync('podman', args, { maxBuffer: 64 * 1024 * 1024 });
+  return stdout.trim();
+}
+
+const results: { name: string; ok: boolean; detail?: string }[] = [];
+function check(name: string, ok: boolean, detail?: string): void {
+  results.push({ name, ok, ...(detail === undefined ? {} : { detail }) });
+  console.log(`${ok ? '  ok  ' : '  FAIL'} ${name}${detail === undefined ? '' : `: ${detail}`}`);
+}
+
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+
+/** A port free on `address` now (another process may take it before we do; unlikely on loopback). */
+function freePort(address = '127.0.0.1'): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, address, () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitUntilReady(url: string, container: string): Promise<void> {
+  const deadline = Date.now() + READY_WITHIN_MS;
+  while (Date.now() < deadline) {
+    const status = await fetch(url, { signal: AbortSignal.timeout(2_000) }).then((res) => res.status, () => 0);
+    if (status === 200) return;
+    const state = await podman('inspect', '--format', '{{.State.Status}}', container).catch(() => 'gone');
+    if (state !== 'running') throw new Error(`${container} is ${state}:\n${await podman('logs', '--tail', '30', container).catch(() => '')}`);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  throw new Error(`${url} (${container}) not ready within ${READY_WITHIN_MS} ms`);
+}
+
+// Throwaway schemas and users, made by the init script Compose and k8s dev use.
+
+interface ServiceDatabase {
+  schema: string;
+  password: string;
+}
+
+function initScriptSql(service: string, password: string): string {
+  const result = spawnSync(
+    'bash',
+    ['-c', 'docker_process_sql() { cat; }; source <(sed "/^create_service_user [a-z]/d" compose/mysql-init/create-service-users.sh); create_service_user "$SERVICE"'],
+    { env: { PATH: process.env.PATH, SERVICE: service, [`${service.toUpperCase()}_DB_PASSWORD`]: password }, encoding: 'utf8' },
+  );
+  if (result.status !== 0) throw new Error(`the init script failed: ${result.stderr}`);
+  return result.stdout;
+}
+
+async function withAdmin<T>(work: (connection: mysql.Connection) => Promise<T>): Promise<T> {
+  const connection = await mysql.createConnection({ uri: mysqlAdminUrl.toString(), multipleStatements: true });
+  try {
+    return await work(connection);
+  } finally {
+    await connection.end();
+  }
+}
+
+async function createDatabases(): Promise<Record<'users' | 'products', ServiceDatabase>> {
+  const databases = {
+    users: { schema: `t_${run}_smoke_users`, password: `${randomBytes(9).toString('base64url')}'\\%` },
+    products: { schema: `t_${run}_smoke_products`, password: `${randomBytes(9).toString('base64url')}'\\%` },
+  };
+  await withAdmin(async (connection) => {
+    for (const { schema, password } of Object.values(databases)) await connection.query(initScriptSql(schema, password));
+  });
+  return databases;
+}
+
+async function dropDatabases(databases: ServiceDatabase[]): Promise<void> {
+  await withAdmin(async (connection) => {
+    for (const { schema } of databases) await connection.query(`DROP USER IF EXISTS '${schema}'@'%'; DROP DATABASE IF EXISTS \`${schema}\``);
+  });
+}
+
+/** The service's DATABASE_URL inside its container: the host's MySQL as slirp4netns shows it. */
+function databaseUrl({ schema, password }: ServiceDatabase): string {
+  const url = new URL(`mysql://10.0.2.2:${mysqlAdminUrl.port || 3306}/${schema}`);
+  url.username = schema;
+  url.password = encodeURIComponent(password);
+  return url.toString();
+}
+
+// Building.
+
+async function buildImages(): Promise<void> {
+  console.log('\n== build (podman build --format docker, unchanged Dockerfiles)');
+  const started = performance.now();
+  for (const name of deployables) {
+    const began = performance.now();
+    await podman('build', ...RUNTIME, '--format', 'docker', '--network', 'host', '--layers', '-f', `${name}/Dockerfile`, '-t', tag(name), '.');
+    console.log(`  ${name.padEnd(17)} built in ${seconds(performance.now() - began)}`);
+  }
+  console.log(`  all three          ${seconds(performance.now() - started)}`);
+  console.log('\n== image sizes (as `podman images` shows them)');
+  const size = (image: string) => podman('image', 'ls', '--format', '{{.Size}}', image);
+  for (const name of deployables) console.log(`  ${name.padEnd(17)} ${await size(tag(name))}`);
+  console.log(`  (node:24-slim      ${await size('docker.io/library/node:24-slim')}: the base each image adds to)`);
+}
+
+// Running.
+
+interface Running {
+  gatewayUrl: string;
+  containers: Record<'users' | 'productsA' | 'productsB' | 'gateway', string>;
+}
+
+async function startContainers(databases: Record<'users' | 'products', ServiceDatabase>): Promise<Running> {
+  console.log('\n== run (read-only, non-root, no capabilities)');
+  // Two loopback addresses of their own for the products replicas: the same port on both.
+  const net24 = `127.${1 + (randomBytes(1)[0]! % 250)}.${1 + (randomBytes(1)[0]! % 250)}`;
+  const [replicaA, replicaB] = [`${net24}.2`, `${net24}.3`];
+  const usersPort = await freePort();
+  const productsPort = await freePort(replicaA);
+  const gatewayPort = await freePort();
+  const containers = {
+    users: `${prefix}-users`,
+    productsA: `${prefix}-products-a`,
+    productsB: `${prefix}-products-b`,
+    gateway: `${prefix}-gateway`,
+  };
+  const common = [...RUNTIME, ...HARDENED, '--detach', '--label', `rms-smoke=${run}`, '--env', 'LOG_LEVEL=info'];
+  const service = (name: string, publish: string, port: number, database: ServiceDatabase, image: string) =>
+    podman('run', ...common, '--name', name, '--network', 'slirp4netns:allow_host_loopback=true', '--publish', publish,
+      '--env', `PORT=${port}`, '--env', `DATABASE_URL=${databaseUrl(database)}`, image);
+  await service(containers.users, `127.0.0.1:${usersPort}:3001`, 3001, databases.users, tag('users-service'));
+  await service(containers.productsA, `${replicaA}:${productsPort}:3002`, 3002, databases.products, tag('products-service'));
+  await service(containers.productsB, `${replicaB}:${productsPort}:3002`, 3002, databases.products, tag('products-service'));
+  await podman('run', ...common, '--name', containers.gateway, '--network', 'host',
+    '--add-host', `products-service:${replicaA}`, '--add-host', `products-service:${replicaB}`,
+    '--env', `PORT=${gatewayPort}`, '--env', `USERS_SERVICE_URL=http://127.0.0.1:${usersPort}`,
+    '--env', `PRODUCTS_SERVICE_URL=http://products-service:${productsPort}`,
+    // A Redis database of its own, so no other gateway's list pages meet this one's.
+    '--env', `REDIS_URL=redis://127.0.0.1:6379/${1 + (randomBytes(1)[0]! % 15)}`,
+    // Authentication on, with the development key (as Compose runs it).
+    '--env', `AUTH_PUBLIC_KEY=${readFileSync(new URL('../dev-keys/public-key.jwk', import.meta.url), 'utf8').trim()}`,
+    tag('gateway'));
+  const started = performance.now();
+  await Promise.all([
+    waitUntilReady(`http://127.0.0.1:${usersPort}/readyz`, containers.users),
+    waitUntilReady(`http://${replicaA}:${productsPort}/readyz`, containers.productsA),
+    waitUntilReady(`http://${replicaB}:${productsPort}/readyz`, containers.productsB),
+    waitUntilReady(`http://127.0.0.1:${gatewayPort}/readyz`, containers.gateway),
+  ]);
+  console.log(`  4 containers ready in ${seconds(performance.now() - started)} (migrations included)`);
+  return { gatewayUrl: `http://127.0.0.1:${gatewayPort}`, containers };
+}
+
+async function checkContainers({ containers }: Running): Promise<void> {
+  console.log('\n== containers');
+  for (const container of Object.values(containers)) {
+    const [user, readOnly, caps] = (await podman('inspect', '--format', '{{.Config.User}}|{{.HostConfig.ReadonlyRootfs}}|{{.EffectiveCaps}}', container)).split('|');
+    const uid = await podman('exec', container, 'id', '-u');
+    const write = await podman('exec', container, 'node', '-e', "try { require('fs').writeFileSync('/app/probe', 'x'); console.log('written') } catch (e) { console.log(e.code) }");
+    const health = await podman('healthcheck', 'run', container).then(() => 'healthy', (error: Error) => `unhealthy: ${error.message}`);
+    check(`${container}: user ${user} (uid ${uid}), read-only ${readOnly}, capabilities ${caps}, writing /app: ${write}, HEALTHCHECK: ${health}`,
+      uid !== '0' && readOnly === 'true' && caps === '[]' && write === 'EROFS' && health === 'healthy');
+  }
+}
+
+// The smoke test, through the gateway.
+
+interface Answer {
+  status: number;
+  headers: Headers;
+  body: unknown;
+}
+
+async function smoke({ gatewayUrl, containers }: Running): Promise<void> {
+  // A token signed with the development key, as `npm run token` makes.
+  const jwk = JSON.parse(readFileSync(new URL('../dev-keys/signing-key.jwk', import.meta.url), 'utf8')) as JWK;
+  const token = await new SignJWT({ scope: 'users:read users:write products:read products:write' })
+    .setProtectedHeader({ alg: 'ES256', kid: jwk.kid })
+    .setSubject('image-smoke')
+    .setIssuer('rest-microservices-dev')
+    .setAudience('rest-microservices')
+    .setExpirationTime('1h')
+    .sign(await importJWK(jwk, 'ES256'));
+  console.log('\n== smoke, through the containerised gateway');
+  const call = async (method: string, path: string, options: { json?: unknown; headers?: Record<string, string>; body?: string } = {}): Promise<Answer> => {
+    const headers: Record<string, string> = { authorization: `Bearer ${token}`, ...options.headers };
+    let body = options.body;
+    if (options.json !== undefined) {
+      headers['content-type'] ??= 'application/json';
+      body = JSON.stringify(options.json);
+    }
+    const res = await fetch(gatewayUrl + path, { method, headers, ...(body === undefined ? {} : { body }), signal: AbortSignal.timeout(10_000) });
+    const text = await res.text();
+    const isJson = /json/.test(res.headers.get('content-type') ?? '');
+    return { status: res.status, headers: res.headers, body: isJson && text ? JSON.parse(text) : text };
+  };
+  const problem = (answer: Answer, status: number, type: string) =>
+    answer.status === status &&
+    answer.headers.get('content-type')?.startsWith('application/problem+json') === true &&
+    (answer.body as { type?: string }).type === `https://problems.example/${type}`;
+  const shown = (answer: Answer) => `${answer.status} ${answer.headers.get('x-cache') ?? ''} ${JSON.stringify(answer.body).slice(0, 120)}`;
+
+  const sku = `SMOKE-${run}`;
+  const created = await call('POST', '/api/products', { json: { sku, name: 'Smoke', price: { amount: '19.9', currency: 'EUR' }, stock: 3 } });
+  const product = created.body as { id: string; price: { amount: string } };
+  check('POST /api/products: 201, Location, ETag "1", the price as stored', created.status === 201 && created.headers.get('location') === `/api/products/${product.id}` && created.headers.get('etag') === '"1"' && product.price?.amount === '19.90', shown(created));
+  const item = `/api/products/${product.id}`;
+
+  const first = await call('GET', item);
+  const second = await call('GET', item);
+  check('GET: 200, then the same answer from the cache (X-Cache MISS, then HIT with Age)', first.status === 200 && first.headers.get('x-cache') === 'MISS' && second.status === 200 && second.headers.get('x-cache') === 'HIT' && second.headers.get('age') !== null && JSON.stringify(first.body) === JSON.stringify(second.body), `${shown(first)} / ${shown(second)}`);
+  const notModified = await call('GET', item, { headers: { 'if-none-match': '"1"' } });
+  check('GET with If-None-Match "1": 304 from the cache', notModified.status === 304 && notModified.headers.get('x-cache') === 'HIT', shown(notModified));
+
+  const patched = await call('PATCH', item, { json: { price: { amount: '17.50' } }, headers: { 'content-type': 'application/merge-patch+json', 'if-match': '"1"' } });
+  check('PATCH (merge patch, If-Match "1"): 200, ETag "2"', patched.status === 200 && patched.headers.get('etag') === '"2"' && (patched.body as typeof product).price.amount === '17.50', shown(patched));
+  const afterWrite = await call('GET', item);
+  check('GET after the write: the new version, never the cached old one', afterWrite.status === 200 && afterWrite.headers.get('etag') === '"2"' && (afterWrite.body as typeof product).price.amount === '17.50', shown(afterWrite));
+  const replaced = await call('PUT', item, { json: { sku, name: 'Smoke II', price: { amount: '1.00', currency: 'USD' } } });
+  check('PUT: 200, ETag "3", stock back to its default', replaced.status === 200 && replaced.headers.get('etag') === '"3"' && (replaced.body as { stock: number }).stock === 0, shown(replaced));
+
+  const stale = await call('DELETE', item, { headers: { 'if-match': '"1"' } });
+  check('DELETE with a stale If-Match: 412 problem', problem(stale, 412, 'precondition-failed'), shown(stale));
+  const invalid = await call('POST', '/api/products', { json: { sku: 'bad sku!', name: '', price: { amount: 1, currency: 'EURO' }, colour: 'red' } });
+  check('POST an invalid product: 400 problem listing each field', problem(invalid, 400, 'validation') && (invalid.body as { errors: unknown[] }).errors.length >= 4, shown(invalid));
+  const duplicate = await call('POST', '/api/products', { json: { sku, name: 'Again', price: { amount: '1', currency: 'EUR' } } });
+  check('POST a taken sku: 409 problem', problem(duplicate, 409, 'conflict'), shown(duplicate));
+  const malformed = await call('POST', '/api/products', { body: '{"sku":', headers: { 'content-type': 'application/json' } });
+  check('POST malformed JSON: 400 problem', problem(malformed, 400, 'malformed-json'), shown(malformed));
+  const mediaType = await call('POST', '/api/products', { body: 'sku=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+  check('POST a form: 415 problem', problem(mediaType, 415, 'unsupported-media-type'), shown(mediaType));
+  const method = await call('DELETE', '/api/products');
+  check('DELETE the collection: 405 problem with Allow', problem(method, 405, 'method-not-allowed') && method.headers.get('allow') === 'GET, HEAD, POST', shown(method));
+  const route = await call('GET', '/nowhere');
+  check('GET an unknown route: 404 problem from the gateway', problem(route, 404, 'not-found'), shown(route));
+
+  const deleted = await call('DELETE', item);
+  const gone = await call('GET', item);
+  check('DELETE: 204, then GET is a 404 problem', deleted.status === 204 && problem(gone, 404, 'not-found'), `${deleted.status} / ${shown(gone)}`);
+
+  const email = `smoke-${run}@example.com`;
+  const user = await call('POST', '/api/users', { json: { email, name: '  Ada  ' } });
+  const userId = (user.body as { id: string }).id;
+  const found = await call('GET', `/api/users?email=${encodeURIComponent(email.toUpperCase())}`);
+  const removed = await call('DELETE', `/api/users/${userId}`);
+  check('users: create (name trimmed), find by email ignoring case, delete', user.status === 201 && (user.body as { name: string }).name === 'Ada' && (found.body as { items: { id: string }[] }).items[0]?.id === userId && removed.status === 204, `${shown(user)} / ${shown(found)} / ${removed.status}`);
+
+  // Both replicas: concurrent misses open several connections, each to the next replica.
+  const requestIds = Array.from({ length: 24 }, (_, index) => `${prefix}-spread-${index}`);
+  const spread = await Promise.all(requestIds.map((id, index) => call('GET', `/api/products?limit=${index + 1}`, { headers: { 'x-request-id': id } })));
+  const servedBy = async (container: string) => {
+    const logs = await podman('logs', container);
+    return requestIds.filter((id) => logs.includes(`"requestId":"${id}"`)).length;
+  };
+  const [byA, byB] = [await servedBy(containers.productsA), await servedBy(containers.productsB)];
+  check(`two products-service containers behind one gateway: ${byA} + ${byB} of ${requestIds.length} concurrent requests`, spread.every((answer) => answer.status === 200) && byA > 0 && byB > 0 && byA + byB === requestIds.length);
+}
+
+async function cleanUp(databases: ServiceDatabase[]): Promise<void> {
+  const containers = (await podman('ps', '--all', '--filter', `label=rms-smoke=${run}`, '--format', '{{.Names}}').catch(() => '')).split('\n').filter(Boolean);
+  for (const container of containers) await podman('rm', '--force', '--time', '5', container).catch(() => undefined);
+  for (const name of deployables) await podman('rmi', tag(name)).catch(() => undefined);
+  if (databases.length > 0) await dropDatabases(databases);
+}
+
+async function main(): Promise<number> {
+  const started = performance.now();
+  let databases: Record<'users' | 'products', ServiceDatabase> | undefined;
+  try {
+    await buildImages();
+    databases = await createDatabases();
+    const running = await startContainers(databases);
+    await checkContainers(running);
+    await smoke(running);
+  } catch (error) {
+    check('the smoke run', false, (error as Error).message);
+  } finally {
+    await cleanUp(databases ? Object.values(databases) : []);
+  }
+  const failed = results.filter((result) => !result.ok).length;
+  console.log(`\nimage smoke took ${seconds(performance.now() - started)} in all`);
+  console.log(`image smoke: ${results.length - failed} checks passed, ${failed} failed`);
+  return failed === 0 ? 0 : 1;
+}
+
+process.exitCode = await main();

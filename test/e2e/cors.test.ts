@@ -1,0 +1,120 @@
+/**
+ * Browsers: a page from an allowed origin calls the API through the gateway (preflight answered by
+ * the gateway, the headers a script needs exposed); a page from another origin is refused by the
+ * browser. Headless Chromium (Debian's package, /usr/bin/chromium) driven by playwright-core; the
+ * pages are served from two localhost ports, which are two origins.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { chromium, type Browser } from 'playwright-core';
+import { defaultToken } from '../support/auth.js';
+import { startStack } from '../support/stack.js';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const PAGE = '<!doctype html><title>API client</title>';
+
+/** A server of one empty page: its origin is http://127.0.0.1:<port>. */
+async function pageServer() {
+  const server = http.createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end(PAGE));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => new Promise((resolve) => server.close(resolve)) };
+}
+
+let allowed: Awaited<ReturnType<typeof pageServer>>;
+let other: Awaited<ReturnType<typeof pageServer>>;
+let stack: Awaited<ReturnType<typeof startStack>>;
+let browser: Browser;
+
+beforeAll(async () => {
+  [allowed, other] = await Promise.all([pageServer(), pageServer()]);
+  stack = await startStack({ guard: { corsOrigins: [allowed.origin] } });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+}, 60_000);
+afterAll(async () => {
+  await browser?.close();
+  await stack?.close();
+  await Promise.all([allowed?.close(), other?.close()]);
+});
+
+/** What a script on a page from `origin` gets when it creates a user through the gateway. */
+async function createUserFrom(origin: string) {
+  const page = await browser.newPage();
+  try {
+    await page.goto(`${origin}/`);
+    return await page.evaluate(
+      async ({ gateway, token, email }) => {
+        try {
+          const response = await fetch(`${gateway}/api/users`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ email, name: 'From A Browser' }),
+          });
+          const names = ['etag', 'location', 'x-request-id', 'ratelimit', 'ratelimit-policy'];
+          return { status: response.status, headers: Object.fromEntries(names.map((name) => [name, response.headers.get(name)])), body: await response.json() };
+        } catch (error) {
+          return { error: String(error) };
+        }
+      },
+      { gateway: stack.gateway.url, token: defaultToken, email: `browser-${Date.now()}-${Math.random().toString(36).slice(2)}@example.com` },
+    );
+  } finally {
+    await page.close();
+  }
+}
+
+describe('a page in a browser', () => {
+  it('on an allowed origin can call the API and read ETag, Location, X-Request-Id and the RateLimit headers', async () => {
+    const result = await createUserFrom(allowed.origin);
+    expect(result).toMatchObject({ status: 201, body: { name: 'From A Browser' } });
+    const { headers } = result as { headers: Record<string, string | null> };
+    expect(headers.etag).toBe('"1"');
+    expect(headers.location).toMatch(/^\/api\/users\//);
+    expect(headers['x-request-id']).toMatch(/^[A-Za-z0-9._-]+$/);
+    expect(headers['ratelimit-policy']).toMatch(/^"write";q=\d+;w=60$/);
+    expect(headers.ratelimit).toMatch(/^"write";r=\d+;t=\d+$/);
+  });
+
+  it('on another origin is refused by the browser', async () => {
+    expect(await createUserFrom(other.origin)).toEqual({ error: expect.stringMatching(/TypeError: Failed to fetch/) });
+  });
+});
+
+/** A raw preflight, as a browser sends it. */
+function preflight(origin: string): Promise<{ status: number; headers: http.IncomingHttpHeaders }> {
+  const { hostname, port } = new URL(stack.gateway.url);
+  return new Promise((resolve, reject) => {
+    const request = http.request({
+      host: hostname,
+      port,
+      path: '/api/users',
+      method: 'OPTIONS',
+      headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' },
+    });
+    request.once('response', (response) => {
+      response.resume();
+      resolve({ status: response.statusCode!, headers: response.headers });
+    });
+    request.once('error', reject);
+    request.end();
+  });
+}
+
+describe('preflights', () => {
+  it('are answered by the gateway, without a token, allowing the methods and headers the API uses', async () => {
+    const { status, headers } = await preflight(allowed.origin);
+    expect(status).toBe(204);
+    expect(headers['access-control-allow-origin']).toBe(allowed.origin);
+    expect(headers['access-control-allow-methods']).toBe('GET,HEAD,POST,PUT,PATCH,DELETE');
+    expect(headers['access-control-allow-headers']).toMatch(/Authorization/);
+    expect(headers['x-request-id']).toBeDefined();
+  });
+
+  it('from another origin get no CORS headers', async () => {
+    const { headers } = await preflight(other.origin);
+    expect(headers['access-control-allow-origin']).toBeUndefined();
+  });
+});

@@ -1,0 +1,45 @@
+import { generateKeyPairSync } from 'node:crypto';
+import { SignJWT } from 'jose';
+import { TokenVerifier, type TokenRules } from '../../gateway/src/auth/tokens.js';
+
+/**
+ * The tests' signing key (made fresh for each test process) and tokens signed with it. Every test
+ * gateway trusts this key; `client()` sends a token with every scope unless told otherwise.
+ */
+export const ALL_SCOPES = ['users:read', 'users:write', 'products:read', 'products:write'];
+export const TEST_RULES: TokenRules = { issuer: 'https://issuer.test', audience: 'rest-microservices-test', algorithms: ['ES256'], clockToleranceSeconds: 30 };
+
+const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+export const testPublicKeyPem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
+
+export interface TokenOptions {
+  scopes?: readonly string[];
+  subject?: string;
+  /** Seconds from now; negative for a token that has already expired. */
+  expiresIn?: number;
+  issuer?: string;
+  audience?: string;
+  notBefore?: number;
+  /** Another key (a KeyObject or secret bytes) and its algorithm. */
+  key?: Parameters<SignJWT['sign']>[0];
+  algorithm?: string;
+}
+
+/** A token signed with the test key (or `key`): by default every scope, subject `test-client`, one hour. */
+export function testToken(options: TokenOptions = {}): Promise<string> {
+  const now = Math.floor(Date.now() / 1000);
+  const jwt = new SignJWT({ scope: (options.scopes ?? ALL_SCOPES).join(' ') })
+    .setProtectedHeader({ alg: options.algorithm ?? 'ES256', typ: 'JWT' })
+    .setSubject(options.subject ?? 'test-client')
+    .setIssuer(options.issuer ?? TEST_RULES.issuer)
+    .setAudience(options.audience ?? TEST_RULES.audience)
+    .setIssuedAt(now)
+    .setExpirationTime(now + (options.expiresIn ?? 3600));
+  if (options.notBefore !== undefined) jwt.setNotBefore(now + options.notBefore);
+  return jwt.sign(options.key ?? privateKey);
+}
+
+/** The token `client()` sends unless a request says otherwise. */
+export const defaultToken = await testToken();
+
+export const testVerifier = () => new TokenVerifier({ publicKey }, TEST_RULES);

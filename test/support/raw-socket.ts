@@ -1,0 +1,92 @@
+import net from 'node:net';
+import { defaultToken } from './auth.js';
+
+/** A response read off a raw socket: what a client that does not use an HTTP library sees. */
+export interface RawResponse {
+  status: number;
+  /** Header names in lower case; repeated headers joined with ", ". */
+  headers: Record<string, string>;
+  body: string;
+  /** Whether the server closed the connection after this response. */
+  closed: boolean;
+}
+
+function parseResponse(received: Buffer, closed: boolean): RawResponse | undefined {
+  let raw = received;
+  // Interim (1xx) responses come before the final one: skip them.
+  while (/^HTTP\/1\.[01] 1\d\d /.test(raw.subarray(0, 13).toString('latin1')) && raw.indexOf('\r\n\r\n') >= 0) raw = raw.subarray(raw.indexOf('\r\n\r\n') + 4);
+  const end = raw.indexOf('\r\n\r\n');
+  if (end < 0) return undefined;
+  const [statusLine = '', ...lines] = raw.subarray(0, end).toString('latin1').split('\r\n');
+  const headers: Record<string, string> = {};
+  for (const line of lines) {
+    const colon = line.indexOf(':');
+    const name = line.slice(0, colon).trim().toLowerCase();
+    const value = line.slice(colon + 1).trim();
+    headers[name] = headers[name] === undefined ? value : `${headers[name]}, ${value}`;
+  }
+  const rest = raw.subarray(end + 4);
+  const length = headers['content-length'] === undefined ? undefined : Number(headers['content-length']);
+  if (length !== undefined && rest.length < length) return undefined;
+  if (length === undefined && headers['transfer-encoding'] === undefined && !closed) return undefined;
+  const body = length === undefined ? rest : rest.subarray(0, length);
+  return { status: Number(statusLine.split(' ')[1]), headers, body: body.toString('utf8'), closed };
+}
+
+/**
+ * Writes `chunks` to a new connection (each after the previous one is flushed; a number is a pause
+ * in ms), then reads the first response. Resolves once it is complete and, when the server says
+ * `Connection: close`, the server has closed the connection; rejects after `timeoutMs`.
+ */
+export function rawExchange(port: number, chunks: (string | Buffer | number)[], options: { timeoutMs?: number } = {}): Promise<RawResponse> {
+  const timeoutMs = options.timeoutMs ?? 5_000;
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1');
+    const received: Buffer[] = [];
+    let settled = false;
+    const timer = setTimeout(() => finish(new Error(`no complete response within ${timeoutMs} ms`)), timeoutMs);
+    const finish = (error?: Error, response?: RawResponse) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      socket.destroy();
+      if (error) reject(error);
+      else resolve(response!);
+    };
+    const check = (closed: boolean) => {
+      const response = parseResponse(Buffer.concat(received), closed);
+      if (!response) {
+        if (closed) finish(new Error(`connection closed without a complete response: ${JSON.stringify(Buffer.concat(received).toString('latin1').slice(0, 200))}`));
+        return;
+      }
+      if (closed || response.headers.connection?.toLowerCase() !== 'close') finish(undefined, response);
+    };
+    socket.on('data', (chunk: Buffer) => {
+      received.push(chunk);
+      check(false);
+    });
+    socket.on('end', () => check(true));
+    socket.on('close', () => check(true));
+    socket.on('error', () => check(true));
+    socket.once('connect', async () => {
+      for (const chunk of chunks) {
+        if (settled || socket.destroyed) return;
+        if (typeof chunk === 'number') await new Promise((r) => setTimeout(r, chunk).unref());
+        else await new Promise<void>((r) => socket.write(chunk, () => r()));
+      }
+    });
+  });
+}
+
+/** A request as bytes: request line, headers (Host and the test token added), blank line, body. */
+export function rawRequest(method: string, target: string, headers: Record<string, string> = {}, body: string | Buffer = ''): Buffer {
+  const lines = [
+    `${method} ${target} HTTP/1.1`,
+    'Host: 127.0.0.1',
+    `Authorization: Bearer ${defaultToken}`,
+    ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`),
+  ];
+  return Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1'), Buffer.isBuffer(body) ? body : Buffer.from(body)]);
+}
+
+export const portOf = (url: string) => Number(new URL(url).port);
