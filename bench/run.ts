@@ -1,5 +1,5 @@
 /**
- * `npm run bench`: GET /api/products/{id} on this machine, in one process tree and one run, seven
+ * `npm run bench`: GET /api/products/{id} on this machine, in one process tree and one run, nine
  * ways, each its own process started here:
  *
  *   products-service straight · the floor (node:http + mysql2, the same SELECT) ·
