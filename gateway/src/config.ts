@@ -1,5 +1,5 @@
 import { createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto';
-import { commonConfig, count, flag, milliseconds, port, seconds, url } from '@app/shared/config';
+import { commonConfig, count, flag, megabytes, milliseconds, port, seconds, url } from '@app/shared/config';
 import { z } from 'zod';
 
 // Empty strings count as unset, as in every other variable.
@@ -71,6 +71,8 @@ export const configSchema = z.object({
   CACHE_ENABLED: flag(true),
   CACHE_TTL_SECONDS: seconds(60, 1),
   CACHE_STALE_SECONDS: seconds(300, 0),
+  /** Bytes of hot entries each gateway keeps in memory in front of Redis; 0 turns that tier off. */
+  CACHE_MEMORY_MB: megabytes(16, 4096),
   AUTH_ENABLED: flag(true),
   AUTH_PUBLIC_KEY: verificationKey,
   AUTH_JWKS_URL: z.preprocess(

@@ -4,6 +4,7 @@ import { createLogger } from '@app/shared/logger';
 import { createCacheClient } from '@app/shared/redis';
 import { serve } from '@app/shared/server';
 import { createApp, upstreamsFrom } from './app.js';
+import { createMemoryTier } from './cache/memory-tier.js';
 import { TokenVerifier } from './auth/tokens.js';
 import { ResponseCache } from './cache/response-cache.js';
 import { authConfigProblems, configSchema } from './config.js';
@@ -22,7 +23,14 @@ const upstreams = upstreamsFrom(config);
 // One Redis client for the cache and the rate limits' counters.
 const redis =
   config.CACHE_ENABLED || config.RATE_LIMIT_ENABLED ? createCacheClient(config.REDIS_URL, logger, { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS }) : undefined;
-const cache = redis && config.CACHE_ENABLED ? new ResponseCache(redis, { ttlSeconds: config.CACHE_TTL_SECONDS, staleSeconds: config.CACHE_STALE_SECONDS }, logger) : undefined;
+const memory =
+  redis && config.CACHE_ENABLED && config.CACHE_MEMORY_MB > 0
+    ? createMemoryTier(config.REDIS_URL, config.CACHE_MEMORY_MB * 1024 * 1024, logger, { commandTimeoutMs: config.REDIS_COMMAND_TIMEOUT_MS })
+    : undefined;
+const cache =
+  redis && config.CACHE_ENABLED
+    ? new ResponseCache(redis, { ttlSeconds: config.CACHE_TTL_SECONDS, staleSeconds: config.CACHE_STALE_SECONDS }, logger, memory)
+    : undefined;
 // authConfigProblems made sure one of the two is set while AUTH_ENABLED.
 const keySource = config.AUTH_PUBLIC_KEY ? { publicKey: config.AUTH_PUBLIC_KEY } : { jwksUrl: config.AUTH_JWKS_URL ?? '' };
 const tokens = config.AUTH_ENABLED
@@ -54,10 +62,13 @@ await serve({
   lifecycle,
   logger,
   shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
-  release: async () => redis?.disconnect(),
+  release: async () => {
+    redis?.disconnect();
+    await memory?.close();
+  },
   details: {
     upstreams: upstreams.map(({ name, url }) => ({ name, url })),
-    cache: cache ? cache.settings : 'disabled',
+    cache: cache ? { ...cache.settings, memoryBytes: memory?.maxBytes ?? 0 } : 'disabled',
     auth: tokens ? { keys: config.AUTH_PUBLIC_KEY ? 'AUTH_PUBLIC_KEY' : config.AUTH_JWKS_URL, issuer: config.AUTH_ISSUER, audience: config.AUTH_AUDIENCE, publicProductReads: config.AUTH_PUBLIC_PRODUCT_READS } : 'disabled',
     rateLimits: limits ? { readsPerMinute: config.RATE_LIMIT_READS_PER_MINUTE, writesPerMinute: config.RATE_LIMIT_WRITES_PER_MINUTE } : 'disabled',
     corsOrigins: config.CORS_ORIGINS,

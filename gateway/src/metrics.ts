@@ -37,14 +37,31 @@ export class GatewayMetrics {
     collectDefaultMetrics({ register: this.registry });
   }
 
+  /** One labels object per route, method and status, made once: none allocated per request. */
+  readonly #labels = new Map<string, Map<string, Map<number, { route: string; method: string; status: string }>>>();
+  readonly #outcomes = new Map<CacheOutcome, { outcome: CacheOutcome }>();
+
   readonly requestFinished = ({ method, path, status, seconds }: FinishedRequest): void => {
-    const labels = { route: this.routeOf(path), method, status: String(status) };
+    const labels = this.#labelsOf(this.routeOf(path), method, status);
     this.#requests.inc(labels);
     this.#duration.observe(labels, seconds);
   };
 
   cacheOutcome(outcome: CacheOutcome): void {
-    this.#cache.inc({ outcome });
+    let labels = this.#outcomes.get(outcome);
+    if (!labels) this.#outcomes.set(outcome, (labels = { outcome }));
+    this.#cache.inc(labels);
+  }
+
+  // Bounded: routes are a handful of labels, methods those the gateway accepts, statuses three digits.
+  #labelsOf(route: string, method: string, status: number) {
+    let byMethod = this.#labels.get(route);
+    if (!byMethod) this.#labels.set(route, (byMethod = new Map()));
+    let byStatus = byMethod.get(method);
+    if (!byStatus) byMethod.set(method, (byStatus = new Map()));
+    let labels = byStatus.get(status);
+    if (!labels) byStatus.set(status, (labels = { route, method, status: String(status) }));
+    return labels;
   }
 
   readonly shed = (limit: { upstream: string }, write: boolean): void => {

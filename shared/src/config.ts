@@ -59,6 +59,9 @@ export const seconds = (fallback: number, min: number) =>
 /** A whole number of things (connections, requests, percent) from `min` to `max`. */
 export const count = (fallback: number, min: number, max: number) => wholeNumber(fallback, min, max, `must be a whole number from ${min} to ${max}`);
 
+export const megabytes = (fallback: number, max: number) =>
+  wholeNumber(fallback, 0, max, `must be a whole number of megabytes from 0 to ${max}`);
+
 export const url = (protocols: string[], fallback: string) =>
   z.preprocess(
     unsetIfEmpty,

@@ -10,8 +10,9 @@ export type { Redis };
  * reads replies that came in time (a short timeout turns load into false outages), while a hung
  * Redis is noticed by the caller's breaker within a few commands. Callers treat failures as misses.
  */
-export function createCacheClient(url: string, logger: Logger, options: { commandTimeoutMs?: number } = {}): Redis {
+export function createCacheClient(url: string, logger: Logger, options: { commandTimeoutMs?: number; protocol?: 2 | 3 } = {}): Redis {
   const client = new Redis(url, {
+    ...(options.protocol ? { protocol: options.protocol } : {}),
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     commandTimeout: options.commandTimeoutMs ?? 1_000,
@@ -30,5 +31,24 @@ export function createCacheClient(url: string, logger: Logger, options: { comman
     if (reachable) logger.warn({ err: error }, 'redis is unreachable: the cache is bypassed until it returns');
     reachable = false;
   });
+  return client;
+}
+
+/**
+ * A RESP2 connection for SUBSCRIBE (in RESP2, client-tracking invalidations redirected to it come as
+ * messages on `__redis__:invalidate`), which reconnects in the background and does not resubscribe
+ * by itself (the caller does, on each 'ready': a new connection has a new client id). Its errors are
+ * not reported: the cache client on the same Redis reports outages.
+ */
+export function createSubscriberClient(url: string): Redis {
+  const client = new Redis(url, {
+    protocol: 2,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    connectTimeout: 1_000,
+    autoResubscribe: false,
+    retryStrategy: (attempt) => Math.min(attempt * 100, 2_000),
+  });
+  client.on('error', () => undefined);
   return client;
 }

@@ -44,6 +44,7 @@ const gatewayDefaults = {
   RATE_LIMIT_WRITES_PER_MINUTE: 3000,
   TRUSTED_PROXY_HOPS: 0,
   CORS_ORIGINS: [],
+  CACHE_MEMORY_MB: 16,
   LOG_LEVEL: 'info',
   SHUTDOWN_TIMEOUT_MS: 10_000,
 };
@@ -116,6 +117,7 @@ describe('the gateway configuration', () => {
         RATE_LIMIT_READS_PER_MINUTE: '100',
         TRUSTED_PROXY_HOPS: '1',
         CORS_ORIGINS: 'https://app.example,http://localhost:5173',
+        CACHE_MEMORY_MB: '0',
       }),
     ).toEqual({
       ...gatewayDefaults,
@@ -140,6 +142,7 @@ describe('the gateway configuration', () => {
       CACHE_ENABLED: false,
       CACHE_TTL_SECONDS: 5,
       CACHE_STALE_SECONDS: 0,
+      CACHE_MEMORY_MB: 0,
     });
   });
 
@@ -177,6 +180,8 @@ describe('the gateway configuration', () => {
     ['TRUSTED_PROXY_HOPS', '11'],
     ['CORS_ORIGINS', 'https://app.example/path'],
     ['CORS_ORIGINS', '*'],
+    ['CACHE_MEMORY_MB', '1.5'],
+    ['CACHE_MEMORY_MB', '4097'],
   ])('refuses %s=%s', (name, value) => {
     expect(named(problemsOf(gatewaySchema, { [name]: value }))).toEqual([name]);
   });

@@ -5,7 +5,7 @@
  */
 import { client, expectProblem, type Client } from '../support/http.js';
 import { HoldingProxy } from '../support/holding-proxy.js';
-import { startGateway, startUsersService, type RunningGateway, type RunningService } from '../support/stack.js';
+import { startGateway, startUsersService, untilTracking, type RunningGateway, type RunningService } from '../support/stack.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 
 const deadline = () => ({ signal: AbortSignal.timeout(8_000) });
@@ -285,6 +285,8 @@ describe('Redis cut off and back', () => {
       expect((await through.get(user.location)).headers.get('x-cache')).toBe('HIT');
 
       await redisProxy.cut();
+      // Until the replica notices, its memory answers (nothing could have changed unseen: see memory-tier.test.ts).
+      await untilTracking(replica.cache!.memory!, false);
       const during = await through.get(user.location, deadline());
       expect({ status: during.status, cache: during.headers.get('x-cache') }).toEqual({ status: 200, cache: 'BYPASS' });
       const patched = await through.patch(user.location, { name: 'Written during the outage' }, deadline());

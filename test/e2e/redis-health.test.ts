@@ -18,7 +18,9 @@ beforeAll(async () => {
   const redisUrl = new URL(process.env.TEST_REDIS_URL!);
   redisProxy = await new TcpProxy({ host: redisUrl.hostname, port: Number(redisUrl.port || 6379) }).start();
   users = await startUsersService();
-  gateway = await startGateway({ usersUrl: users.url, productsUrl: users.url, logger: gatewayLog.logger, cache: { redisUrl: redisProxy.rewrite(redisUrl.toString()) } });
+  // The Redis path alone: how the in-memory tier in front of it meets a silent Redis is memory-tier.test.ts's.
+  const cache = { redisUrl: redisProxy.rewrite(redisUrl.toString()), memoryBytes: 0 };
+  gateway = await startGateway({ usersUrl: users.url, productsUrl: users.url, logger: gatewayLog.logger, cache });
   api = client(gateway.url);
 });
 afterAll(async () => {

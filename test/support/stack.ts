@@ -3,11 +3,12 @@ import mysql from 'mysql2/promise';
 import { Lifecycle } from '@app/shared/http';
 import { createLogger, type Logger } from '@app/shared/logger';
 import { Database, type DatabaseLimits } from '@app/shared/mysql';
-import { createCacheClient } from '@app/shared/redis';
+import { createCacheClient, createSubscriberClient } from '@app/shared/redis';
 import { listen, type RunningServer } from '@app/shared/server';
 import { migrateSchema, type ServiceDefinition, type ServiceDependencies } from '@app/shared/service';
 import type { RequestListener } from 'node:http';
 import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/src/app.js';
+import { createMemoryTier, MemoryTier } from '../../gateway/src/cache/memory-tier.js';
 import { ResponseCache } from '../../gateway/src/cache/response-cache.js';
 import type { ConcurrencyLimitSettings } from '../../gateway/src/concurrency-limit.js';
 import type { ResolveEndpoints } from '../../gateway/src/upstream-agent.js';
@@ -100,6 +101,10 @@ export interface GatewayCacheOptions {
   staleSeconds?: number;
   now?: () => number;
   commandTimeoutMs?: number;
+  /** Bytes of the in-memory tier in front of Redis (default 16 MiB, as the gateway's; 0: none). */
+  memoryBytes?: number;
+  /** Where the tier's tracked and subscriber connections go (default: redisUrl), to cut them apart. */
+  memoryRedisUrls?: { tracked: string; subscriber: string };
 }
 
 export interface GatewayGuardOptions {
@@ -133,11 +138,26 @@ export async function startGateway(options: {
 }): Promise<RunningGateway> {
   const logger = options.logger ?? testLogger;
   const upstreams = upstreamsFrom({ USERS_SERVICE_URL: options.usersUrl, PRODUCTS_SERVICE_URL: options.productsUrl });
-  const redis = options.cache && createCacheClient(options.cache.redisUrl ?? process.env.TEST_REDIS_URL!, logger, { commandTimeoutMs: options.cache.commandTimeoutMs });
+  const redisUrl = options.cache?.redisUrl ?? process.env.TEST_REDIS_URL!;
+  const redis = options.cache && createCacheClient(redisUrl, logger, { commandTimeoutMs: options.cache.commandTimeoutMs });
   if (redis) await new Promise((resolve) => redis.once('ready', resolve));
+  const memoryBytes = options.cache?.memoryBytes ?? 16 * 1024 * 1024;
+  const memoryUrls = options.cache?.memoryRedisUrls;
+  const memory =
+    redis && memoryBytes > 0
+      ? memoryUrls
+        ? new MemoryTier(createCacheClient(memoryUrls.tracked, logger, { protocol: 2 }), createSubscriberClient(memoryUrls.subscriber), memoryBytes, logger)
+        : createMemoryTier(redisUrl, memoryBytes, logger, { commandTimeoutMs: options.cache?.commandTimeoutMs })
+      : undefined;
+  if (memory) await untilTracking(memory);
   const cache =
     redis &&
-    new ResponseCache(redis, { ttlSeconds: options.cache?.ttlSeconds ?? 60, staleSeconds: options.cache?.staleSeconds ?? 300, now: options.cache?.now }, logger);
+    new ResponseCache(
+      redis,
+      { ttlSeconds: options.cache?.ttlSeconds ?? 60, staleSeconds: options.cache?.staleSeconds ?? 300, now: options.cache?.now },
+      logger,
+      memory,
+    );
   const guardOptions = options.guard ?? {};
   const limitOptions = guardOptions.rateLimits === false ? undefined : (guardOptions.rateLimits ?? {});
   const limitsRedis = limitOptions?.redisUrl ? createCacheClient(limitOptions.redisUrl, logger) : redis;
@@ -177,8 +197,15 @@ export async function startGateway(options: {
       await running.close(1_000);
       redis?.disconnect();
       if (limitsRedis !== redis) limitsRedis?.disconnect();
+      await memory?.close();
     },
   };
+}
+
+/** Waits (at most 5 s) until Redis tracks what `memory` reads (or, with `on` false, until it noticed it does not). */
+export async function untilTracking(memory: MemoryTier, on = true): Promise<void> {
+  for (let attempt = 0; attempt < 250 && memory.tracking !== on; attempt++) await new Promise((resolve) => setTimeout(resolve, 20));
+  if (memory.tracking !== on) throw new Error(`Redis client tracking did not go ${on ? 'on' : 'off'} within 5 s`);
 }
 
 /** Both services and the gateway in front of them. */

@@ -56,7 +56,9 @@ export function sendHeld(
   held: Pick<CachedResponse, 'status' | 'headers' | 'body'>,
   cache: { outcome: 'HIT' | 'MISS' | 'STALE'; ageSeconds?: number },
 ): void {
-  for (const [name, value] of Object.entries(held.headers)) res.setHeader(name, value);
+  // for…in, not Object.entries: no arrays allocated per hit.
+  const { headers } = held;
+  for (const name in headers) res.setHeader(name, headers[name] as string);
   res.setHeader('X-Cache', cache.outcome);
   if (cache.ageSeconds !== undefined) res.setHeader('Age', String(cache.ageSeconds));
   const { etag } = held.headers;

@@ -3,7 +3,7 @@ import { observeRequest } from '@app/shared/http';
 import type { Logger } from '@app/shared/logger';
 import { requestTargets } from '../front-door.js';
 import type { GatewayMetrics } from '../metrics.js';
-import { sendHeld } from './entry.js';
+import { sendHeld, type CachedResponse } from './entry.js';
 import type { Lookup, ResponseCache } from './response-cache.js';
 import type { CacheScopes, ReadScope } from './scope.js';
 
@@ -23,32 +23,46 @@ function isCacheableRequest(req: IncomingMessage): boolean {
 }
 
 /**
- * Serves fresh cache hits before express does any work: one Redis round trip, the same headers and
- * log line as any response. Anything else goes on to the express app.
+ * Serves fresh cache hits before express does any work: from this gateway's memory when it holds the
+ * entry (no round trip), else one Redis round trip; the same headers and log line as any response.
+ * Anything else goes on to the express app.
  */
 export function withCacheHotPath(
   app: RequestListener,
   options: { cache: ResponseCache; scopes: CacheScopes; logger: Logger; metrics: GatewayMetrics },
 ): RequestListener {
   const { cache, scopes, logger, metrics } = options;
-  const tryHit = async (req: IncomingMessage, res: ServerResponse): Promise<boolean> => {
-    const target = requestTargets.get(req);
-    if (!target || !isCacheableRequest(req)) return false;
-    const scope = scopes.read(target);
-    const lookup = scope && (await cache.lookup(scope));
+  const serveHit = (req: IncomingMessage, res: ServerResponse, entry: CachedResponse) => {
+    observeRequest(logger, req, res, metrics.requestFinished);
+    metrics.cacheOutcome('hit');
+    sendHeld(req, res, entry, { outcome: 'HIT', ageSeconds: cache.ageSeconds(entry) });
+  };
+  /** The Redis round trip, for a request whose entry is not held in memory. */
+  const tryRedis = async (req: IncomingMessage, res: ServerResponse, scope: ReadScope): Promise<boolean> => {
+    const lookup = await cache.lookup(scope);
     if (!lookup) return false;
     const { entry } = lookup;
     if (!entry || !cache.isFresh(entry)) {
       misses.set(req, { scope, lookup });
       return false;
     }
-    observeRequest(logger, req, res, metrics.requestFinished);
-    metrics.cacheOutcome('hit');
-    sendHeld(req, res, entry, { outcome: 'HIT', ageSeconds: cache.ageSeconds(entry) });
+    serveHit(req, res, entry);
     return true;
   };
   return (req, res) => {
-    tryHit(req, res).then(
+    const target = requestTargets.get(req);
+    const scope = target && isCacheableRequest(req) ? scopes.read(target) : undefined;
+    if (!scope) {
+      app(req, res);
+      return;
+    }
+    // A hit from memory is answered synchronously: no promise, no round trip.
+    const held = cache.held(scope);
+    if (held) {
+      serveHit(req, res, held);
+      return;
+    }
+    tryRedis(req, res, scope).then(
       (served) => served || app(req, res),
       () => app(req, res),
     );

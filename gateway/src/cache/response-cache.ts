@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from '@app/shared/logger';
 import type { Redis } from '@app/shared/redis';
 import { decode, encode, type CachedResponse } from './entry.js';
+import type { MemoryTier } from './memory-tier.js';
 import { defaultBreakerSettings, RedisHealth, type RedisBreakerSettings } from './redis-health.js';
 import type { ReadScope, WriteScope } from './scope.js';
 
@@ -47,6 +48,8 @@ export class ResponseCache {
     redis: Redis,
     readonly settings: CacheSettings,
     private readonly logger: Logger,
+    /** Hot entries in this gateway's memory (memory-tier.ts); undefined when CACHE_MEMORY_MB=0. */
+    readonly memory?: MemoryTier,
   ) {
     this.now = settings.now ?? Date.now;
     this.#health = new RedisHealth(redis, logger, { ...defaultBreakerSettings, ...settings.breaker });
@@ -63,7 +66,16 @@ export class ResponseCache {
     return this.#health.up && !this.#owed.has(scope.generationKey) && !this.#owedHolds.has(scope.holdKey);
   }
 
-  /** One round trip; undefined when the cache cannot be used for this scope now, or the scope is held. */
+  /** A fresh entry held in this gateway's memory: no round trip. */
+  held(scope: ReadScope): CachedResponse | undefined {
+    const entry = this.memory?.held(scope);
+    return entry && this.#usable(scope) && this.isFresh(entry) ? entry : undefined;
+  }
+
+  /**
+   * One round trip; undefined when the cache cannot be used for this scope now, or the scope is held.
+   * A current, fresh entry is also kept in memory.
+   */
   async lookup(scope: ReadScope): Promise<Lookup | undefined> {
     if (!this.#usable(scope)) return undefined;
     try {
@@ -71,7 +83,9 @@ export class ResponseCache {
       if (hold !== null) return undefined;
       const current = generation?.toString() ?? null;
       const entry = stored ? decode(stored) : undefined;
-      return { generation: current, ...(entry && entry.generation === current ? { entry } : {}) };
+      if (!entry || entry.generation !== current) return { generation: current };
+      if (this.isFresh(entry)) this.memory?.learn(scope, entry);
+      return { generation: current, entry };
     } catch {
       return undefined;
     }
@@ -109,7 +123,8 @@ export class ResponseCache {
   async store(scope: ReadScope, entry: CachedResponse): Promise<void> {
     if (!this.#usable(scope)) return;
     const lifetime = this.settings.ttlSeconds + this.settings.staleSeconds;
-    await this.#health.run((redis) => redis.set(scope.entryKey, encode(entry), 'EX', lifetime)).catch(() => undefined);
+    const stored = await this.#health.run((redis) => redis.set(scope.entryKey, encode(entry), 'EX', lifetime)).catch(() => undefined);
+    if (stored) this.memory?.learn(scope, entry);
   }
 
   /**
@@ -119,14 +134,19 @@ export class ResponseCache {
    * before the write lands is never kept as fresh. Hold first, renew second: a read that looked
    * before the hold was set stores under a generation the renewal then retires. A renewal or hold
    * that fails is owed: retried until Redis takes it, and meanwhile only its scope is bypassed.
+   * This gateway's memory forgets the scopes too, before and after (not only when Redis's
+   * invalidation arrives): a read of the old generation that raced the renewal must not serve this
+   * writer's client afterwards.
    */
   async invalidate(scopes: readonly WriteScope[], options: { holdMs?: number } = {}): Promise<void> {
     const { holdMs } = options;
+    this.memory?.forget(scopes);
     if (holdMs !== undefined) {
       const until = Date.now() + holdMs;
       for (const key of await this.#hold(scopes.map((scope) => scope.holdKey), holdMs)) this.#owedHolds.set(key, Math.max(until, this.#owedHolds.get(key) ?? 0));
     }
     for (const key of await this.#renew(scopes.map((scope) => scope.generationKey))) this.#owed.add(key);
+    this.memory?.forget(scopes);
     if (this.#settled) return;
     this.logger.warn(
       { owed: this.#owed.size, owedHolds: this.#owedHolds.size },

@@ -23,6 +23,9 @@ export interface WriteScope {
 
 const keysOf = (tag: string): WriteScope => ({ generationKey: `g:{${tag}}`, holdKey: `h:{${tag}}` });
 
+/** The generation key of the scope a hold key belongs to (`h:{users:1}` → `g:{users:1}`), or undefined. */
+export const generationKeyOfHold = (key: string): string | undefined => (key.startsWith('h:{') ? `g:${key.slice(2)}` : undefined);
+
 export class CacheScopes {
   readonly #resources: Set<string>;
 
@@ -63,6 +66,7 @@ export class CacheScopes {
 
 /** Parameter order does not matter: `?b=2&a=1` and `?a=1&b=2` are one entry. */
 function normalisedQuery(query: string): string {
+  if (query === '') return ''; // most reads: nothing to parse or sort
   const params = [...new URLSearchParams(query)];
   params.sort(([a, x], [b, y]) => (a === b ? (x < y ? -1 : x > y ? 1 : 0) : a < b ? -1 : 1));
   return new URLSearchParams(params).toString();

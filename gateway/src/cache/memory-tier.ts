@@ -1,0 +1,273 @@
+import type { Logger } from '@app/shared/logger';
+import { createCacheClient, createSubscriberClient, type Redis } from '@app/shared/redis';
+import { LRUCache } from 'lru-cache';
+import type { CachedResponse } from './entry.js';
+import { generationKeyOfHold, type ReadScope, type WriteScope } from './scope.js';
+
+/** The channel Redis publishes invalidations on for a client tracking keys in RESP2 redirect mode. */
+const INVALIDATIONS = '__redis__:invalidate';
+
+/** At most this many generations are remembered (about 100 bytes each); a forgotten one is a trip to Redis. */
+const MAX_GENERATIONS = 100_000;
+
+/**
+ * The subscriber is pinged this often; a ping unanswered for HEARTBEAT_TIMEOUT_MS means its
+ * connection is gone even if TCP has not said so (a silent network loss): it is dropped and opened
+ * again, and so is everything in memory. This bounds how long invalidations can go missing unnoticed.
+ */
+export const HEARTBEAT_MS = 500;
+export const HEARTBEAT_TIMEOUT_MS = 1_500;
+
+/** What an entry costs besides its body and headers (the object, the key, LRU bookkeeping). */
+const ENTRY_OVERHEAD_BYTES = 256;
+
+/** A tracked read of a generation key under way: an invalidation of that key (or a reset) spoils it. */
+interface GenerationRead {
+  spoiled: boolean;
+  done: Promise<void>;
+}
+
+/**
+ * Hot cache entries in this gateway's memory, in front of Redis, exactly as correct as Redis itself:
+ * an entry is served only while its generation is known to be the current one and its scope known
+ * not to be held (scope.ts), and both are known only through Redis server-assisted client-side
+ * caching. A scope's generation and hold keys are read (one MGET) on a dedicated connection with
+ * `CLIENT TRACKING on REDIRECT <id>` (RESP2), the id being a second connection SUBSCRIBEd to
+ * `__redis__:invalidate`, so a write through any replica (which renews a generation, and may set a
+ * hold) makes Redis tell every replica to forget what it knew of that scope.
+ *
+ * The race: the reply to a read and an invalidation of the same key arrive on two connections, in
+ * no guaranteed order. So a generation is installed only when the read was sent while tracking was
+ * on (in the same session: no connection lost or re-tracked since) and no invalidation of either key
+ * arrived between sending the read and installing the result. Redis tracks the key from the moment
+ * it serves the read, so any later write sends an invalidation, which then removes it.
+ *
+ * When either connection is lost, everything in memory is dropped and hits go back to Redis round
+ * trips until both are back and tracking is on again: invalidations sent meanwhile may be lost, so
+ * nothing learnt before is trusted. A Redis flush (an invalidation without keys) drops everything too.
+ *
+ * lru-cache bounds the entries by bytes (maxSize), least recently used first.
+ */
+export class MemoryTier {
+  readonly #entries: LRUCache<string, CachedResponse>;
+  /** The current generation of each scope (by generation key) known to be current and not held. */
+  readonly #generations = new LRUCache<string, string>({ max: MAX_GENERATIONS });
+  readonly #reads = new Map<string, GenerationRead>();
+  /** Bumped whenever what was learnt can no longer be trusted (a connection lost, a flush). */
+  #session = 0;
+  #tracking = false;
+  /** The subscriber's client id once it listens to invalidations on its current connection. */
+  #redirectTo: number | undefined;
+  #subscriberConnection = 0;
+  readonly #invalidationListeners: ((keys: readonly string[]) => void)[] = [];
+  /** When the unanswered ping was sent (performance.now()), if one is. */
+  #pingSentAt: number | undefined;
+  readonly #heartbeat: NodeJS.Timeout;
+
+  constructor(
+    private readonly tracked: Redis,
+    private readonly subscriber: Redis,
+    readonly maxBytes: number,
+    private readonly logger: Logger,
+  ) {
+    this.#entries = new LRUCache<string, CachedResponse>({
+      maxSize: maxBytes,
+      sizeCalculation: (entry) => entrySize(entry),
+    });
+    subscriber.on('messageBuffer', (channel: Buffer, message: Buffer[] | null) => {
+      if (channel.toString() === INVALIDATIONS) this.#invalidated(message);
+    });
+    subscriber.on('ready', () => void this.#listen());
+    subscriber.on('close', () => {
+      this.#subscriberConnection += 1;
+      this.#pingSentAt = undefined;
+      this.#redirectTo = undefined;
+      this.#reset('the invalidation subscriber lost its connection');
+    });
+    tracked.on('ready', () => void this.#track());
+    tracked.on('close', () => this.#reset('the tracking connection was lost'));
+    if (subscriber.status === 'ready') void this.#listen();
+    this.#heartbeat = setInterval(() => this.#beat(), HEARTBEAT_MS).unref();
+  }
+
+  /** Both connections are up and Redis tracks what this tier reads: it may serve and learn. */
+  get tracking(): boolean {
+    return this.#tracking;
+  }
+
+  /** Bytes of entries held now. */
+  get heldBytes(): number {
+    return this.#entries.calculatedSize;
+  }
+
+  /** The entry for `scope`, if held and its generation is still the current one. No I/O. */
+  held(scope: ReadScope): CachedResponse | undefined {
+    if (!this.#tracking) return undefined;
+    const entry = this.#entries.get(scope.entryKey);
+    if (entry === undefined || this.#generations.get(scope.generationKey) !== entry.generation) return undefined;
+    return entry;
+  }
+
+  /**
+   * Keeps `entry` (which Redis holds, or which was just stored there) in memory if its generation is
+   * the current one, as read on the tracked connection. In the background: the caller never waits.
+   */
+  learn(scope: ReadScope, entry: CachedResponse): void {
+    if (!this.#tracking) return;
+    const install = () => {
+      // Checked again now: an invalidation may have come in since the generation was read.
+      if (this.#tracking && this.#generations.get(scope.generationKey) === entry.generation) {
+        // A copy: the body may be a slice of a much larger socket buffer, which it would keep alive.
+        this.#entries.set(scope.entryKey, { ...entry, body: Buffer.from(entry.body) });
+      }
+    };
+    if (this.#generations.get(scope.generationKey) === entry.generation) install();
+    else void this.#readGeneration(scope).then(install);
+  }
+
+  /**
+   * Forgets generations this gateway renews itself (a write): called before the response to the
+   * write is released, so its client never reads the old data here, even before Redis's own
+   * invalidation arrives.
+   */
+  forget(scopes: readonly WriteScope[]): void {
+    for (const scope of scopes) this.#forgetScope(scope.generationKey);
+  }
+
+  /** Runs `listener` with the keys of every invalidation Redis sends (for measurements). */
+  onInvalidation(listener: (keys: readonly string[]) => void): void {
+    this.#invalidationListeners.push(listener);
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.#heartbeat);
+    this.#reset('closing');
+    this.tracked.disconnect();
+    this.subscriber.disconnect();
+  }
+
+  /** One tracked read per scope at a time; what it reads is installed unless something spoilt it. */
+  #readGeneration(scope: WriteScope): Promise<void> {
+    const key = scope.generationKey;
+    const under = this.#reads.get(key);
+    if (under) return under.done;
+    const session = this.#session;
+    const read: GenerationRead = { spoiled: false, done: Promise.resolve() };
+    read.done = this.tracked.mget(scope.holdKey, key).then(
+      ([hold, generation]) => {
+        if (this.#reads.get(key) === read) this.#reads.delete(key);
+        const current = !read.spoiled && session === this.#session && this.#tracking;
+        if (current && hold === null && generation !== null && generation !== undefined) this.#generations.set(key, generation);
+      },
+      () => {
+        if (this.#reads.get(key) === read) this.#reads.delete(key);
+      },
+    );
+    this.#reads.set(key, read);
+    return read.done;
+  }
+
+  /** Forgets what is known of a scope (by its generation key), and spoils a read of it under way. */
+  #forgetScope(generationKey: string): void {
+    this.#generations.delete(generationKey);
+    const read = this.#reads.get(generationKey);
+    if (read) {
+      read.spoiled = true;
+      this.#reads.delete(generationKey);
+    }
+  }
+
+  /** A key Redis says changed: a generation key, or a hold key (which stands for its scope). */
+  #forgetKey(key: string): void {
+    this.#forgetScope(generationKeyOfHold(key) ?? key);
+  }
+
+  #invalidated(keys: Buffer[] | null): void {
+    if (keys === null) {
+      // FLUSHALL / FLUSHDB: every key may have changed.
+      this.#dropAll();
+      this.#session += 1;
+    } else {
+      for (const key of keys) this.#forgetKey(key.toString());
+    }
+    if (this.#invalidationListeners.length > 0) {
+      const names = keys?.map((key) => key.toString()) ?? [];
+      for (const listener of this.#invalidationListeners) listener(names);
+    }
+  }
+
+  #beat(): void {
+    if (this.subscriber.status !== 'ready') return;
+    if (this.#pingSentAt !== undefined) {
+      if (performance.now() - this.#pingSentAt > HEARTBEAT_TIMEOUT_MS) {
+        this.#pingSentAt = undefined;
+        this.subscriber.disconnect(true);
+      }
+      return;
+    }
+    const sentAt = performance.now();
+    this.#pingSentAt = sentAt;
+    this.subscriber.ping().then(
+      () => {
+        if (this.#pingSentAt === sentAt) this.#pingSentAt = undefined;
+      },
+      () => undefined,
+    );
+  }
+
+  /** SUBSCRIBEs the subscriber on each new connection (it does not resubscribe by itself: its id changes). */
+  async #listen(): Promise<void> {
+    const connection = this.#subscriberConnection;
+    try {
+      const id = Number(await this.subscriber.client('ID'));
+      await this.subscriber.subscribe(INVALIDATIONS);
+      if (connection !== this.#subscriberConnection) return;
+      this.#redirectTo = id;
+      await this.#track();
+    } catch (error) {
+      this.logger.warn({ err: error }, 'could not subscribe to cache invalidations: the in-memory cache is off until Redis is back');
+    }
+  }
+
+  /** Turns tracking on (again), redirected to the current subscriber. */
+  async #track(): Promise<void> {
+    const redirect = this.#redirectTo;
+    if (redirect === undefined || this.tracked.status !== 'ready') return;
+    const session = this.#session;
+    try {
+      await this.tracked.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', String(redirect));
+    } catch (error) {
+      this.logger.warn({ err: error }, 'could not turn on Redis client tracking: the in-memory cache is off');
+      return;
+    }
+    if (session !== this.#session || redirect !== this.#redirectTo || this.#tracking) return;
+    this.#tracking = true;
+    this.logger.info('redis tracks the cache generations: the in-memory cache is on');
+  }
+
+  #reset(reason: string): void {
+    const wasTracking = this.#tracking;
+    this.#tracking = false;
+    this.#session += 1;
+    this.#dropAll();
+    if (wasTracking) this.logger.warn({ reason }, 'the in-memory cache is off (everything in it dropped) until Redis tracking is back');
+  }
+
+  #dropAll(): void {
+    this.#entries.clear();
+    this.#generations.clear();
+    for (const read of this.#reads.values()) read.spoiled = true;
+    this.#reads.clear();
+  }
+}
+
+function entrySize(entry: CachedResponse): number {
+  let size = ENTRY_OVERHEAD_BYTES + entry.body.length + entry.generation.length;
+  for (const name in entry.headers) size += name.length + (entry.headers[name]?.length ?? 0);
+  return size;
+}
+
+/** The tier's two Redis connections (a cache client, which fails fast, and a subscriber), from `url`. */
+export function createMemoryTier(url: string, maxBytes: number, logger: Logger, options: { commandTimeoutMs?: number } = {}): MemoryTier {
+  return new MemoryTier(createCacheClient(url, logger, { ...options, protocol: 2 }), createSubscriberClient(url), maxBytes, logger);
+}

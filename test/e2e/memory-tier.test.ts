@@ -1,0 +1,250 @@
+/**
+ * The in-memory tier in front of Redis (gateway/src/cache/memory-tier.ts), as clients see it: hits
+ * without a round trip, a write through one gateway replica evicting the entry from another's
+ * memory (STALE_CHECK_ROUNDS writes, 0 stale reads; how long an invalidation takes to arrive,
+ * INVALIDATION_SAMPLES of them), and the tier dropped while either of its Redis connections is
+ * cut, never stale when it comes back. Real gateways, real users service, real Redis (cut through
+ * TCP proxies the test controls). `npm run bench:invalidation` runs it with 10,000 of each.
+ */
+import { createCacheClient, type Redis } from '@app/shared/redis';
+import { decode, encode } from '../../gateway/src/cache/entry.js';
+import type { MemoryTier } from '../../gateway/src/cache/memory-tier.js';
+import { client, type Client } from '../support/http.js';
+import { startGateway, startUsersService, testLogger, untilTracking, type RunningGateway, type RunningService } from '../support/stack.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
+
+const STALE_CHECK_ROUNDS = Number(process.env.STALE_CHECK_ROUNDS ?? 300);
+const INVALIDATION_SAMPLES = Number(process.env.INVALIDATION_SAMPLES ?? 1_000);
+
+const redisUrl = () => process.env.TEST_REDIS_URL!;
+let users: RunningService;
+let gateway: RunningGateway;
+let api: Client;
+let redis: Redis;
+let counter = 0;
+
+beforeAll(async () => {
+  users = await startUsersService();
+  gateway = await startGateway({ usersUrl: users.url, productsUrl: users.url, cache: {} });
+  api = client(gateway.url);
+  redis = createCacheClient(redisUrl(), testLogger, { commandTimeoutMs: 2_000 });
+  await new Promise((resolve) => redis.once('ready', resolve));
+});
+afterAll(async () => {
+  redis.disconnect();
+  await gateway.close();
+  await users.close();
+});
+
+const memoryOf = (running: RunningGateway): MemoryTier => running.cache!.memory!;
+const idOf = (location: string) => location.split('/').pop()!;
+const itemScope = (location: string) => {
+  const tag = `users:${idOf(location)}`;
+  return { entryKey: `c:{${tag}}:`, generationKey: `g:{${tag}}`, holdKey: `h:{${tag}}` };
+};
+
+async function createUser(through: Client = api) {
+  const n = ++counter;
+  const created = await through.post('/api/users', { email: `memory${n}-${Date.now()}@example.com`, name: `Held ${n}` });
+  expect(created.status).toBe(201);
+  return { location: created.headers.get('location')!, body: created.body };
+}
+
+/** Reads `location` through `through` until `running`'s memory holds it (at most 50 reads). */
+async function untilHeld(running: RunningGateway, through: Client, location: string) {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const read = await through.get(location);
+    expect(read.status).toBe(200);
+    if (memoryOf(running).held(itemScope(location))) return read;
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+  throw new Error(`${location} never came into memory`);
+}
+
+/** Waits (at most 2 s) until `running`'s memory no longer holds `location`. */
+async function untilDropped(running: RunningGateway, location: string) {
+  for (let attempt = 0; attempt < 100 && memoryOf(running).held(itemScope(location)); attempt++) await new Promise((resolve) => setTimeout(resolve, 20));
+  expect(memoryOf(running).held(itemScope(location))).toBeUndefined();
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+const micros = (ms: number) => `${Math.round(ms * 1000)} µs`;
+
+describe('hits from memory', () => {
+  it('answers a held entry without asking Redis: HIT, same headers, 304 and HEAD too', async () => {
+    const user = await createUser();
+    await untilHeld(gateway, api, user.location);
+    // Change what Redis holds behind the gateway's back (same generation): only a Redis hit would see it.
+    const key = itemScope(user.location).entryKey;
+    const stored = decode((await redis.getBuffer(key))!)!;
+    await redis.set(key, encode({ ...stored, body: Buffer.from(JSON.stringify({ ...user.body, name: 'Only in Redis' })) }), 'EX', 60);
+
+    const hit = await api.get(user.location);
+    expect(hit.headers.get('x-cache')).toBe('HIT');
+    expect(hit.headers.get('age')).not.toBeNull();
+    expect(hit.headers.get('x-request-id')).not.toBeNull();
+    expect(hit.body).toEqual(user.body);
+    const etag = hit.headers.get('etag')!;
+    expect((await api.get(user.location, { headers: { 'if-none-match': etag } })).status).toBe(304);
+    const head = await api.head(user.location);
+    expect({ status: head.status, cache: head.headers.get('x-cache'), text: head.text }).toEqual({ status: 200, cache: 'HIT', text: '' });
+  });
+
+  it('keeps no more bytes than it is given, least recently used out first', async () => {
+    const small = await startGateway({ usersUrl: users.url, productsUrl: users.url, cache: { memoryBytes: 2_000 } });
+    const through = client(small.url);
+    try {
+      const created = [];
+      for (let i = 0; i < 6; i++) created.push(await createUser(through));
+      for (const user of created) await untilHeld(small, through, user.location);
+      expect(memoryOf(small).heldBytes).toBeLessThanOrEqual(2_000);
+      expect(memoryOf(small).held(itemScope(created[0]!.location))).toBeUndefined();
+      expect(memoryOf(small).held(itemScope(created[5]!.location))).toBeDefined();
+    } finally {
+      await small.close();
+    }
+  });
+});
+
+describe('a write through one replica evicts the entry from every replica’s memory', () => {
+  it(
+    `write through one replica, read through the other at once: ${STALE_CHECK_ROUNDS} rounds, 0 stale reads`,
+    async () => {
+      const other = await startGateway({ usersUrl: users.url, productsUrl: users.url, cache: {} });
+      const writer = client(other.url);
+      try {
+        const user = await createUser();
+        let stale = 0;
+        for (let round = 0; round < STALE_CHECK_ROUNDS; round++) {
+          await untilHeld(gateway, api, user.location); // this replica answers it from memory
+          const name = `Round ${round}`;
+          expect((await writer.patch(user.location, { name })).status).toBe(200);
+          const read = await api.get(user.location);
+          if (read.body.name !== name) stale++;
+        }
+        console.log(`memory tier: ${STALE_CHECK_ROUNDS} writes through one replica, each read at once through another that held the entry: ${stale} stale reads`);
+        expect(stale).toBe(0);
+      } finally {
+        await other.close();
+      }
+    },
+    60_000 + STALE_CHECK_ROUNDS * 50,
+  );
+
+  it('a hold set through another replica (a write of unknown outcome) stops this one answering from memory', async () => {
+    const user = await createUser();
+    await untilHeld(gateway, api, user.location);
+    const { holdKey } = itemScope(user.location);
+    await redis.set(holdKey, '1', 'PX', 5_000);
+    try {
+      await untilDropped(gateway, user.location);
+      expect((await api.get(user.location)).headers.get('x-cache')).toBe('BYPASS');
+    } finally {
+      await redis.del(holdKey);
+    }
+  });
+
+  it(`measures how long an invalidation takes to reach another replica (${INVALIDATION_SAMPLES} writes)`, async () => {
+    const memory = memoryOf(gateway);
+    const scope = { entryKey: 'c:{users:latency-probe}:', generationKey: 'g:{users:latency-probe}', holdKey: 'h:{users:latency-probe}' };
+    const reached: number[] = [];
+    const replied: number[] = [];
+    let arrived: ((at: number) => void) | undefined;
+    memory.onInvalidation((keys) => {
+      if (keys.includes(scope.generationKey)) arrived?.(performance.now());
+    });
+    for (let sample = 0; sample < INVALIDATION_SAMPLES; sample++) {
+      const generation = `probe-${sample}`;
+      await redis.set(scope.generationKey, generation, 'EX', 60);
+      // The replica learns the generation on its tracked connection, as it does after a Redis hit
+      // (again if that read failed: a 100 ms command timeout on a busy machine).
+      const entry = { generation, storedAt: Date.now(), status: 200, headers: {}, body: Buffer.from('{}') };
+      const learning = performance.now();
+      for (let attempt = 0; attempt < 20 && !memory.held(scope); attempt++) {
+        memory.learn(scope, entry);
+        while (!memory.held(scope) && performance.now() - learning < (attempt + 1) * 200) await new Promise((resolve) => setImmediate(resolve));
+      }
+      expect({ sample, held: memory.held(scope) !== undefined }).toEqual({ sample, held: true });
+      const invalidation = new Promise<number>((resolve) => (arrived = resolve));
+      const sent = performance.now();
+      // What a gateway does for a write: renew the generation.
+      await redis.set(scope.generationKey, `${generation}-renewed`, 'EX', 60);
+      replied.push(performance.now() - sent);
+      reached.push((await invalidation) - sent);
+      expect(memory.held(scope)).toBeUndefined();
+    }
+    reached.sort((a, b) => a - b);
+    replied.sort((a, b) => a - b);
+    console.log(
+      `invalidation latency over ${INVALIDATION_SAMPLES} writes, from sending the renewal to the other replica dropping the entry: ` +
+        `p50 ${micros(percentile(reached, 50))}, p99 ${micros(percentile(reached, 99))}, max ${micros(reached.at(-1)!)}; ` +
+        `the writer's own round trip: p50 ${micros(percentile(replied, 50))}, p99 ${micros(percentile(replied, 99))}`,
+    );
+  }, 60_000 + INVALIDATION_SAMPLES * 20);
+});
+
+describe('a lost connection drops the whole tier until tracking is back', () => {
+  it('a subscriber that stops answering (a silent network loss) counts as lost within the heartbeat', async () => {
+    const target = new URL(redisUrl());
+    const proxy = await new TcpProxy({ host: target.hostname, port: Number(target.port || 6379) }).start();
+    const replica = await startGateway({
+      usersUrl: users.url,
+      productsUrl: users.url,
+      cache: { memoryRedisUrls: { subscriber: proxy.rewrite(redisUrl()), tracked: redisUrl() } },
+    });
+    const through = client(replica.url);
+    try {
+      const user = await createUser();
+      await untilHeld(replica, through, user.location);
+      proxy.replyDelayMs = 10_000; // nothing Redis sends the subscriber arrives, invalidations included
+      await untilTracking(memoryOf(replica), false);
+      expect(memoryOf(replica).heldBytes).toBe(0);
+      expect((await api.patch(user.location, { name: 'Written while silent' })).status).toBe(200);
+      expect((await through.get(user.location)).body.name).toBe('Written while silent');
+    } finally {
+      proxy.replyDelayMs = 0;
+      await replica.close();
+      await proxy.cut();
+    }
+  });
+
+  it.each(['subscriber', 'tracked'] as const)('the %s connection: Redis round trips meanwhile, never stale afterwards', async (cutOne) => {
+    const target = new URL(redisUrl());
+    const proxy = await new TcpProxy({ host: target.hostname, port: Number(target.port || 6379) }).start();
+    const viaProxy = proxy.rewrite(redisUrl());
+    const replica = await startGateway({
+      usersUrl: users.url,
+      productsUrl: users.url,
+      cache: { memoryRedisUrls: cutOne === 'subscriber' ? { subscriber: viaProxy, tracked: redisUrl() } : { subscriber: redisUrl(), tracked: viaProxy } },
+    });
+    const through = client(replica.url);
+    const memory = memoryOf(replica);
+    try {
+      const user = await createUser();
+      await untilHeld(replica, through, user.location);
+
+      await proxy.cut();
+      await untilTracking(memory, false);
+      expect(memory.heldBytes).toBe(0);
+      // Written through another replica: the invalidation cannot reach this one.
+      expect((await api.patch(user.location, { name: 'Written while cut' })).status).toBe(200);
+      const during = await through.get(user.location);
+      expect(during.body.name).toBe('Written while cut');
+      expect(memory.held(itemScope(user.location))).toBeUndefined();
+
+      await proxy.restore();
+      await untilTracking(memory);
+      expect((await through.get(user.location)).body.name).toBe('Written while cut');
+      // Invalidations reach it again (here through the proxy: one more hop than the write's own reply takes).
+      await untilHeld(replica, through, user.location);
+      expect((await api.patch(user.location, { name: 'Written after' })).status).toBe(200);
+      await untilDropped(replica, user.location);
+      expect((await through.get(user.location)).body.name).toBe('Written after');
+    } finally {
+      await replica.close();
+      await proxy.cut();
+    }
+  });
+});
