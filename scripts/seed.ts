@@ -93,8 +93,8 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       rows: { type: 'string', default: '10000' },
-      users: { type: 'string', default: process.env.USERS_DATABASE_URL ?? usersService.defaultDatabaseUrl },
-      products: { type: 'string', default: process.env.PRODUCTS_DATABASE_URL ?? productsService.defaultDatabaseUrl },
+      users: { type: 'string', default: usersService.defaultDatabaseUrl },
+      products: { type: 'string', default: productsService.defaultDatabaseUrl },
     },
   });
   const rows = Number(values.rows);

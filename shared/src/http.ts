@@ -34,54 +34,86 @@ export interface FinishedRequest {
   seconds: number;
 }
 
+/** What `observeRequest` keeps about a request until its response is done. */
+class RequestObservation {
+  #log: Logger | undefined;
+  readonly started = performance.now();
+
+  constructor(
+    readonly requestId: string,
+    readonly method: string,
+    readonly url: string,
+    private readonly logger: Logger,
+    readonly onFinished: ((request: FinishedRequest) => void) | undefined,
+  ) {}
+
+  /** The request's logger, made on first use: a request that logs nothing never pays for it. */
+  get log(): Logger {
+    return (this.#log ??= this.logger.child({ requestId: this.requestId }));
+  }
+
+  /** The log line (and `onFinished`) of the response, once it is done or the client went away. */
+  finished(res: ServerResponse): void {
+    const level = res.statusCode >= 500 ? 'warn' : 'info';
+    if (!this.onFinished && !this.logger.isLevelEnabled(level)) return;
+    const seconds = (performance.now() - this.started) / 1000;
+    const path = this.url.split('?', 1)[0] ?? '/';
+    const entry = {
+      method: this.method,
+      path,
+      status: res.statusCode,
+      durationMs: Math.round(seconds * 10_000) / 10,
+      ...(res.writableFinished ? {} : { aborted: true }),
+    };
+    if (level === 'warn') this.log.warn(entry, 'request failed');
+    else this.log.info(entry, 'request');
+    this.onFinished?.({ method: this.method, path, status: res.statusCode, seconds });
+  }
+}
+
+const OBSERVATION = Symbol('observation');
+type ObservedResponse = ServerResponse & { [OBSERVATION]?: RequestObservation };
+
+// One listener for every response, its state on the response: a closure per request attached to
+// the response kept whole requests alive through young-generation GCs (measured: the heap grew by
+// megabytes a second under load, and collections took 30-190 ms instead of 1-3).
+function onResponseClose(this: ObservedResponse): void {
+  this[OBSERVATION]?.finished(this);
+}
+
 /**
  * Assigns the request id, echoes it, and writes one log line when the response is done (or the
- * client went away); `onFinished` sees the same facts (for metrics). Returns the request's logger,
- * made on first use: a request that logs nothing (LOG_LEVEL above info, no failure) never pays for it.
+ * client went away); `onFinished` sees the same facts (for metrics). Returns the request id and the
+ * request's logger (made on first use).
  */
 export function observeRequest(
   logger: Logger,
   req: IncomingMessage,
   res: ServerResponse,
   onFinished?: (request: FinishedRequest) => void,
-): { requestId: string; readonly log: Logger } {
-  const requestId = requestIdOf(req.headers['x-request-id']);
-  let log: Logger | undefined;
-  const requestLog = () => (log ??= logger.child({ requestId }));
-  const started = performance.now();
-  res.setHeader('X-Request-Id', requestId);
-  // 'close' comes once per response: `on` spares the wrapper `once` allocates for every request.
-  res.on('close', () => {
-    const level = res.statusCode >= 500 ? 'warn' : 'info';
-    if (!onFinished && !logger.isLevelEnabled(level)) return;
-    const seconds = (performance.now() - started) / 1000;
-    const method = req.method ?? 'GET';
-    const path = (req.url ?? '/').split('?', 1)[0] ?? '/';
-    const entry = {
-      method,
-      path,
-      status: res.statusCode,
-      durationMs: Math.round(seconds * 10_000) / 10,
-      ...(res.writableFinished ? {} : { aborted: true }),
-    };
-    if (level === 'warn') requestLog().warn(entry, 'request failed');
-    else requestLog().info(entry, 'request');
-    onFinished?.({ method, path, status: res.statusCode, seconds });
-  });
-  return {
-    requestId,
-    get log() {
-      return requestLog();
-    },
-  };
+): { readonly requestId: string; readonly log: Logger } {
+  const observation = new RequestObservation(requestIdOf(req.headers['x-request-id']), req.method ?? 'GET', req.url ?? '/', logger, onFinished);
+  res.setHeader('X-Request-Id', observation.requestId);
+  (res as ObservedResponse)[OBSERVATION] = observation;
+  res.on('close', onResponseClose);
+  return observation;
 }
+
+/** `res.locals.log`, made on first use; one descriptor for every request (no closure per request). */
+const LOCALS_LOG: PropertyDescriptor = {
+  get(this: { [OBSERVATION]: RequestObservation }) {
+    return this[OBSERVATION].log;
+  },
+  enumerable: true,
+};
 
 /** First middleware of every process: request id, request logger, one log line per request. */
 export function requestContext(logger: Logger, onFinished?: (request: FinishedRequest) => void): RequestHandler {
   return (req, res, next) => {
     const observed = observeRequest(logger, req, res, onFinished);
     res.locals.requestId = observed.requestId;
-    Object.defineProperty(res.locals, 'log', { get: () => observed.log, enumerable: true });
+    (res.locals as { [OBSERVATION]?: unknown })[OBSERVATION] = observed;
+    Object.defineProperty(res.locals, 'log', LOCALS_LOG);
     next();
   };
 }

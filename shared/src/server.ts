@@ -136,11 +136,15 @@ export async function listen(handler: RequestListener, port: number, host?: stri
   );
   const inFlight = new Set<http.ServerResponse>();
   let closing = false;
+  // One listener for every response (no closure per request: see observeRequest in http.ts).
+  const forget = function (this: http.ServerResponse) {
+    inFlight.delete(this);
+  };
   server.on('request', (_req, res: http.ServerResponse) => {
     // During shutdown, every response closes its connection so keep-alive clients reconnect elsewhere.
     if (closing) res.setHeader('Connection', 'close');
     inFlight.add(res);
-    res.once('close', () => inFlight.delete(res));
+    res.on('close', forget);
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
