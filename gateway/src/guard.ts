@@ -1,5 +1,5 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import { type FinishedRequest, observeRequest } from '@app/shared/http';
+import { type FinishedRequest, observeRequest, writeProblem } from '@app/shared/http';
 import type { Logger } from '@app/shared/logger';
 import { HttpProblem, problems } from '@app/shared/problem';
 import cors from 'cors';
@@ -27,16 +27,6 @@ export interface GuardSettings {
 }
 
 const underApi = (path: string) => path === '/api' || path.startsWith('/api/');
-
-/** Writes a problem+json answer outside express (the guard runs before it). */
-function answer(req: IncomingMessage, res: ServerResponse, path: string, problem: HttpProblem): void {
-  const body = JSON.stringify(problem.toJSON(path));
-  res.statusCode = problem.status;
-  for (const [name, value] of Object.entries(problem.extras.headers ?? {})) res.setHeader(name, value);
-  res.setHeader('Content-Type', 'application/problem+json; charset=utf-8');
-  res.setHeader('Content-Length', Buffer.byteLength(body));
-  res.end(req.method === 'HEAD' ? undefined : body);
-}
 
 const unauthorized = (detail: string, challenge: string) => new HttpProblem('unauthorized', detail, { headers: { 'WWW-Authenticate': challenge } });
 const quoted = (text: string) => `"${text.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"`;
@@ -131,12 +121,12 @@ export function withGuard(
           return;
         }
         observeRequest(logger, req, res, onFinished);
-        answer(req, res, path, problem);
+        writeProblem(res, path, problem);
       },
       (error: unknown) => {
         const { log } = observeRequest(logger, req, res, onFinished);
         log.error({ err: error }, 'the gateway could not authorise a request');
-        answer(req, res, path, new HttpProblem('internal', 'An unexpected error occurred'));
+        writeProblem(res, path, new HttpProblem('internal', 'An unexpected error occurred'));
       },
     );
   };

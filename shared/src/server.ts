@@ -3,7 +3,7 @@ import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { RequestListener } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { Lifecycle } from './http.js';
+import { type Lifecycle, writeProblem } from './http.js';
 import type { Logger } from './logger.js';
 import { HttpProblem } from './problem.js';
 
@@ -83,15 +83,9 @@ function answerClientErrors(server: http.Server, logger: Logger | undefined): vo
 
 /** Answers a request no handler should see with a problem+json, and closes its connection. */
 function refuse(res: http.ServerResponse, problem: HttpProblem): void {
-  const body = JSON.stringify(problem.toJSON('/'));
-  res.writeHead(problem.status, {
-    'Content-Type': 'application/problem+json; charset=utf-8',
-    'Content-Length': Buffer.byteLength(body),
-    'X-Request-Id': randomUUID(),
-    Connection: 'close',
-    ...problem.extras.headers,
-  });
-  res.end(body);
+  res.setHeader('X-Request-Id', randomUUID());
+  res.setHeader('Connection', 'close');
+  writeProblem(res, '/', problem);
 }
 
 /**
