@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { apiDocument, describe, documentationTag, documentEndpoint, DOCUMENT_PATH, headers, parameters, probeEndpoints, problemResponse, problemTypesTable, routerOf, type Endpoint, type OpenApiDocument } from '@app/shared/api-description/openapi';
-import { HttpProblem, problems } from '@app/shared/problem';
+import { HttpProblem, problems } from '@app/shared/platform/problem';
 import type { NextFunction, Request, RequestHandler, Response, Router } from 'express';
 import type { oas31, ZodOpenApiPathsObject, ZodOpenApiResponseObject } from 'zod-openapi';
 import { servesPath, type Upstream } from './upstream.js';

@@ -15,7 +15,7 @@
 import fc from 'fast-check';
 import type { oas31 } from 'zod-openapi';
 import type { PathItem } from '../support/contract.js';
-import { encodeCursor } from '@app/shared/resource';
+import { encodeCursor } from '@app/shared/resource/rules';
 import { v7 as uuidv7 } from 'uuid';
 import { apiContract, assertConforms, type Contract } from '../support/contract.js';
 import { portOf, rawExchange, rawRequest, type RawResponse } from '../support/raw-socket.js';

@@ -4,8 +4,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { serializeDocument } from '@app/shared/api-description/openapi';
-import { problemTypes } from '@app/shared/problem';
-import { representation, type ResourceDefinition } from '@app/shared/resource';
+import { problemTypes } from '@app/shared/platform/problem';
+import { representation, type ResourceDefinition } from '@app/shared/resource/rules';
 import { serviceDocument } from '@app/shared/service';
 import type { oas31 } from 'zod-openapi';
 import { gatewayDocument, proxiedPaths } from '../../gateway/src/openapi.js';

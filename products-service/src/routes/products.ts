@@ -1,5 +1,5 @@
-import type { IdempotencyStore } from '@app/shared/idempotency';
-import { resourceEndpoints, resourceRoutes } from '@app/shared/resource-routes';
+import type { IdempotencyStore } from '@app/shared/resource/idempotency';
+import { resourceEndpoints, resourceRoutes } from '@app/shared/resource/routes';
 import { productsResource, type ProductsService } from '../domain/products.js';
 
 const path = '/api/products';

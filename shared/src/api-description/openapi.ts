@@ -1,9 +1,9 @@
 import express, { type RequestHandler, type Router } from 'express';
 import { z } from 'zod';
 import { createDocument, type oas31, type ZodOpenApiOperationObject, type ZodOpenApiPathItemObject, type ZodOpenApiPathsObject, type ZodOpenApiResponseObject } from 'zod-openapi';
-import { allowOnly, answeredMethods, jsonBody, REQUEST_ID } from '../http.js';
-import { HttpProblem, PROBLEM_BASE, problemTypes, RETRY_AFTER_SECONDS, type ProblemKind } from '../problem.js';
-import { parseOrThrow } from '../validation.js';
+import { allowOnly, answeredMethods, jsonBody, REQUEST_ID } from '../platform/http.js';
+import { HttpProblem, PROBLEM_BASE, problemTypes, RETRY_AFTER_SECONDS, type ProblemKind } from '../platform/problem.js';
+import { parseOrThrow } from '../platform/validation.js';
 
 /**
  * The API description (OpenAPI 3.1, rendered by zod-openapi): each endpoint is declared once, as an

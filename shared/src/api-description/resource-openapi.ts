@@ -1,8 +1,9 @@
 import { z } from 'zod';
 import type { oas31 } from 'zod-openapi';
-import { HttpProblem } from '../problem.js';
-import { encodeCursor, UUID_V7, type ResourceDefinition } from '../resource.js';
-import { parseOrThrow } from '../validation.js';
+import { HttpProblem } from '../platform/problem.js';
+import { UUID_V7 } from '../platform/request-target.js';
+import { encodeCursor, type ResourceDefinition } from '../resource/rules.js';
+import { parseOrThrow } from '../platform/validation.js';
 
 /**
  * The schemas and examples of a resource's description, from its definition: responses as zod

@@ -1,5 +1,5 @@
-import type { IdempotencyStore } from '@app/shared/idempotency';
-import { resourceEndpoints, resourceRoutes } from '@app/shared/resource-routes';
+import type { IdempotencyStore } from '@app/shared/resource/idempotency';
+import { resourceEndpoints, resourceRoutes } from '@app/shared/resource/routes';
 import { usersResource, type UsersService } from '../domain/users.js';
 
 const path = '/api/users';

@@ -1,11 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request, RequestHandler, Response, Router } from 'express';
-import { headers, json, parameters, problemResponse, routerOf, type Endpoint, type HeaderName } from './api-description/openapi.js';
-import { EXAMPLE_ID, resourceSchemas, validationExample } from './api-description/resource-openapi.js';
-import { BODY_LIMIT, sendJson } from './http.js';
+import { headers, json, parameters, problemResponse, routerOf, type Endpoint, type HeaderName } from '../api-description/openapi.js';
+import { EXAMPLE_ID, resourceSchemas, validationExample } from '../api-description/resource-openapi.js';
+import { BODY_LIMIT, sendJson } from '../platform/http.js';
 import { idempotencyProblems, idempotent, type IdempotencyStore, type StoredResponse } from './idempotency.js';
-import { HttpProblem, problems } from './problem.js';
-import { conditionsOf, DEFAULT_LIMIT, etagOf, evaluatePreconditions, listQuerySchema, representation, type ResourceDefinition, type ResourceService, type Stored } from './resource.js';
+import { HttpProblem, problems } from '../platform/problem.js';
+import { conditionsOf, DEFAULT_LIMIT, etagOf, evaluatePreconditions, listQuerySchema, representation, type ResourceDefinition, type ResourceService, type Stored } from './rules.js';
 
 /** PATCH takes an RFC 7396 merge patch; plain JSON is accepted as the same. */
 export const PATCH_MEDIA_TYPES = ['application/merge-patch+json', 'application/json'] as const;
