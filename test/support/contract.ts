@@ -1,7 +1,9 @@
 /**
  * Checks HTTP exchanges against the API description (openapi.json): is the status documented for
  * that path and method, are the documented headers there and well-formed, does the body have a
- * documented media type and match its schema. JSON Schema 2020-12 (OpenAPI 3.1's dialect) by Ajv.
+ * documented media type and match its schema. JSON Schema 2020-12 (OpenAPI 3.1's dialect) by Ajv,
+ * compiled against the document itself; the types are zod-openapi's OpenAPI 3.1 types.
+ * openapi-response-validator, the usual response checker, reads OpenAPI 3.0 only.
  *
  * What OpenAPI cannot state, the API conventions do, and this checks them too: a path that is not
  * described is a 404 problem; a method a described path does not have is a 405 problem whose
