@@ -150,7 +150,11 @@ export function describe(endpoints: readonly Endpoint[]): ZodOpenApiPathsObject 
   const paths: ZodOpenApiPathsObject = {};
   for (const { path, tag, optionsId, parameters: pathParameters, operations } of endpoints) {
     const item: ZodOpenApiPathItemObject = pathParameters ? { parameters: pathParameters } : {};
-    for (const [method, { handlers: _handlers, ...operation }] of Object.entries(operations)) item[method.toLowerCase() as 'get'] = { ...operation, tags: [tag.name] };
+    for (const [method, operation] of Object.entries(operations)) {
+      const described = { ...operation, tags: [tag.name] };
+      delete described.handlers;
+      item[method.toLowerCase() as 'get'] = described;
+    }
     if (item.get) {
       const { get } = item;
       const responses = Object.fromEntries(Object.entries(get.responses).map(([status, { content: _body, ...response }]) => [status, response]));

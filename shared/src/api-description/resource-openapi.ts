@@ -25,14 +25,15 @@ const ignored = z.unknown().optional().meta({ readOnly: true, description: 'Read
 function toMergePatch(fields: oas31.SchemaObject): void {
   const required = new Set(fields.required ?? []);
   delete fields.required;
-  for (const [field, schema] of Object.entries(fields.properties ?? {}) as [string, oas31.SchemaObject][]) {
+  const properties = (fields.properties ??= {});
+  for (const [field, schema] of Object.entries(properties) as [string, oas31.SchemaObject][]) {
     if (schema.readOnly) continue;
     const fallback = schema.default;
     delete schema.default;
     if (schema.type === 'object') toMergePatch(schema);
     if (required.has(field)) continue;
     const reset = fallback === undefined ? 'removes it' : `sets it to its default, ${JSON.stringify(fallback)}`;
-    fields.properties![field] = { anyOf: [schema, { type: 'null' }], description: `\`null\` ${reset}.` };
+    properties[field] = { anyOf: [schema, { type: 'null' }], description: `\`null\` ${reset}.` };
   }
 }
 
