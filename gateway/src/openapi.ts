@@ -1,8 +1,7 @@
-import { createRequire } from 'node:module';
-import path from 'node:path';
 import { apiDocument, describe, documentationTag, documentEndpoint, DOCUMENT_PATH, headers, parameters, probeEndpoints, problemResponse, problemTypesTable, routerOf, type Endpoint, type OpenApiDocument } from '@app/shared/api-description/openapi';
 import { HttpProblem, problems } from '@app/shared/platform/problem';
-import type { NextFunction, Request, RequestHandler, Response, Router } from 'express';
+import type { RequestHandler, Response, Router } from 'express';
+import { ASSETS, DOCS_FILES, sendDocsFile, sendDocsPage } from './docs-page.js';
 import type { oas31, ZodOpenApiPathsObject, ZodOpenApiResponseObject } from 'zod-openapi';
 import { servesPath, type Upstream } from './upstream.js';
 
@@ -72,73 +71,6 @@ export function proxiedPaths(upstream: Upstream, document: OpenApiDocument, dead
     paths[route] = { ...item, ...Object.fromEntries(METHODS.flatMap((method) => (item[method] ? [[method, throughGateway(upstream, method, item[method], route, deadlines)]] : []))) };
   }
   return paths as ZodOpenApiPathsObject;
-}
-
-// The docs page -------------------------------------------------------------------------------
-
-const swaggerUi = path.dirname(createRequire(import.meta.url).resolve('swagger-ui-dist/package.json'));
-/** The files of swagger-ui-dist the page loads, by their media type. */
-const ASSETS: Record<string, string> = {
-  'swagger-ui.css': 'text/css',
-  'swagger-ui-bundle.js': 'text/javascript',
-  'favicon-32x32.png': 'image/png',
-  'favicon-16x16.png': 'image/png',
-};
-const INITIALIZER = 'swagger-initializer.js';
-const DOCS_FILES = [...Object.keys(ASSETS), INITIALIZER];
-
-/** Only this origin: the page works offline, and nothing it shows can load anything from elsewhere. */
-const CONTENT_SECURITY_POLICY = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
-
-const DOCS_PAGE = `<!doctype html>
-<html lang="en">
-<head>
-  <meta charset="utf-8">
-  <meta name="viewport" content="width=device-width, initial-scale=1">
-  <title>API documentation</title>
-  <link rel="stylesheet" href="/docs/swagger-ui.css">
-  <link rel="icon" type="image/png" href="/docs/favicon-32x32.png" sizes="32x32">
-  <link rel="icon" type="image/png" href="/docs/favicon-16x16.png" sizes="16x16">
-</head>
-<body>
-  <div id="swagger-ui"></div>
-  <script src="/docs/swagger-ui-bundle.js"></script>
-  <script src="/docs/${INITIALIZER}"></script>
-</body>
-</html>
-`;
-
-// validatorUrl: null, or Swagger UI sends the document to validator.swagger.io.
-const INITIALIZER_SCRIPT = `window.addEventListener('load', function () {
-  window.ui = SwaggerUIBundle({
-    url: '${DOCUMENT_PATH}',
-    dom_id: '#swagger-ui',
-    deepLinking: true,
-    validatorUrl: null,
-    presets: [SwaggerUIBundle.presets.apis],
-    layout: 'BaseLayout',
-  });
-});
-`;
-
-const sendDocsPage: RequestHandler = (_req, res) => {
-  res.setHeader('Cache-Control', 'no-cache');
-  res.setHeader('Content-Security-Policy', CONTENT_SECURITY_POLICY);
-  res.type('html').send(DOCS_PAGE);
-};
-
-function sendDocsFile(req: Request<{ file: string }>, res: Response, next: NextFunction) {
-  const { file } = req.params;
-  res.setHeader('Cache-Control', 'no-cache');
-  if (file === INITIALIZER) {
-    res.type('text/javascript').send(INITIALIZER_SCRIPT);
-    return;
-  }
-  if (!(file in ASSETS)) throw problems.notFound(`No file ${file} in /docs`);
-  // Revalidated by Last-Modified (the app sends no ETags but the resources').
-  res.sendFile(file, { root: swaggerUi, cacheControl: false }, (error) => {
-    if (error) next(error);
-  });
 }
 
 /** The gateway's own endpoints: the metrics (`metrics` serves them), the docs page and the document (`send`). */
