@@ -4,7 +4,7 @@
  * `GET /openapi.json`, built the same way: each service's own description, merged by the gateway.
  */
 import { writeFileSync } from 'node:fs';
-import { serializeDocument, type OpenApiDocument } from '@app/shared/openapi';
+import { serializeDocument, type OpenApiDocument } from '@app/shared/api-description/openapi';
 import { serviceDocument, type ServiceDefinition } from '@app/shared/service';
 import { upstreamsFrom } from '../gateway/dist/app.js';
 import { gatewayDocument } from '../gateway/dist/openapi.js';

@@ -1,7 +1,7 @@
 import type { IncomingMessage, RequestListener } from 'node:http';
-import { allowOnly, baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, refuseOversizedBodies, requestContext } from '@app/shared/http';
-import type { Logger } from '@app/shared/logger';
-import { requestTarget } from '@app/shared/request-target';
+import { allowOnly, baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, refuseOversizedBodies, requestContext } from '@app/shared/platform/http';
+import type { Logger } from '@app/shared/platform/logger';
+import { requestTarget } from '@app/shared/platform/request-target';
 import { cachedReads, type CachedUpstream } from './cache/cached-reads.js';
 import { withCacheHotPath } from './cache/hot-path.js';
 import type { ResponseCache } from './cache/response-cache.js';

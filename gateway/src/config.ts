@@ -1,5 +1,5 @@
 import { createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto';
-import { commonConfig, count, flag, megabytes, milliseconds, port, seconds, url } from '@app/shared/config';
+import { commonConfig, count, flag, megabytes, milliseconds, port, seconds, url } from '@app/shared/platform/config';
 import { z } from 'zod';
 
 // Empty strings count as unset, as in every other variable.

@@ -1,14 +1,14 @@
-import { ConfigError, loadConfig } from '@app/shared/config';
-import { Lifecycle } from '@app/shared/http';
-import { createLogger } from '@app/shared/logger';
-import { createCacheClient } from '@app/shared/redis';
-import { serve } from '@app/shared/server';
+import { ConfigError, loadConfig } from '@app/shared/platform/config';
+import { Lifecycle } from '@app/shared/platform/http';
+import { createLogger } from '@app/shared/platform/logger';
+import { serve } from '@app/shared/platform/server';
 import { createApp, upstreamsFrom } from './app.js';
 import { createMemoryTier } from './cache/memory-tier.js';
 import { TokenVerifier } from './auth/tokens.js';
 import { ResponseCache } from './cache/response-cache.js';
 import { authConfigProblems, configSchema } from './config.js';
 import { RateLimits } from './rate-limit.js';
+import { createCacheClient } from './redis.js';
 
 const config = loadConfig(configSchema);
 const authProblems = authConfigProblems(config);

@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { allowOnly } from '@app/shared/http';
+import { allowOnly } from '@app/shared/platform/http';
 import {
   assembleDocument,
   commonComponents,
@@ -21,8 +21,8 @@ import {
   type Operation,
   type PathItem,
   type Response,
-} from '@app/shared/openapi';
-import { HttpProblem, problems } from '@app/shared/problem';
+} from '@app/shared/api-description/openapi';
+import { HttpProblem, problems } from '@app/shared/platform/problem';
 import express, { type NextFunction, type Request, type Response as ExpressResponse, type Router } from 'express';
 import { servesPath, type Upstream } from './upstream.js';
 

@@ -1,18 +1,23 @@
+/**
+ * A service process from its definition. Beside the three folders rather than in one: it puts all
+ * three together (platform/ for the process, resource/ for the routes, api-description/ for the
+ * document), and nothing in them depends on it.
+ */
 import type { RequestListener } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import express, { type Router } from 'express';
 import { z } from 'zod';
-import { commonConfig, count, flag, loadConfig, milliseconds, port, seconds, url } from './config.js';
-import { allowOnly, answerFailure, baseApp, canonicalTargetsOnly, healthRoutes, Lifecycle, notFound, observeRequest, problemHandler, requestContext } from './http.js';
-import { DEFAULT_IDEMPOTENCY_TTL_SECONDS, type IdempotencyStore } from './idempotency.js';
-import { createLogger, type Logger } from './logger.js';
-import { migrate } from './migrate.js';
-import { MySqlIdempotencyStore } from './mysql-idempotency.js';
-import { Database, DEFAULT_WRITE_DEADLINE_MS } from './mysql.js';
-import { assembleDocument, documentPart, DOCUMENT_PATH, LICENSE, probesPart, type ApiPart, type OpenApiDocument } from './openapi.js';
-import { UUID_V7 } from './resource.js';
-import type { ResourceRoutes } from './resource-routes.js';
-import { serve } from './server.js';
+import { commonConfig, count, flag, loadConfig, milliseconds, port, seconds, url } from './platform/config.js';
+import { allowOnly, answerFailure, baseApp, canonicalTargetsOnly, healthRoutes, Lifecycle, notFound, observeRequest, problemHandler, requestContext } from './platform/http.js';
+import { createLogger, type Logger } from './platform/logger.js';
+import { migrate } from './platform/migrate.js';
+import { Database, DEFAULT_WRITE_DEADLINE_MS } from './platform/mysql.js';
+import { UUID_V7 } from './platform/request-target.js';
+import { serve } from './platform/server.js';
+import { MySqlIdempotencyStore } from './resource/idempotency-store.js';
+import { DEFAULT_IDEMPOTENCY_TTL_SECONDS, type IdempotencyStore } from './resource/idempotency.js';
+import type { ResourceRoutes } from './resource/routes.js';
+import { assembleDocument, documentPart, DOCUMENT_PATH, LICENSE, probesPart, type ApiPart, type OpenApiDocument } from './api-description/openapi.js';
 
 /** What a service needs to run: everything else about the two services is the same. */
 export interface ServiceDefinition {
@@ -73,9 +78,10 @@ export interface ServiceDependencies {
 
 /**
  * GET and HEAD of an item (`{path}/{id}` with a UUIDv7 id and no query: a canonical target, see
- * request-target.ts) are answered before express does any work, by the same handler its router runs
- * for them, with the same request id, log line and problem answers: express's per-request setup and
- * routing cost a read more CPU than its database round trip. Everything else goes to express.
+ * platform/request-target.ts) are answered before express does any work, by the same handler its
+ * router runs for them, with the same request id, log line and problem answers: express's
+ * per-request setup and routing cost a read more CPU than its database round trip. Everything else
+ * goes to express.
  */
 function withItemReads(app: RequestListener, resource: ResourceRoutes, logger: Logger): RequestListener {
   const prefix = `${resource.path}/`;

@@ -1,4 +1,4 @@
-import { ConfigError, parseConfig } from '@app/shared/config';
+import { ConfigError, parseConfig } from '@app/shared/platform/config';
 import type { z } from 'zod';
 import { generateKeyPairSync, KeyObject } from 'node:crypto';
 import { authConfigProblems, configSchema as gatewaySchema } from '../../gateway/src/config.js';

@@ -13,8 +13,8 @@
  * The servers must still answer afterwards. The counts are printed at the end of the run.
  */
 import fc from 'fast-check';
-import type { Parameter, PathItem } from '@app/shared/openapi';
-import { encodeCursor } from '@app/shared/resource';
+import type { Parameter, PathItem } from '@app/shared/api-description/openapi';
+import { encodeCursor } from '@app/shared/resource/rules';
 import { v7 as uuidv7 } from 'uuid';
 import { apiContract, assertConforms, type Contract } from '../support/contract.js';
 import { portOf, rawExchange, rawRequest, type RawResponse } from '../support/raw-socket.js';

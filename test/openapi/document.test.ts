@@ -3,9 +3,9 @@
  * with the zod schemas the services validate with.
  */
 import { readFileSync } from 'node:fs';
-import { mergeParts, ref, serializeDocument, type ApiPart, type Header, type OpenApiDocument, type Operation, type Parameter, type Response, type Schema } from '@app/shared/openapi';
-import { problemTypes } from '@app/shared/problem';
-import { representation, type ResourceDefinition } from '@app/shared/resource';
+import { mergeParts, ref, serializeDocument, type ApiPart, type Header, type OpenApiDocument, type Operation, type Parameter, type Response, type Schema } from '@app/shared/api-description/openapi';
+import { problemTypes } from '@app/shared/platform/problem';
+import { representation, type ResourceDefinition } from '@app/shared/resource/rules';
 import { serviceDocument } from '@app/shared/service';
 import { proxiedPart } from '../../gateway/src/openapi.js';
 import { productsResource } from '../../products-service/src/domain/products.js';

@@ -10,7 +10,7 @@
 import { readFileSync } from 'node:fs';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import type { Header, MediaType, OpenApiDocument, Operation, Parameter, PathItem, Reference, Response, Schema } from '@app/shared/openapi';
+import type { Header, MediaType, OpenApiDocument, Operation, Parameter, PathItem, Reference, Response, Schema } from '@app/shared/api-description/openapi';
 
 export const OPENAPI_FILE = new URL('../../openapi.json', import.meta.url);
 const DOCUMENT_ID = 'https://contract.test/openapi.json';

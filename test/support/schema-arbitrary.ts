@@ -6,7 +6,7 @@
  * maps JSON Schema 2020-12 with OpenAPI's `readOnly` to fast-check, hence this small one.
  */
 import fc from 'fast-check';
-import type { Reference, Schema } from '@app/shared/openapi';
+import type { Reference, Schema } from '@app/shared/api-description/openapi';
 import type { Contract } from './contract.js';
 
 type Node = Schema & {

@@ -1,10 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import mysql from 'mysql2/promise';
-import { Lifecycle } from '@app/shared/http';
-import { createLogger, type Logger } from '@app/shared/logger';
-import { Database, type DatabaseLimits } from '@app/shared/mysql';
-import { createCacheClient, createSubscriberClient } from '@app/shared/redis';
-import { listen, type RunningServer } from '@app/shared/server';
+import { Lifecycle } from '@app/shared/platform/http';
+import { createLogger, type Logger } from '@app/shared/platform/logger';
+import { Database, type DatabaseLimits } from '@app/shared/platform/mysql';
+import { listen, type RunningServer } from '@app/shared/platform/server';
 import { migrateSchema, type ServiceDefinition, type ServiceDependencies } from '@app/shared/service';
 import type { RequestListener } from 'node:http';
 import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/src/app.js';
@@ -14,6 +13,7 @@ import type { ConcurrencyLimitSettings } from '../../gateway/src/concurrency-lim
 import type { ResolveEndpoints } from '../../gateway/src/upstream-agent.js';
 import type { GuardSettings } from '../../gateway/src/guard.js';
 import { RateLimits, type RateLimitSettings } from '../../gateway/src/rate-limit.js';
+import { createCacheClient, createSubscriberClient } from '../../gateway/src/redis.js';
 import { createApp as createProductsApp, productsService } from '../../products-service/src/app.js';
 import { createApp as createUsersApp, usersService } from '../../users-service/src/app.js';
 import { testVerifier } from './auth.js';

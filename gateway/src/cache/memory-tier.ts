@@ -1,6 +1,6 @@
-import type { Logger } from '@app/shared/logger';
-import { createCacheClient, createSubscriberClient, type Redis } from '@app/shared/redis';
+import type { Logger } from '@app/shared/platform/logger';
 import { LRUCache } from 'lru-cache';
+import { createCacheClient, createSubscriberClient, type Redis } from '../redis.js';
 import type { CachedResponse } from './entry.js';
 import { generationKeyOfHold, type ReadScope, type WriteScope } from './scope.js';
 

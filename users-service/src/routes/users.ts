@@ -1,6 +1,6 @@
-import type { IdempotencyStore } from '@app/shared/idempotency';
-import { resourceApi } from '@app/shared/resource-openapi';
-import { resourceRoutes } from '@app/shared/resource-routes';
+import type { IdempotencyStore } from '@app/shared/resource/idempotency';
+import { resourceApi } from '@app/shared/api-description/resource-openapi';
+import { resourceRoutes } from '@app/shared/resource/routes';
 import { usersResource, type UsersService } from '../domain/users.js';
 
 const path = '/api/users';

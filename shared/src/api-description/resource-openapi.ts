@@ -1,4 +1,4 @@
-import { BODY_LIMIT } from './http.js';
+import { BODY_LIMIT } from '../platform/http.js';
 import {
   commonComponents,
   jsonContent,
@@ -15,11 +15,12 @@ import {
   type Response,
   type Schema,
 } from './openapi.js';
-import { idempotencyProblems } from './idempotency.js';
-import { HttpProblem, problems } from './problem.js';
-import { COLLECTION_METHODS, ITEM_METHODS, PATCH_MEDIA_TYPES } from './resource-routes.js';
-import { DEFAULT_LIMIT, encodeCursor, listQuerySchema, UUID_V7, type ResourceDefinition } from './resource.js';
-import { parseOrThrow } from './validation.js';
+import { idempotencyProblems } from '../resource/idempotency.js';
+import { HttpProblem, problems } from '../platform/problem.js';
+import { COLLECTION_METHODS, ITEM_METHODS, PATCH_MEDIA_TYPES } from '../resource/routes.js';
+import { UUID_V7 } from '../platform/request-target.js';
+import { DEFAULT_LIMIT, encodeCursor, listQuerySchema, type ResourceDefinition } from '../resource/rules.js';
+import { parseOrThrow } from '../platform/validation.js';
 
 /**
  * The description of a resource at `path`, as `resourceRoutes(path, …)` serves it: the operations

@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import type { Logger } from './logger.js';
+import type { Logger } from '@app/shared/platform/logger';
 
 export type { Redis };
 

@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type Request, type Response, type Router } from 'express';
-import { allowOnly, jsonBody, sendJson } from './http.js';
+import { allowOnly, jsonBody, sendJson } from '../platform/http.js';
 import { idempotent, type IdempotencyStore, type StoredResponse } from './idempotency.js';
-import { conditionsOf, etagOf, evaluatePreconditions, representation, type ResourceService, type Stored } from './resource.js';
+import { conditionsOf, etagOf, evaluatePreconditions, representation, type ResourceService, type Stored } from './rules.js';
 
 /** What `path` answers (HEAD and OPTIONS come with them); the API description reads these too. */
 export const COLLECTION_METHODS = ['GET', 'POST'] as const;
@@ -37,7 +37,7 @@ export function resourceRoutes<F extends Record<string, unknown>, Filter>(
   service: ResourceService<F, Filter>,
   idempotency: IdempotencyStore,
 ): ResourceRoutes {
-  // Exact paths only, as request-target.ts spells them (the service refuses other spellings first).
+  // Exact paths only, as platform/request-target.ts spells them (the service refuses other spellings first).
   const router = express.Router({ strict: true, caseSensitive: true });
   const item = `${path}/:id`;
 

@@ -1,7 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import { z } from 'zod';
-import { answeredMethods, REQUEST_ID } from './http.js';
-import { HttpProblem, PROBLEM_BASE, problemTypes, RETRY_AFTER_SECONDS, type ProblemKind } from './problem.js';
+import { answeredMethods, REQUEST_ID } from '../platform/http.js';
+import { HttpProblem, PROBLEM_BASE, problemTypes, RETRY_AFTER_SECONDS, type ProblemKind } from '../platform/problem.js';
 
 /**
  * The API description (OpenAPI 3.1): the types, the shared components (problems, headers), the

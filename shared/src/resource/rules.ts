@@ -1,7 +1,8 @@
 import { v7 as uuidv7 } from 'uuid';
 import { z } from 'zod';
-import { HttpProblem, problems } from './problem.js';
-import { mergePatch, parseOrThrow } from './validation.js';
+import { HttpProblem, problems } from '../platform/problem.js';
+import { UUID_V7 } from '../platform/request-target.js';
+import { mergePatch, parseOrThrow } from '../platform/validation.js';
 
 /**
  * The rules every resource of this API shares: ids, versions and ETags, full replacement, merge
@@ -35,7 +36,6 @@ export interface ResourceStore<F, Filter> {
   delete(id: string, expectedVersion?: number): Promise<boolean>;
 }
 
-export const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const READ_ONLY_FIELDS = ['id', 'createdAt', 'updatedAt'];
 const MAX_UPDATE_ATTEMPTS = 5;
 
