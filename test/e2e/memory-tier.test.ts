@@ -27,7 +27,7 @@ beforeAll(async () => {
   users = await startUsersService();
   gateway = await startGateway({ usersUrl: users.url, productsUrl: users.url, cache: {} });
   api = client(gateway.url);
-  redis = createCacheClient(redisUrl(), testLogger, { commandTimeoutMs: 2_000 });
+  redis = createCacheClient(redisUrl(), testLogger, { commandTimeoutMs: 2_000, keyPrefix: process.env.TEST_REDIS_KEY_PREFIX });
   await new Promise((resolve) => redis.once('ready', resolve));
 });
 afterAll(async () => {
