@@ -1,4 +1,4 @@
-import { apiDocument, describe, documentationTag, documentEndpoint, DOCUMENT_PATH, headers, parameters, probeEndpoints, problemResponse, problemTypesTable, routerOf, type Endpoint, type OpenApiDocument } from '@app/shared/api-description/openapi';
+import { apiDocument, describe, documentationTag, documentEndpoint, documentOutline, DOCUMENT_PATH, headers, probeEndpoints, problemResponse, problemTypesTable, routerOf, type Endpoint, type OpenApiDocument } from '@app/shared/api-description/openapi';
 import { HttpProblem, problems } from '@app/shared/platform/problem';
 import type { RequestHandler, Response, Router } from 'express';
 import { ASSETS, DOCS_FILES, sendDocsFile, sendDocsPage } from './docs-page.js';
@@ -16,20 +16,19 @@ import { servesPath, type Upstream } from './upstream.js';
  */
 
 /** The gateway's deadlines, from its configuration: its failures' examples state them. */
-export interface Deadlines {
-  upstreamMs: number;
-  requestBodyMs: number;
-}
+export type Deadlines = { upstreamMs: number; requestBodyMs: number };
 
-const SECURITY_SCHEMES: Record<string, oas31.SecuritySchemeObject> = {
+/** The scopes of the upstreams (as auth/policy.ts grants them), as a Markdown list. */
+const scopesOf = (upstreams: readonly Pick<Upstream, 'name'>[]) => upstreams.flatMap(({ name }) => [`\`${name}:read\``, `\`${name}:write\``]).join(', ');
+
+const securitySchemes = (scopes: string): Record<string, oas31.SecuritySchemeObject> => ({
   bearerAuth: {
     type: 'http',
     scheme: 'bearer',
     bearerFormat: 'JWT',
-    description:
-      'An access token (JWT) from the identity provider the gateway trusts, with the scopes the operation lists (`scope` claim, space-separated): `users:read`, `users:write`, `products:read`, `products:write`. Locally, `npm run token` makes one.',
+    description: `An access token (JWT) from the identity provider the gateway trusts, with the scopes the operation lists (\`scope\` claim, space-separated): ${scopes}. Locally, \`npm run token\` makes one.`,
   },
-};
+});
 const METHODS = ['get', 'head', 'post', 'put', 'patch', 'delete', 'options'] as const;
 
 /**
@@ -74,15 +73,14 @@ export function proxiedPaths(upstream: Upstream, document: OpenApiDocument, dead
 }
 
 /** The gateway's own endpoints: the metrics (`metrics` serves them), the docs page and the document (`send`). */
-function gatewayEndpoints(handlers: { metrics?: RequestHandler; document?: RequestHandler } = {}): Endpoint[] {
+function gatewayEndpoints(firstUpstream: string, handlers: { metrics?: RequestHandler; document?: RequestHandler } = {}): Endpoint[] {
   const noCache = headers({ 'Cache-Control': 'CacheControlNoCache' });
   const text = (type: string) => ({ [type]: { schema: { type: 'string' as const } } });
-  const get = (operationId: string, summary: string, more: Omit<Endpoint['operations']['GET'] & object, 'operationId' | 'summary' | 'parameters'>) => ({ GET: { operationId, summary, parameters: parameters(), ...more } });
+  const get = (operationId: string, summary: string, more: Omit<Endpoint['operations']['GET'] & object, 'operationId' | 'summary'>) => ({ GET: { operationId, summary, ...more } });
   return [
     {
       path: '/metrics',
       tag: { name: 'operations' },
-      optionsId: 'optionsMetrics',
       operations: get('getMetrics', 'Prometheus metrics', {
         description: 'Requests by route, method and status with a latency histogram, and GET/HEAD cache outcomes (hit, miss, bypass, stale, collapsed).',
         responses: { 200: { description: 'The metrics, in Prometheus text format.', headers: headers({}), content: text('text/plain') } },
@@ -91,12 +89,11 @@ function gatewayEndpoints(handlers: { metrics?: RequestHandler; document?: Reque
     },
     documentEndpoint('This document: the parts every service describes, as the gateway answers them.', handlers.document, {
       500: problemResponse(500),
-      503: problemResponse(503, { problem: problems.unavailable('The API description of the users service is unavailable; try again shortly'), at: DOCUMENT_PATH }),
+      503: problemResponse(503, { problem: problems.unavailable(`The API description of the ${firstUpstream} service is unavailable; try again shortly`), at: DOCUMENT_PATH }),
     }),
     {
       path: '/docs',
       tag: documentationTag,
-      optionsId: 'optionsDocsPage',
       operations: get('getDocsPage', 'The documentation page', {
         description: `Swagger UI showing \`${DOCUMENT_PATH}\`. Everything it loads comes from this origin.`,
         responses: { 200: { description: 'The page.', headers: noCache, content: text('text/html') } },
@@ -106,7 +103,6 @@ function gatewayEndpoints(handlers: { metrics?: RequestHandler; document?: Reque
     {
       path: '/docs/{file}',
       tag: documentationTag,
-      optionsId: 'optionsDocsFile',
       parameters: [{ name: 'file', in: 'path', description: 'The file name.', required: true, schema: { type: 'string', enum: DOCS_FILES } }],
       operations: get('getDocsFile', 'A file of the documentation page', {
         responses: {
@@ -122,7 +118,7 @@ function gatewayEndpoints(handlers: { metrics?: RequestHandler; document?: Reque
 
 // The document ---------------------------------------------------------------------------------
 
-const DESCRIPTION = `A REST API for users and products, behind one gateway.
+const description = (upstreams: readonly Upstream[]) => `A REST API for ${upstreams.map(({ name }) => name).join(' and ')}, behind one gateway.
 
 - **Lists** are keyset-paginated: \`?limit=\` (1 to 200, default 50) and \`?cursor=\` (the \`nextCursor\` of the previous page, \`null\` on the last one).
 - **Concurrency**: every resource has a strong \`ETag\`; send it in \`If-Match\` on PUT, PATCH and DELETE (412 when it no longer matches) and in \`If-None-Match\` on GET (304).
@@ -131,7 +127,7 @@ const DESCRIPTION = `A REST API for users and products, behind one gateway.
 - **Request bodies** are JSON in UTF-8, at most 100 KiB (a larger \`Content-Length\` is a 413 at once), nested at most 32 levels, never compressed (\`Content-Encoding\` other than \`identity\` is a 415 with \`Accept-Encoding: identity\`), and must arrive within the gateway's body deadline (408).
 - **Requests the HTTP server cannot take** are problem+json too, and close the connection: a malformed request (400), a body too slow (408), a request target over 8 KiB (414), header fields over 16 KiB (431).
 - **\`X-Request-Id\`** is on every response; send your own to trace a request through every process.
-- **Access tokens**: every operation under \`/api\` but OPTIONS needs a bearer token (JWT) with the scope it lists (\`users:read\`, \`users:write\`, \`products:read\`, \`products:write\`); a deployment may make product reads public. No token or a bad one is a 401, a token without the scope a 403, both with \`WWW-Authenticate\`.
+- **Access tokens**: every operation under \`/api\` but OPTIONS needs a bearer token (JWT) with the scope it lists (${scopesOf(upstreams)}); a deployment may make product reads public. No token or a bad one is a 401, a token without the scope a 403, both with \`WWW-Authenticate\`.
 - **Rate limits**: each caller (its token's subject, or its address without a token) has a budget of reads and one of writes per minute; \`RateLimit-Policy\` and \`RateLimit\` say where it stands, and over it the answer is 429 with \`Retry-After\`.
 
 ## Problem types
@@ -140,7 +136,8 @@ ${problemTypesTable()}`;
 
 /** The document clients use: the gateway's own endpoints, and each upstream's paths as the gateway answers them. */
 export function gatewayDocument(parts: readonly { upstream: Upstream; document: OpenApiDocument }[], deadlines: Deadlines): OpenApiDocument {
-  const own = [...probeEndpoints, ...gatewayEndpoints()];
+  const upstreams = parts.map(({ upstream }) => upstream);
+  const own = [...probeEndpoints, ...gatewayEndpoints(upstreams[0]?.name ?? '')];
   const schemas: Record<string, oas31.SchemaObject | oas31.ReferenceObject> = {};
   for (const [name, schema] of parts.flatMap(({ document }) => Object.entries(document.components?.schemas ?? {}))) {
     if (name in schemas && JSON.stringify(schemas[name]) !== JSON.stringify(schema)) throw new Error(`Two different definitions of components.schemas.${name}`);
@@ -149,13 +146,8 @@ export function gatewayDocument(parts: readonly { upstream: Upstream; document: 
   const paths = Object.assign({}, ...parts.map(({ upstream, document }) => proxiedPaths(upstream, document, deadlines)), describe(own)) as ZodOpenApiPathsObject;
   const used = new Set(Object.values(paths).flatMap((item) => METHODS.flatMap((method) => item[method]?.tags ?? [])));
   const tags = [...parts.flatMap(({ document }) => document.tags ?? []), ...own.map(({ tag }) => tag)].filter(({ name }) => used.has(name));
-  const info = { title: 'REST microservices API', version: '1.0.0', description: DESCRIPTION };
-  return apiDocument(info, paths, tags, { schemas, securitySchemes: SECURITY_SCHEMES });
-}
-
-function isDocument(value: unknown): value is OpenApiDocument {
-  const document = value as Partial<OpenApiDocument> | null;
-  return typeof document?.openapi === 'string' && document.openapi.startsWith('3.1.') && typeof document.paths === 'object' && typeof document.components === 'object';
+  const info = { title: 'REST microservices API', version: '1.0.0', description: description(upstreams) };
+  return apiDocument(info, paths, tags, { schemas, securitySchemes: securitySchemes(scopesOf(upstreams)) });
 }
 
 /** `GET /openapi.json`, `GET /metrics`, `GET /docs` and the page's files. */
@@ -170,9 +162,9 @@ export function openApiRoutes(options: { upstreams: readonly Upstream[]; deadlin
       });
       if (!response.ok) throw new Error(`${DOCUMENT_PATH} answered ${response.status}`);
       const document: unknown = await response.json();
-      if (!isDocument(document)) throw new Error(`${DOCUMENT_PATH} is not an OpenAPI 3.1 document`);
-      lastGood.set(upstream.name, document);
-      return document;
+      if (!documentOutline.safeParse(document).success) throw new Error(`${DOCUMENT_PATH} is not an OpenAPI 3.1 document`);
+      lastGood.set(upstream.name, document as OpenApiDocument);
+      return document as OpenApiDocument;
     } catch (error) {
       const previous = lastGood.get(upstream.name);
       res.locals.log.warn({ upstream: upstream.name, err: error, usingPrevious: previous !== undefined }, 'could not fetch the API description of an upstream');
@@ -186,5 +178,5 @@ export function openApiRoutes(options: { upstreams: readonly Upstream[]; deadlin
     res.setHeader('Cache-Control', 'no-cache');
     res.type('application/json').send(JSON.stringify(gatewayDocument(parts, options.deadlines)));
   };
-  return routerOf(gatewayEndpoints({ metrics: options.metrics, document }));
+  return routerOf(gatewayEndpoints(options.upstreams[0]?.name ?? '', { metrics: options.metrics, document }));
 }

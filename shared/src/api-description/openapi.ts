@@ -93,8 +93,8 @@ const PARAMETERS = {
   IfNoneMatch: parameter('If-None-Match', 'Answer 304 without a body when the resource still has one of these ETags (weak comparison), or for `*`. A malformed value is ignored.', '"1"'),
   IfNoneMatchWrite: parameter('If-None-Match', 'Proceed only if the resource has none of these ETags (weak comparison); `*` proceeds only where nothing exists, so on an existing item, and on a collection, it is a 412 and nothing changes. A value that is neither `*` nor a list of entity tags is a 400.', '*'),
 };
-/** Request parameters, by their names in `components.parameters`; X-Request-Id on every operation. */
-export const parameters = (...names: (keyof typeof PARAMETERS)[]): oas31.ReferenceObject[] => ['RequestId', ...names].map((name) => ({ $ref: `#/components/parameters/${name}` }));
+/** Request parameters, by their names in `components.parameters` (`describe` adds X-Request-Id to every operation). */
+export const parameters = (...names: (keyof typeof PARAMETERS)[]): oas31.ReferenceObject[] => names.map((name) => ({ $ref: `#/components/parameters/${name}` }));
 
 /** A problem+json response of `status` (Retry-After on 503, Accept-Encoding on 415), with a problem as its example. */
 export function problemResponse(status: number, example?: { problem: HttpProblem; at: string }, extraHeaders: Partial<Record<string, HeaderName>> = {}): ZodOpenApiResponseObject {
@@ -117,11 +117,10 @@ export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 export interface Operation extends Omit<ZodOpenApiOperationObject, 'tags'> {
   handlers?: RequestHandler[];
 }
-/** A path, declared once: its operations, the tag they are listed under, the id of its OPTIONS operation. */
+/** A path, declared once: its operations and the tag they are listed under. */
 export interface Endpoint {
   path: string;
   tag: oas31.TagObject;
-  optionsId: string;
   parameters?: ZodOpenApiPathItemObject['parameters'];
   operations: Partial<Record<Method, Operation>>;
 }
@@ -145,27 +144,28 @@ export const routerOf = (endpoints: readonly Endpoint[]) => mount(express.Router
 
 const capitalized = (word: string) => word.charAt(0).toUpperCase() + word.slice(1);
 
-/** The path items of `endpoints`: each operation, HEAD as GET without bodies, and OPTIONS as `allowOnly` answers it. */
+/**
+ * The path items of `endpoints`: each operation with X-Request-Id, HEAD as GET without bodies, and
+ * OPTIONS as `allowOnly` answers it (its id from GET's: `getUser` → `optionsUser`).
+ */
 export function describe(endpoints: readonly Endpoint[]): ZodOpenApiPathsObject {
   const paths: ZodOpenApiPathsObject = {};
-  for (const { path, tag, optionsId, parameters: pathParameters, operations } of endpoints) {
+  for (const { path, tag, parameters: pathParameters, operations } of endpoints) {
     const item: ZodOpenApiPathItemObject = pathParameters ? { parameters: pathParameters } : {};
+    const tagged = (operation: Operation) => ({ ...operation, tags: [tag.name], parameters: [...parameters('RequestId'), ...(operation.parameters ?? [])] });
     for (const [method, operation] of Object.entries(operations)) {
-      const described = { ...operation, tags: [tag.name] };
+      const described = tagged(operation);
       delete described.handlers;
       item[method.toLowerCase() as 'get'] = described;
     }
-    if (item.get) {
-      const { get } = item;
-      const responses = Object.fromEntries(Object.entries(get.responses).map(([status, { content: _body, ...response }]) => [status, response]));
-      item.head = { ...get, operationId: `head${capitalized(get.operationId ?? '')}`, summary: `${get.summary} (headers only)`, description: 'As GET, without a body.', responses };
-    }
-    item.options = {
-      operationId: optionsId,
+    const { get } = item;
+    if (!get?.operationId) throw new Error(`${path} has no GET with an operationId`);
+    const responses = Object.fromEntries(Object.entries(get.responses).map(([status, { content: _body, ...response }]) => [status, response]));
+    item.head = { ...get, operationId: `head${capitalized(get.operationId)}`, summary: `${get.summary} (headers only)`, description: 'As GET, without a body.', responses };
+    item.options = tagged({
+      operationId: get.operationId.replace(/^(get|list)/, 'options'),
       summary: 'List the allowed methods',
       description: 'Any other method is answered 405 with the same `Allow` header (without `OPTIONS`).',
-      tags: [tag.name],
-      parameters: parameters(),
       responses: {
         204: {
           description: 'The allowed methods.',
@@ -173,7 +173,7 @@ export function describe(endpoints: readonly Endpoint[]): ZodOpenApiPathsObject 
         },
         404: problemResponse(404),
       },
-    };
+    });
     paths[path] = item;
   }
   return paths;
@@ -189,21 +189,18 @@ export const probeEndpoints: Endpoint[] = [
   {
     path: '/healthz',
     tag: operationsTag,
-    optionsId: 'optionsHealth',
     operations: {
-      GET: { operationId: 'getHealth', summary: 'Liveness', description: '200 while the process runs; no dependency is checked.', parameters: parameters(), responses: { 200: { description: 'The process runs.', headers: noStore, content: json(status('ok'), { status: 'ok' }) } } },
+      GET: { operationId: 'getHealth', summary: 'Liveness', description: '200 while the process runs; no dependency is checked.', responses: { 200: { description: 'The process runs.', headers: noStore, content: json(status('ok'), { status: 'ok' }) } } },
     },
   },
   {
     path: '/readyz',
     tag: operationsTag,
-    optionsId: 'optionsReadiness',
     operations: {
       GET: {
         operationId: 'getReadiness',
         summary: 'Readiness',
         description: 'A service is ready when its database answers; no process is ready once its shutdown has begun.',
-        parameters: parameters(),
         responses: {
           200: { description: 'Ready to serve.', headers: noStore, content: json(status('ready'), { status: 'ready' }) },
           503: problemResponse(503, { problem: new HttpProblem('service-unavailable', 'The process is shutting down'), at: '/readyz' }, { 'Cache-Control': 'CacheControlNoStore' }),
@@ -213,21 +210,20 @@ export const probeEndpoints: Endpoint[] = [
   },
 ];
 
+/** A description as a response body: only its outline, the linter checks the rest. */
+export const documentOutline = z.looseObject({ openapi: z.string().regex(/^3\.1\.\d+$/), info: z.looseObject({}), paths: z.looseObject({}), components: z.looseObject({}) }).meta({ description: 'An OpenAPI 3.1 document.' });
+
 /** `GET /openapi.json`: the process's description of itself, sent by `send`; `responses` adds failures. */
 export function documentEndpoint(description: string, send?: RequestHandler, responses: ZodOpenApiOperationObject['responses'] = {}): Endpoint {
-  // Only its outline: the linter checks the rest.
-  const outline = z.looseObject({ openapi: z.string().regex(/^3\.1\.\d+$/), info: z.looseObject({}), paths: z.looseObject({}) }).meta({ description: 'An OpenAPI 3.1 document.' });
   return {
     path: DOCUMENT_PATH,
     tag: documentationTag,
-    optionsId: 'optionsOpenApiDocument',
     operations: {
       GET: {
         operationId: 'getOpenApiDocument',
         summary: 'The API description',
         description,
-        parameters: parameters(),
-        responses: { 200: { description: 'The OpenAPI 3.1 document.', headers: headers({ 'Cache-Control': 'CacheControlNoCache' }), content: json(outline) }, ...responses },
+        responses: { 200: { description: 'The OpenAPI 3.1 document.', headers: headers({ 'Cache-Control': 'CacheControlNoCache' }), content: json(documentOutline) }, ...responses },
         ...(send && { handlers: [send] }),
       },
     },

@@ -99,7 +99,6 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
     {
       path,
       tag,
-      optionsId: `options${Plural}`,
       operations: {
         GET: {
           operationId: `list${Plural}`,
@@ -147,7 +146,6 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
     {
       path: item,
       tag,
-      optionsId: `options${Name}`,
       parameters: [{ name: 'id', in: 'path', description: `The id of the ${definition.name}. One that is malformed or unknown is a 404.`, required: true, schema: { type: 'string' }, example: EXAMPLE_ID }],
       operations: {
         GET: {
