@@ -1,9 +1,15 @@
 /**
  * Checks HTTP exchanges against the API description (openapi.json): is the status documented for
  * that path and method, are the documented headers there and well-formed, does the body have a
- * documented media type and match its schema. JSON Schema 2020-12 (OpenAPI 3.1's dialect) by Ajv,
- * compiled against the document itself; the types are zod-openapi's OpenAPI 3.1 types.
- * openapi-response-validator, the usual response checker, reads OpenAPI 3.0 only.
+ * documented media type and match its schema. JSON Schema 2020-12 (OpenAPI 3.1's dialect) by Ajv's
+ * 2020 validator, compiled against the document itself; the types are zod-openapi's OpenAPI 3.1 types.
+ *
+ * Why not a response validator library: openapi-response-validator reads OpenAPI 3.0 only;
+ * openapi-backend's validateResponse checks only `application/json` bodies (not problem+json), with
+ * a draft-07 Ajv, and its header check makes every described header required or none;
+ * express-openapi-validator checks the responses of an express app it is mounted in, not exchanges
+ * seen by a client or a proxy; @seriousme/openapi-schema-validator checks documents, not responses.
+ * What is left here is the lookup of the described response and its headers around Ajv.
  *
  * What OpenAPI cannot state, the API conventions do, and this checks them too: a path that is not
  * described is a 404 problem; a method a described path does not have is a 405 problem whose
