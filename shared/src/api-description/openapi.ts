@@ -51,7 +51,7 @@ const problemOf = new Map<number, z.ZodType>(
   }),
 );
 
-const header = (schema: z.ZodType, description: string, example?: unknown) => schema.meta({ description, ...(example === undefined ? {} : { example }) });
+const header = (schema: z.ZodType, description: string, example?: unknown) => schema.meta({ description, ...(example !== undefined && { header: { example } }) });
 const HEADERS = {
   XRequestId: header(z.string().regex(REQUEST_ID), 'The request id: the one the request carried when it is 1 to 128 of `A-Za-z0-9._-`, a new one otherwise. On every response and every log line.'),
   ETag: header(z.string().regex(/^"[!#-~]*"$/), 'The strong entity tag of the resource version: send it in `If-Match` (writes) or `If-None-Match` (reads).', '"1"'),

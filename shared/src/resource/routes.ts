@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request, RequestHandler, Response, Router } from 'express';
+import type { z } from 'zod';
 import { headers, json, parameters, problemResponse, routerOf, type Endpoint, type HeaderName } from '../api-description/openapi.js';
 import { EXAMPLE_ID, resourceSchemas, validationExample } from '../api-description/resource-openapi.js';
 import { BODY_LIMIT, sendJson } from '../platform/http.js';
@@ -64,6 +65,8 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
   const at = `${path}/${EXAMPLE_ID}`;
   const tag = { name: plural, description: `${Plural}: list and create at \`${path}\`; read, replace, patch and delete at \`${item}\`.` };
   const firstField = Object.keys(definition.example)[0] ?? 'id';
+  // The filters, with the definition's example as theirs.
+  const query = listQuerySchema(Object.fromEntries(Object.entries(definition.filter).map(([name, schema]) => [name, (schema as z.ZodType).meta({ param: { example: definition.example[name] } })])));
   const handled = (...handlers: RequestHandler[]) => (runtime ? { handlers } : {});
   const service = runtime?.service as ResourceService<F, unknown>;
 
@@ -105,10 +108,10 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
           summary: `List ${plural}`,
           description: `A page of ${plural} in id order (creation order), at most \`limit\` (default ${DEFAULT_LIMIT}). Walk the pages with \`cursor\` = the previous page's \`nextCursor\` until it is \`null\`: every item is seen exactly once, even while items are created or deleted. An unknown query parameter is a 400.`,
           parameters: parameters('IfMatch'),
-          requestParams: { query: listQuerySchema(definition.filter) },
+          requestParams: { query },
           responses: {
             200: { description: `A page of ${plural}.`, headers: headers({ 'Cache-Control': 'CacheControlNoCache' }), content: json(page, examplePage) },
-            400: problemResponse(400, validationExample(listQuerySchema(definition.filter), { limit: '0' }, path)),
+            400: problemResponse(400, validationExample(query, { limit: '0' }, path)),
             412: problem(412, problems.preconditionFailed(), path),
             ...failures(path),
           },
