@@ -14,11 +14,9 @@ import { parseOrThrow } from '../platform/validation.js';
 
 export type OpenApiDocument = oas31.OpenAPIObject;
 export const DOCUMENT_PATH = '/openapi.json';
-export const LICENSE = { name: 'MIT', identifier: 'MIT' };
 
 const problemKinds = Object.keys(problemTypes) as ProblemKind[];
 const kindsWith = (status: number) => problemKinds.filter((kind) => problemTypes[kind].status === status);
-const problemStatuses = [...new Set(problemKinds.map((kind) => problemTypes[kind].status))].sort((a, b) => a - b);
 
 /** The problem types as a Markdown table. */
 export function problemTypesTable(): string {
@@ -44,7 +42,7 @@ const problem = z
   })
   .meta({ id: 'Problem', description: 'An error (RFC 9457 problem details). Never a stack trace, SQL text or internal host name.' });
 const problemOf = new Map<number, z.ZodType>(
-  problemStatuses.map((status) => {
+  [...new Set(problemKinds.map((kind) => problemTypes[kind].status))].map((status) => {
     const kinds = kindsWith(status);
     const typed = z.intersection(problem, z.looseObject({ type: z.enum(kinds.map((kind) => PROBLEM_BASE + kind)), title: z.enum(kinds.map((kind) => problemTypes[kind].title)), status: z.literal(status) }));
     return [status, typed.meta({ id: `Problem${status}`, description: `A problem with status ${status}: ${kinds.map((kind) => `\`${kind}\``).join(', ')}.` })];
@@ -142,8 +140,6 @@ export function mount(router: Router, endpoints: readonly Endpoint[]): Router {
 /** An express router of `endpoints`, with exact paths only, as request-target.ts spells them. */
 export const routerOf = (endpoints: readonly Endpoint[]) => mount(express.Router({ strict: true, caseSensitive: true }), endpoints);
 
-const capitalized = (word: string) => word.charAt(0).toUpperCase() + word.slice(1);
-
 /**
  * The path items of `endpoints`: each operation with X-Request-Id, HEAD as GET without bodies, and
  * OPTIONS as `allowOnly` answers it (its id from GET's: `getUser` → `optionsUser`).
@@ -161,7 +157,7 @@ export function describe(endpoints: readonly Endpoint[]): ZodOpenApiPathsObject 
     const { get } = item;
     if (!get?.operationId) throw new Error(`${path} has no GET with an operationId`);
     const responses = Object.fromEntries(Object.entries(get.responses).map(([status, { content: _body, ...response }]) => [status, response]));
-    item.head = { ...get, operationId: `head${capitalized(get.operationId)}`, summary: `${get.summary} (headers only)`, description: 'As GET, without a body.', responses };
+    item.head = { ...get, operationId: get.operationId.replace(/^./, (first) => `head${first.toUpperCase()}`), summary: `${get.summary} (headers only)`, description: 'As GET, without a body.', responses };
     item.options = tagged({
       operationId: get.operationId.replace(/^(get|list)/, 'options'),
       summary: 'List the allowed methods',
@@ -239,7 +235,7 @@ export function apiDocument(info: oas31.InfoObject, paths: ZodOpenApiPathsObject
   // zod-openapi's types allow OpenAPI 3.2 too; the document is 3.1.
   return createDocument({
     openapi: '3.1.0',
-    info: { ...info, license: LICENSE },
+    info: { ...info, license: { name: 'MIT', identifier: 'MIT' } },
     servers: [{ url: '/', description: 'The origin that serves this document' }],
     security: [],
     tags: unique,

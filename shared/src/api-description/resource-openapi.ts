@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { oas31 } from 'zod-openapi';
-import { HttpProblem } from '../platform/problem.js';
+import type { HttpProblem } from '../platform/problem.js';
 import { UUID_V7 } from '../platform/request-target.js';
 import { encodeCursor, type ResourceDefinition } from '../resource/rules.js';
 import { parseOrThrow } from '../platform/validation.js';
@@ -42,8 +42,7 @@ export function validationExample(schema: z.ZodType, input: unknown, at: string)
   try {
     parseOrThrow(schema, input);
   } catch (problem) {
-    if (problem instanceof HttpProblem) return { problem, at };
-    throw problem;
+    return { problem: problem as HttpProblem, at }; // parseOrThrow throws only validation problems
   }
   throw new Error(`${JSON.stringify(input)} is valid: it cannot be the example of a 400`);
 }

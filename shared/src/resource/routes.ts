@@ -67,8 +67,8 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
   const firstField = Object.keys(definition.example)[0] ?? 'id';
   // The filters, with the definition's example as theirs.
   const query = listQuerySchema(Object.fromEntries(Object.entries(definition.filter).map(([name, schema]) => [name, (schema as z.ZodType).meta({ param: { example: definition.example[name] } })])));
-  const handled = (...handlers: RequestHandler[]) => (runtime ? { handlers } : {});
-  const service = runtime?.service as ResourceService<F, unknown>;
+  /** An operation's handler, made on `runtime` when there is one. */
+  const handled = (make: (on: Runtime<F>) => RequestHandler) => (runtime ? { handlers: [make(runtime)] } : {});
 
   const problem = (status: number, example?: HttpProblem, where = at) => problemResponse(status, example && { problem: example, at: where });
   const failures = (where: string) => ({ 500: problem(500), 503: problem(503, problems.unavailable('The database is unavailable; try again shortly'), where) });
@@ -96,7 +96,6 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
     headers: { ...more, 'Content-Type': 'application/json; charset=utf-8', ETag: etagOf(stored.version) },
     body: JSON.stringify(representation(stored)),
   });
-  const idempotently = (handle: (req: Request) => Promise<StoredResponse>) => idempotent(runtime?.idempotency as IdempotencyStore, path, handle);
 
   return [
     {
@@ -115,7 +114,7 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
             412: problem(412, problems.preconditionFailed(), path),
             ...failures(path),
           },
-          ...handled(async (req: Request, res: Response) => {
+          ...handled(({ service }) => async (req: Request, res: Response) => {
             evaluatePreconditions({ ifMatch: req.headers['if-match'] }, undefined, 'read');
             const found = await service.list(res.locals.query);
             res.setHeader('Cache-Control', 'no-cache');
@@ -136,8 +135,8 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
             ...bodyProblems(path),
             ...failures(path),
           },
-          ...handled(
-            idempotently(async (req) => {
+          ...handled(({ service, idempotency }) =>
+            idempotent(idempotency, path, async (req) => {
               evaluatePreconditions(conditionsOf(req.headers), undefined, 'write');
               const created = await service.create(req.body);
               return written(created, 201, { Location: `${path}/${created.id}` });
@@ -163,7 +162,7 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
             412: problem(412, problems.preconditionFailed()),
             ...failures(at),
           },
-          ...handled((req: Request, res: Response) => itemReader(service)(req, res, req.params.id as string)),
+          ...handled(({ service }) => (req: Request, res: Response) => itemReader(service)(req, res, req.params.id as string)),
         },
         PUT: {
           operationId: `replace${Name}`,
@@ -172,7 +171,7 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
           parameters: parameters('IfMatch', 'IfNoneMatchWrite'),
           requestBody: writeBody(`The new state of the ${definition.name}.`),
           responses: updateResponses(`Replaced: the ${definition.name} as stored, with its new ETag.`),
-          ...handled(async (req: Request, res: Response) => sendResource(res, await service.replace(req.params.id as string, req.body, conditionsOf(req.headers)))),
+          ...handled(({ service }) => async (req: Request, res: Response) => sendResource(res, await service.replace(req.params.id as string, req.body, conditionsOf(req.headers)))),
         },
         PATCH: {
           operationId: `patch${Name}`,
@@ -188,14 +187,14 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
             ...updateResponses(`Patched: the ${definition.name} as stored, with its new ETag (or, for a retry with the same \`Idempotency-Key\`, the response to the first request).`, { 'Idempotent-Replayed': 'IdempotentReplayed' }),
             422: problem(422, idempotencyProblems.reused()),
           },
-          ...handled(idempotently(async (req) => written(await service.patch(req.params.id as string, req.body, conditionsOf(req.headers)), 200))),
+          ...handled(({ service, idempotency }) => idempotent(idempotency, path, async (req) => written(await service.patch(req.params.id as string, req.body, conditionsOf(req.headers)), 200))),
         },
         DELETE: {
           operationId: `delete${Name}`,
           summary: `Delete a ${definition.name}`,
           parameters: parameters('IfMatch', 'IfNoneMatchWrite'),
           responses: { 204: { description: 'Deleted.', headers: headers({}) }, 400: malformedCondition, 404: notFound, 412: problem(412, problems.preconditionFailed()), ...failures(at) },
-          ...handled(async (req: Request, res: Response) => {
+          ...handled(({ service }) => async (req: Request, res: Response) => {
             await service.delete(req.params.id as string, conditionsOf(req.headers));
             res.status(204).end();
           }),
