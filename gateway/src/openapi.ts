@@ -1,6 +1,7 @@
-import { apiDocument, describe, documentationTag, documentEndpoint, documentOutline, DOCUMENT_PATH, headers, probeEndpoints, problemResponse, problemTypesTable, routerOf, type Endpoint, type OpenApiDocument } from '@app/shared/api-description/openapi';
+import { apiDocument, describe, documentationTag, documentEndpoint, documentOutline, DOCUMENT_PATH, header, headers, probeEndpoints, problemResponse, problemTypesTable, routerOf, type Endpoint, type OpenApiDocument } from '@app/shared/api-description/openapi';
 import { HttpProblem, problems } from '@app/shared/platform/problem';
 import type { RequestHandler, Response, Router } from 'express';
+import { z } from 'zod';
 import { ASSETS, DOCS_FILES, sendDocsFile, sendDocsPage } from './docs-page.js';
 import type { oas31, ZodOpenApiPathsObject, ZodOpenApiResponseObject } from 'zod-openapi';
 import { servesPath, type Upstream } from './upstream.js';
@@ -29,6 +30,21 @@ const securitySchemes = (scopes: string): Record<string, oas31.SecuritySchemeObj
     description: `An access token (JWT) from the identity provider the gateway trusts, with the scopes the operation lists (\`scope\` claim, space-separated): ${scopes}. Locally, \`npm run token\` makes one.`,
   },
 });
+/** The headers the gateway adds to what the services describe. */
+const GATEWAY_HEADERS = {
+  XCache: header(
+    z.enum(['HIT', 'MISS', 'BYPASS', 'STALE']).optional(),
+    "What the gateway's response cache did: `HIT` (served from it), `MISS` (fetched and stored), `BYPASS` (not cacheable), `STALE` (served from it while the service is unavailable). Sent on every gateway response to GET and HEAD under `/api` (`BYPASS` on all of them when the cache is off); a service answering directly does not send it.",
+  ),
+  Age: header(z.int().min(0).optional(), 'Seconds since the cached response was fetched, on a `HIT` or `STALE`.'),
+  RateLimitPolicy: header(z.string().regex(/^"(read|write)";q=\d+;w=\d+$/).optional(), 'The budget this request counts against (IETF RateLimit headers): `q` requests per `w` seconds, reads and writes apart. On every response under `/api` while rate limiting is on.', '"read";q=6000;w=60'),
+  RateLimit: header(z.string().regex(/^"(read|write)";r=\d+;t=\d+$/).optional(), 'What is left of that budget: `r` requests, for `t` more seconds.', '"read";r=5999;t=60'),
+  WWWAuthenticate: header(
+    z.string().regex(/^Bearer /),
+    'The bearer challenge (RFC 6750): `error="invalid_token"` for a token that is expired, badly signed or not for this API; no error when there was no token; `error="insufficient_scope"` with the `scope` needed on 403.',
+    'Bearer realm="api", error="invalid_token", error_description="The access token has expired"',
+  ),
+};
 const METHODS = ['get', 'head', 'post', 'put', 'patch', 'delete', 'options'] as const;
 
 /**
@@ -147,7 +163,7 @@ export function gatewayDocument(parts: readonly { upstream: Upstream; document: 
   const used = new Set(Object.values(paths).flatMap((item) => METHODS.flatMap((method) => item[method]?.tags ?? [])));
   const tags = [...parts.flatMap(({ document }) => document.tags ?? []), ...own.map(({ tag }) => tag)].filter(({ name }) => used.has(name));
   const info = { title: 'REST microservices API', version: '1.0.0', description: description(upstreams) };
-  return apiDocument(info, paths, tags, { schemas, securitySchemes: securitySchemes(scopesOf(upstreams)) });
+  return apiDocument(info, paths, tags, { schemas, headers: GATEWAY_HEADERS, securitySchemes: securitySchemes(scopesOf(upstreams)) });
 }
 
 /** `GET /openapi.json`, `GET /metrics`, `GET /docs` and the page's files. */

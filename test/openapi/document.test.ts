@@ -98,6 +98,10 @@ describe('each service’s own description', () => {
     expect(Object.keys(own.paths ?? {})).toEqual(['/healthz', '/readyz', '/openapi.json', prefix, `${prefix}/{id}`]);
     const text = JSON.stringify(own);
     for (const gatewayOnly of ['X-Cache', '"502"', '"504"', '/docs']) expect(text).not.toContain(gatewayOnly);
+    // Every component it references, it defines; every component it defines, it references.
+    const referenced = new Set([...text.matchAll(/"\$ref":"#\/components\/(\w+)\/(\w+)"/g)].map(([, kind, name]) => `${kind}.${name}`));
+    const defined = Object.entries(own.components ?? {}).flatMap(([kind, entries]) => Object.keys(entries as object).map((name) => `${kind}.${name}`));
+    expect(new Set(defined)).toEqual(referenced);
   });
 
   it('is merged by the gateway with only the paths that upstream serves', () => {

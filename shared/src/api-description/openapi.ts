@@ -49,7 +49,8 @@ const problemOf = new Map<number, z.ZodType>(
   }),
 );
 
-const header = (schema: z.ZodType, description: string, example?: unknown) => schema.meta({ description, ...(example !== undefined && { header: { example } }) });
+/** A response header's schema, description and example, for `components.headers`. */
+export const header = (schema: z.ZodType, description: string, example?: unknown) => schema.meta({ description, ...(example !== undefined && { header: { example } }) });
 const HEADERS = {
   XRequestId: header(z.string().regex(REQUEST_ID), 'The request id: the one the request carried when it is 1 to 128 of `A-Za-z0-9._-`, a new one otherwise. On every response and every log line.'),
   ETag: header(z.string().regex(/^"[!#-~]*"$/), 'The strong entity tag of the resource version: send it in `If-Match` (writes) or `If-None-Match` (reads).', '"1"'),
@@ -57,24 +58,11 @@ const HEADERS = {
   CacheControlNoCache: header(z.literal('no-cache'), 'Caches must revalidate (with the ETag) before reusing the response.'),
   CacheControlNoStore: header(z.literal('no-store'), 'Never cached.'),
   AcceptEncoding: header(z.literal('identity').optional(), 'On a 415 caused by `Content-Encoding`: the content codings a request body may have (only `identity`: bodies are not compressed).'),
-  RetryAfter: header(z.int().min(0), 'Seconds to wait before retrying.', RETRY_AFTER_SECONDS),
-  XCache: header(
-    z.enum(['HIT', 'MISS', 'BYPASS', 'STALE']).optional(),
-    "What the gateway's response cache did: `HIT` (served from it), `MISS` (fetched and stored), `BYPASS` (not cacheable), `STALE` (served from it while the service is unavailable). Sent on every gateway response to GET and HEAD under `/api` (`BYPASS` on all of them when the cache is off); a service answering directly does not send it.",
-  ),
   IdempotentReplayed: header(z.literal('true').optional(), '`true` on a response replayed for a retry with the same `Idempotency-Key`: the request did not run again.'),
-  Age: header(z.int().min(0).optional(), 'Seconds since the cached response was fetched, on a `HIT` or `STALE`.'),
-  RateLimitPolicy: header(z.string().regex(/^"(read|write)";q=\d+;w=\d+$/).optional(), 'The budget this request counts against (IETF RateLimit headers): `q` requests per `w` seconds, reads and writes apart. On every response under `/api` while rate limiting is on.', '"read";q=6000;w=60'),
-  RateLimit: header(z.string().regex(/^"(read|write)";r=\d+;t=\d+$/).optional(), 'What is left of that budget: `r` requests, for `t` more seconds.', '"read";r=5999;t=60'),
-  WWWAuthenticate: header(
-    z.string().regex(/^Bearer /),
-    'The bearer challenge (RFC 6750): `error="invalid_token"` for a token that is expired, badly signed or not for this API; no error when there was no token; `error="insufficient_scope"` with the `scope` needed on 403.',
-    'Bearer realm="api", error="invalid_token", error_description="The access token has expired"',
-  ),
+  RetryAfter: header(z.int().min(0), 'Seconds to wait before retrying.', RETRY_AFTER_SECONDS),
 };
-export type HeaderName = keyof typeof HEADERS;
-/** Response headers, by their names in `components.headers`. */
-export const headers = (names: Partial<Record<string, HeaderName>>): oas31.HeadersObject =>
+/** Response headers, by their names in `components.headers` (the shared ones, and those a document adds). */
+export const headers = (names: Record<string, string>): oas31.HeadersObject =>
   Object.fromEntries(Object.entries({ 'X-Request-Id': 'XRequestId', ...names }).map(([name, id]) => [name, { $ref: `#/components/headers/${id}` }]));
 
 const parameter = (name: string, description: string, example: string, schema: z.ZodType = z.string()) =>
@@ -95,7 +83,7 @@ const PARAMETERS = {
 export const parameters = (...names: (keyof typeof PARAMETERS)[]): oas31.ReferenceObject[] => names.map((name) => ({ $ref: `#/components/parameters/${name}` }));
 
 /** A problem+json response of `status` (Retry-After on 503, Accept-Encoding on 415), with a problem as its example. */
-export function problemResponse(status: number, example?: { problem: HttpProblem; at: string }, extraHeaders: Partial<Record<string, HeaderName>> = {}): ZodOpenApiResponseObject {
+export function problemResponse(status: number, example?: { problem: HttpProblem; at: string }, extraHeaders: Record<string, string> = {}): ZodOpenApiResponseObject {
   const schema = problemOf.get(status);
   if (!schema) throw new Error(`No problem type has status ${status}`);
   return {
@@ -230,7 +218,7 @@ export function documentEndpoint(description: string, send?: RequestHandler, res
  * A whole document: `paths` (declared endpoints, or operations another process described) with the
  * shared components and `schemas`. Its server is the origin that serves it.
  */
-export function apiDocument(info: oas31.InfoObject, paths: ZodOpenApiPathsObject, tags: oas31.TagObject[], more: { schemas?: Record<string, z.ZodType | oas31.SchemaObject | oas31.ReferenceObject>; securitySchemes?: Record<string, oas31.SecuritySchemeObject> } = {}): OpenApiDocument {
+export function apiDocument(info: oas31.InfoObject, paths: ZodOpenApiPathsObject, tags: oas31.TagObject[], more: { schemas?: Record<string, z.ZodType | oas31.SchemaObject | oas31.ReferenceObject>; headers?: Record<string, z.ZodType>; securitySchemes?: Record<string, oas31.SecuritySchemeObject> } = {}): OpenApiDocument {
   const unique = tags.filter((tag, i) => tags.findIndex(({ name }) => name === tag.name) === i);
   // zod-openapi's types allow OpenAPI 3.2 too; the document is 3.1.
   return createDocument({
@@ -240,7 +228,7 @@ export function apiDocument(info: oas31.InfoObject, paths: ZodOpenApiPathsObject
     security: [],
     tags: unique,
     paths,
-    components: { schemas: { ...more.schemas, Problem: problem }, headers: HEADERS, parameters: PARAMETERS, ...(more.securitySchemes && { securitySchemes: more.securitySchemes }) },
+    components: { schemas: { ...more.schemas, Problem: problem }, headers: { ...HEADERS, ...more.headers }, parameters: PARAMETERS, ...(more.securitySchemes && { securitySchemes: more.securitySchemes }) },
   }) as OpenApiDocument;
 }
 

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request, RequestHandler, Response, Router } from 'express';
 import type { z } from 'zod';
-import { headers, json, parameters, problemResponse, routerOf, type Endpoint, type HeaderName } from '../api-description/openapi.js';
+import { headers, json, parameters, problemResponse, routerOf, type Endpoint } from '../api-description/openapi.js';
 import { EXAMPLE_ID, resourceSchemas, validationExample } from '../api-description/resource-openapi.js';
 import { BODY_LIMIT, sendJson } from '../platform/http.js';
 import { idempotencyProblems, idempotent, type IdempotencyStore, type StoredResponse } from './idempotency.js';
@@ -78,9 +78,9 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
     413: problem(413, new HttpProblem('payload-too-large', `The request body is larger than ${BODY_LIMIT}`), where),
     415: problem(415, new HttpProblem('unsupported-media-type', 'The request body must be application/json, not text/plain'), where),
   });
-  const withResource = (description: string, more: Partial<Record<string, HeaderName>> = {}) => ({ description, headers: headers({ ETag: 'ETag', ...more }), content: json(resource, exampleResource) });
+  const withResource = (description: string, more: Record<string, string> = {}) => ({ description, headers: headers({ ETag: 'ETag', ...more }), content: json(resource, exampleResource) });
   const writeBody = (description: string) => ({ description, required: true, content: json(input, definition.example) });
-  const updateResponses = (description: string, more: Partial<Record<string, HeaderName>> = {}) => ({
+  const updateResponses = (description: string, more: Record<string, string> = {}) => ({
     200: withResource(description, more),
     400: problemResponse(400, validationExample(definition.fields, {}, at)),
     404: notFound,
