@@ -1,10 +1,10 @@
 import type { IncomingMessage, RequestListener } from 'node:http';
-import { noCanonicalForm } from '@app/shared/http';
-import { requestTarget, type RequestTarget } from '@app/shared/request-target';
+import { noCanonicalForm } from '@app/shared/platform/http';
+import { requestTarget, type RequestTarget } from '@app/shared/platform/request-target';
 import type { RequestHandler } from 'express';
 import type { GatewayMetrics } from './metrics.js';
 
-/** The canonical target of every request the front door let in (see shared/src/request-target.ts). */
+/** The canonical target of every request the front door let in (see shared/src/platform/request-target.ts). */
 export const requestTargets = new WeakMap<IncomingMessage, RequestTarget>();
 
 /**

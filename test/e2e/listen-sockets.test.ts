@@ -5,7 +5,7 @@
  */
 import http from 'node:http';
 import net from 'node:net';
-import { listen, type RunningServer } from '@app/shared/server';
+import { listen, type RunningServer } from '@app/shared/platform/server';
 
 /** Answers once the whole request body has arrived. */
 const echo: http.RequestListener = (req, res) => {
