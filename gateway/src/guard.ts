@@ -105,7 +105,8 @@ export function withGuard(
     const budget = method === 'GET' || method === 'HEAD' || method === 'OPTIONS' ? 'read' : 'write';
     const client = principal ? `sub:${principal.subject}` : `addr:${proxyaddr(req, trustHop)}`;
     const answer = (outcome: RateLimitOutcome): HttpProblem | undefined => {
-      for (const [name, value] of Object.entries(outcome.headers)) res.setHeader(name, value);
+      // for…in, not Object.entries: no arrays allocated per request.
+      for (const name in outcome.headers) res.setHeader(name, outcome.headers[name] as string);
       const retryAfter = outcome.headers['Retry-After'];
       if (outcome.allowed || retryAfter === undefined) return problem;
       return new HttpProblem('rate-limited', `Over the budget of ${budget} requests for this client; retry after ${retryAfter} s`, {
