@@ -1,4 +1,4 @@
-import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { type FinishedRequest, observeRequest, writeProblem } from '@app/shared/http';
 import type { Logger } from '@app/shared/logger';
 import { HttpProblem, problems } from '@app/shared/problem';
@@ -24,6 +24,17 @@ export interface GuardSettings {
   corsOrigins: readonly string[];
   /** How many proxies in front of the gateway (e.g. an Ingress) add to X-Forwarded-For and are trusted. */
   trustedProxyHops: number;
+}
+
+/**
+ * `headers` but `name`, as a new object. Not `delete`: V8 turns an object that loses a property into
+ * a slow dictionary, and the proxy copies every request's headers (`{ ...req.headers }` in httpxy),
+ * which then cost several times as much (a CPU profile of the proxy path: 3 → 13 µs a request).
+ */
+function without(headers: IncomingHttpHeaders, name: string): IncomingHttpHeaders {
+  const kept: IncomingHttpHeaders = {};
+  for (const key in headers) if (key !== name) kept[key] = headers[key];
+  return kept;
 }
 
 const underApi = (path: string) => path === '/api' || path.startsWith('/api/');
@@ -86,7 +97,7 @@ export function withGuard(
     const scope = policy.requiredScope(req.method ?? 'GET', requestTargets.get(req));
     const header = req.headers.authorization;
     // The token stops here: the services get the verified subject instead.
-    delete req.headers.authorization;
+    if (header !== undefined) req.headers = without(req.headers, 'authorization');
     const token = header === undefined ? undefined : BEARER.exec(header)?.[1];
     if (token === undefined) return scopeProblem(scope, undefined);
     const known = tokens.remembered(token);
@@ -158,7 +169,7 @@ export function withGuard(
 
   return (req, res) => {
     // Only the gateway says who the caller is.
-    delete req.headers['x-auth-subject'];
+    if (req.headers[SUBJECT_HEADER] !== undefined) req.headers = without(req.headers, SUBJECT_HEADER);
     if (!corsHandler) {
       guarded(req, res);
       return;
