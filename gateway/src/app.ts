@@ -1,6 +1,7 @@
 import type { IncomingMessage, RequestListener } from 'node:http';
-import { allowOnly, baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, refuseOversizedBodies, requestContext } from '@app/shared/http';
-import type { Logger } from '@app/shared/logger';
+import { baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, refuseOversizedBodies, requestContext } from '@app/shared/platform/http';
+import type { Logger } from '@app/shared/platform/logger';
+import type { RequestHandler } from 'express';
 import { cachedReads, type CachedUpstream } from './cache/cached-reads.js';
 import { withCacheHotPath } from './cache/hot-path.js';
 import type { ResponseCache } from './cache/response-cache.js';
@@ -86,13 +87,12 @@ export function createApp({
   const app = baseApp();
   app.use(requestContext(logger, metrics.requestFinished));
   app.use(refuseNonCanonical(metrics));
-  app.use(openApiRoutes({ upstreams, timeoutMs: upstreamTimeoutMs }));
+  const sendMetrics: RequestHandler = async (_req, res) => {
+    res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+  };
+  app.use(openApiRoutes({ upstreams, deadlines, metrics: sendMetrics }));
   // Ready while not shutting down: an upstream's health is its own readiness probe's business.
   app.use(healthRoutes(lifecycle));
-  app.get('/metrics', async (_req, res) => {
-    res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
-  });
-  app.all('/metrics', allowOnly(['GET']));
   // Before anything reaches a service: a declared body over the limit is refused at once.
   app.use('/api', refuseOversizedBodies);
   app.use(cachedReads({ cache, upstreamFor, deadlines, metrics }));

@@ -1,6 +1,6 @@
 import type { IncomingMessage, RequestListener } from 'node:http';
-import { noCanonicalForm } from '@app/shared/http';
-import { requestTarget, type RequestTarget } from '@app/shared/request-target';
+import { noCanonicalForm } from '@app/shared/platform/http';
+import { requestTarget, type RequestTarget } from '@app/shared/platform/request-target';
 import type { RequestHandler } from 'express';
 import type { GatewayMetrics } from './metrics.js';
 
@@ -8,7 +8,7 @@ const TARGET = Symbol('canonical target');
 type TargetedRequest = IncomingMessage & { [TARGET]?: RequestTarget };
 
 /**
- * The canonical target of every request the front door let in (see shared/src/request-target.ts).
+ * The canonical target of every request the front door let in (see shared/src/platform/request-target.ts).
  * Kept on the request itself rather than in a WeakMap: every request would add an entry that
  * garbage collection has to trace as an ephemeron.
  */

@@ -1,6 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { IncomingMessage } from 'node:http';
-import type { FinishedRequest } from '@app/shared/http';
+import type { FinishedRequest } from '@app/shared/platform/http';
 
 export type CacheOutcome = 'hit' | 'miss' | 'bypass' | 'stale' | 'collapsed';
 

@@ -6,7 +6,7 @@
  * cut, never stale when it comes back. Real gateways, real users service, real Redis (cut through
  * TCP proxies the test controls). `npm run bench:invalidation` runs it with 10,000 of each.
  */
-import { createCacheClient, type Redis } from '@app/shared/redis';
+import { createCacheClient, type Redis } from '../../gateway/src/redis.js';
 import { decode, encode } from '../../gateway/src/cache/entry.js';
 import type { MemoryTier } from '../../gateway/src/cache/memory-tier.js';
 import { client, type Client } from '../support/http.js';
@@ -27,7 +27,7 @@ beforeAll(async () => {
   users = await startUsersService();
   gateway = await startGateway({ usersUrl: users.url, productsUrl: users.url, cache: {} });
   api = client(gateway.url);
-  redis = createCacheClient(redisUrl(), testLogger, { commandTimeoutMs: 2_000 });
+  redis = createCacheClient(redisUrl(), testLogger, { commandTimeoutMs: 2_000, keyPrefix: process.env.TEST_REDIS_KEY_PREFIX });
   await new Promise((resolve) => redis.once('ready', resolve));
 });
 afterAll(async () => {

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
-import { etagMatches } from '@app/shared/resource';
+import { etagMatches } from '@app/shared/resource/rules';
 import { HOP_BY_HOP } from '../upstream.js';
 
 /** A response as the cache keeps it. */

@@ -1,6 +1,6 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import { observeResponse } from '@app/shared/http';
-import type { Logger } from '@app/shared/logger';
+import { observeResponse } from '@app/shared/platform/http';
+import type { Logger } from '@app/shared/platform/logger';
 import { requestTargets } from '../front-door.js';
 import type { GatewayMetrics } from '../metrics.js';
 import { sendHeld, type CachedResponse } from './entry.js';

@@ -1,4 +1,4 @@
-import type { ApiTarget, RequestTarget } from '@app/shared/request-target';
+import type { ApiTarget, RequestTarget } from '@app/shared/platform/request-target';
 import type { Upstream } from '../upstream.js';
 
 /**
