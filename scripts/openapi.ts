@@ -1,12 +1,14 @@
 /**
  * `npm run openapi`: writes openapi.json, the API description clients use, from the compiled
  * workspaces (run `tsc -b` first; the npm script does). It is the document the gateway serves at
- * `GET /openapi.json`, built the same way: each service's own description, merged by the gateway.
+ * `GET /openapi.json`, built the same way: each service's own description, merged by the gateway
+ * with the upstreams and deadlines of its default configuration.
  */
 import { writeFileSync } from 'node:fs';
-import { serializeDocument, type OpenApiDocument } from '@app/shared/openapi';
+import { serializeDocument, type OpenApiDocument } from '@app/shared/api-description/openapi';
 import { serviceDocument, type ServiceDefinition } from '@app/shared/service';
 import { upstreamsFrom } from '../gateway/dist/app.js';
+import { configSchema } from '../gateway/dist/config.js';
 import { gatewayDocument } from '../gateway/dist/openapi.js';
 import { productsService } from '../products-service/dist/app.js';
 import { usersService } from '../users-service/dist/app.js';
@@ -16,15 +18,14 @@ export const OPENAPI_FILE = new URL('../openapi.json', import.meta.url);
 /** The document, as the gateway merges it from what each service serves. */
 export function apiDocument(): OpenApiDocument {
   const services: Record<string, ServiceDefinition> = { users: usersService, products: productsService };
-  const upstreams = upstreamsFrom({ USERS_SERVICE_URL: 'http://users', PRODUCTS_SERVICE_URL: 'http://products' });
-  return gatewayDocument(
-    upstreams.map((upstream) => {
-      const service = services[upstream.name];
-      if (!service) throw new Error(`No service definition for the ${upstream.name} upstream`);
-      // Through JSON, as the gateway receives it.
-      return { upstream, document: JSON.parse(JSON.stringify(serviceDocument(service))) as OpenApiDocument };
-    }),
-  );
+  const config = configSchema.parse({});
+  const parts = upstreamsFrom(config).map((upstream) => {
+    const service = services[upstream.name];
+    if (!service) throw new Error(`No service definition for the ${upstream.name} upstream`);
+    // Through JSON, as the gateway receives it.
+    return { upstream, document: JSON.parse(JSON.stringify(serviceDocument(service))) as OpenApiDocument };
+  });
+  return gatewayDocument(parts, { upstreamMs: config.UPSTREAM_TIMEOUT_MS, requestBodyMs: config.REQUEST_BODY_TIMEOUT_MS });
 }
 
 if (import.meta.main) {

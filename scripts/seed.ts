@@ -10,7 +10,7 @@
  */
 import { parseArgs } from 'node:util';
 import mysql from 'mysql2/promise';
-import { createLogger } from '@app/shared/logger';
+import { createLogger } from '@app/shared/platform/logger';
 import { migrateSchema, type ServiceDefinition } from '@app/shared/service';
 import { productsService } from '../products-service/dist/app.js';
 import { usersService } from '../users-service/dist/app.js';

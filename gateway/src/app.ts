@@ -1,7 +1,7 @@
 import type { IncomingMessage, RequestListener } from 'node:http';
-import { allowOnly, baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, refuseOversizedBodies, requestContext } from '@app/shared/http';
-import type { Logger } from '@app/shared/logger';
-import { requestTarget } from '@app/shared/request-target';
+import { baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, refuseOversizedBodies, requestContext } from '@app/shared/platform/http';
+import type { Logger } from '@app/shared/platform/logger';
+import type { RequestHandler } from 'express';
 import { cachedReads, type CachedUpstream } from './cache/cached-reads.js';
 import { withCacheHotPath } from './cache/hot-path.js';
 import type { ResponseCache } from './cache/response-cache.js';
@@ -59,8 +59,12 @@ export function createApp({
 }: GatewayDependencies): RequestListener {
   const deadlines = { upstreamMs: upstreamTimeoutMs, requestBodyMs: requestBodyTimeoutMs };
   const scopes = new CacheScopes(upstreams);
-  // `path` is the canonical one for every request the front door let in.
-  const metrics = new GatewayMetrics((path) => scopes.route(requestTarget(path)) ?? (['/healthz', '/readyz', '/metrics'].includes(path) ? path : 'other'));
+  const ownEndpoints = new Set(['/healthz', '/readyz', '/metrics']);
+  // By the target the front door found (none for a target without a canonical form: `other`).
+  const metrics = new GatewayMetrics((req, path) => {
+    const target = requestTargets.get(req);
+    return (target && scopes.route(target)) ?? (target && ownEndpoints.has(path) ? path : 'other');
+  });
   const health = new ReplicaHealth();
   const targets: CachedUpstream[] = upstreams.map((upstream) => ({
     upstream,
@@ -83,13 +87,12 @@ export function createApp({
   const app = baseApp();
   app.use(requestContext(logger, metrics.requestFinished));
   app.use(refuseNonCanonical(metrics));
-  app.use(openApiRoutes({ upstreams, timeoutMs: upstreamTimeoutMs }));
+  const sendMetrics: RequestHandler = async (_req, res) => {
+    res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+  };
+  app.use(openApiRoutes({ upstreams, deadlines, metrics: sendMetrics }));
   // Ready while not shutting down: an upstream's health is its own readiness probe's business.
   app.use(healthRoutes(lifecycle));
-  app.get('/metrics', async (_req, res) => {
-    res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
-  });
-  app.all('/metrics', allowOnly(['GET']));
   // Before anything reaches a service: a declared body over the limit is refused at once.
   app.use('/api', refuseOversizedBodies);
   app.use(cachedReads({ cache, upstreamFor, deadlines, metrics }));

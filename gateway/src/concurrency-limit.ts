@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
-import { sendProblem } from '@app/shared/http';
-import { HttpProblem } from '@app/shared/problem';
+import { sendProblem } from '@app/shared/platform/http';
+import { HttpProblem } from '@app/shared/platform/problem';
 import type { RequestHandler } from 'express';
 
 export interface ConcurrencyLimitSettings {

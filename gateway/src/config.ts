@@ -1,5 +1,5 @@
 import { createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto';
-import { commonConfig, count, flag, megabytes, milliseconds, port, seconds, url } from '@app/shared/config';
+import { commonConfig, count, flag, megabytes, milliseconds, port, seconds, url } from '@app/shared/platform/config';
 import { z } from 'zod';
 
 // Empty strings count as unset, as in every other variable.
@@ -61,6 +61,12 @@ export const configSchema = z.object({
   USERS_SERVICE_URL: url(['http:', 'https:'], 'http://127.0.0.1:3001'),
   PRODUCTS_SERVICE_URL: url(['http:', 'https:'], 'http://127.0.0.1:3002'),
   REDIS_URL: url(['redis:', 'rediss:'], 'redis://127.0.0.1:6379'),
+  /**
+   * Put in front of every key the gateway keeps in Redis (cache entries, generations, holds, rate
+   * limit counters), so that several deployments (or test runs) can share one Redis without reading
+   * each other's entries. No braces: they would change the Redis Cluster hash tag of the keys.
+   */
+  REDIS_KEY_PREFIX: z.string().regex(/^[\w.:-]{0,64}$/, 'at most 64 letters, digits, _ . : or -').default(''),
   REDIS_COMMAND_TIMEOUT_MS: milliseconds(1_000),
   UPSTREAM_TIMEOUT_MS: milliseconds(10_000),
   REQUEST_BODY_TIMEOUT_MS: milliseconds(30_000),

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import { type FinishedRequest, observeRequest, writeProblem } from '@app/shared/http';
-import type { Logger } from '@app/shared/logger';
-import { HttpProblem, problems } from '@app/shared/problem';
+import { type FinishedRequest, observeRequest, writeProblem } from '@app/shared/platform/http';
+import type { Logger } from '@app/shared/platform/logger';
+import { HttpProblem, problems } from '@app/shared/platform/problem';
 import cors from 'cors';
 import proxyaddr from 'proxy-addr';
 import type { AccessPolicy } from './auth/policy.js';

@@ -1,14 +1,14 @@
-import { ConfigError, loadConfig } from '@app/shared/config';
-import { Lifecycle } from '@app/shared/http';
-import { createLogger } from '@app/shared/logger';
-import { createCacheClient } from '@app/shared/redis';
-import { serve } from '@app/shared/server';
+import { ConfigError, loadConfig } from '@app/shared/platform/config';
+import { Lifecycle } from '@app/shared/platform/http';
+import { createLogger } from '@app/shared/platform/logger';
+import { serve } from '@app/shared/platform/server';
 import { createApp, upstreamsFrom } from './app.js';
 import { createMemoryTier } from './cache/memory-tier.js';
 import { TokenVerifier } from './auth/tokens.js';
 import { ResponseCache } from './cache/response-cache.js';
 import { authConfigProblems, configSchema } from './config.js';
 import { RateLimits } from './rate-limit.js';
+import { createCacheClient } from './redis.js';
 
 const config = loadConfig(configSchema);
 const authProblems = authConfigProblems(config);
@@ -24,10 +24,10 @@ const upstreams = upstreamsFrom(config);
 // every command; the cache judges lateness itself, after the event loop has caught up (RedisHealth),
 // so the client's stop lies beyond that: a busy gateway must not cut replies that came in time.
 const redis =
-  config.CACHE_ENABLED || config.RATE_LIMIT_ENABLED ? createCacheClient(config.REDIS_URL, logger, { commandTimeoutMs: 2 * config.REDIS_COMMAND_TIMEOUT_MS }) : undefined;
+  config.CACHE_ENABLED || config.RATE_LIMIT_ENABLED ? createCacheClient(config.REDIS_URL, logger, { commandTimeoutMs: 2 * config.REDIS_COMMAND_TIMEOUT_MS, keyPrefix: config.REDIS_KEY_PREFIX }) : undefined;
 const memory =
   redis && config.CACHE_ENABLED && config.CACHE_MEMORY_MB > 0
-    ? createMemoryTier(config.REDIS_URL, config.CACHE_MEMORY_MB * 1024 * 1024, logger, { commandTimeoutMs: 2 * config.REDIS_COMMAND_TIMEOUT_MS })
+    ? createMemoryTier(config.REDIS_URL, config.CACHE_MEMORY_MB * 1024 * 1024, logger, { commandTimeoutMs: 2 * config.REDIS_COMMAND_TIMEOUT_MS, keyPrefix: config.REDIS_KEY_PREFIX })
     : undefined;
 const cache =
   redis && config.CACHE_ENABLED

@@ -1,7 +1,7 @@
-import type { Logger } from '@app/shared/logger';
-import type { Redis } from '@app/shared/redis';
+import type { Logger } from '@app/shared/platform/logger';
 import { LRUCache } from 'lru-cache';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import type { Redis } from './redis.js';
 
 /** Reads (GET, HEAD, OPTIONS) and writes have separate budgets: a client reading a lot can still write. */
 export type Budget = 'read' | 'write';

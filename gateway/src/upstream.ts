@@ -1,7 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
-import { sendProblem } from '@app/shared/http';
-import { HttpProblem } from '@app/shared/problem';
+import { sendProblem } from '@app/shared/platform/http';
+import { HttpProblem } from '@app/shared/platform/problem';
 import type { Request, Response } from 'express';
 import { createProxyMiddleware } from 'http-proxy-middleware';
 import { retireAgedSocket } from './upstream-agent.js';

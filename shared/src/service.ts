@@ -1,18 +1,23 @@
+/**
+ * A service process from its definition. Beside the three folders rather than in one: it puts all
+ * three together (platform/ for the process, resource/ for the routes, api-description/ for the
+ * document), and nothing in them depends on it.
+ */
 import type { RequestListener } from 'node:http';
 import { fileURLToPath } from 'node:url';
-import express, { type Router } from 'express';
+import type { RequestHandler } from 'express';
 import { z } from 'zod';
-import { commonConfig, count, flag, loadConfig, milliseconds, port, seconds, url } from './config.js';
-import { allowOnly, answerFailure, baseApp, canonicalTargetsOnly, healthRoutes, Lifecycle, notFound, observeRequest, problemHandler, requestContext } from './http.js';
-import { DEFAULT_IDEMPOTENCY_TTL_SECONDS, type IdempotencyStore } from './idempotency.js';
-import { createLogger, type Logger } from './logger.js';
-import { migrate } from './migrate.js';
-import { MySqlIdempotencyStore } from './mysql-idempotency.js';
-import { Database, DEFAULT_WRITE_DEADLINE_MS } from './mysql.js';
-import { assembleDocument, documentPart, DOCUMENT_PATH, LICENSE, probesPart, type ApiPart, type OpenApiDocument } from './openapi.js';
-import { UUID_V7 } from './resource.js';
-import type { ResourceRoutes } from './resource-routes.js';
-import { serve } from './server.js';
+import { commonConfig, count, flag, loadConfig, milliseconds, port, seconds, url } from './platform/config.js';
+import { answerFailure, baseApp, canonicalTargetsOnly, healthRoutes, Lifecycle, notFound, observeRequest, problemHandler, requestContext } from './platform/http.js';
+import { createLogger, type Logger } from './platform/logger.js';
+import { migrate } from './platform/migrate.js';
+import { Database, DEFAULT_WRITE_DEADLINE_MS } from './platform/mysql.js';
+import { UUID_V7 } from './platform/request-target.js';
+import { serve } from './platform/server.js';
+import { MySqlIdempotencyStore } from './resource/idempotency-store.js';
+import { DEFAULT_IDEMPOTENCY_TTL_SECONDS, type IdempotencyStore } from './resource/idempotency.js';
+import type { ResourceRoutes } from './resource/routes.js';
+import { apiDocument, describe, documentEndpoint, probeEndpoints, routerOf, type Endpoint, type OpenApiDocument } from './api-description/openapi.js';
 
 /** What a service needs to run: everything else about the two services is the same. */
 export interface ServiceDefinition {
@@ -23,9 +28,12 @@ export interface ServiceDefinition {
   migrations: URL;
   /** The routes, on the service's database and its store of idempotency keys. */
   routes: (db: Database, idempotency: IdempotencyStore) => ResourceRoutes;
-  /** The description of what `routes` serves (see `resourceApi`). */
-  api: ApiPart;
+  /** What `routes` serves, for its description: `resourceEndpoints` without a runtime. */
+  api: Endpoint[];
 }
+
+/** What a service serves: its probes, its document (sent by `send`) and its routes. */
+const serviceEndpoints = (service: Pick<ServiceDefinition, 'name' | 'api'>, send?: RequestHandler) => [...probeEndpoints, documentEndpoint(`The description of ${service.name}.`, send), ...service.api];
 
 /** The service's own API description: its routes and probes, as a client of the service sees them. */
 export function serviceDocument(service: Pick<ServiceDefinition, 'name' | 'api'>): OpenApiDocument {
@@ -33,21 +41,19 @@ export function serviceDocument(service: Pick<ServiceDefinition, 'name' | 'api'>
     title: service.name,
     version: '1.0.0',
     description: `The part of the API that ${service.name} serves. Clients use the gateway, whose \`GET /openapi.json\` merges the parts of every service.`,
-    license: LICENSE,
   };
-  return assembleDocument(info, [probesPart(), documentPart({ description: `The description of ${service.name}.` }), service.api]);
+  const endpoints = serviceEndpoints(service);
+  return apiDocument(info, describe(endpoints), endpoints.map(({ tag }) => tag));
 }
 
 /** `GET /openapi.json` (and HEAD, OPTIONS): a document that never changes while the process runs. */
-function documentRoutes(document: OpenApiDocument): Router {
-  const body = JSON.stringify(document);
-  const router = express.Router();
-  router.get(DOCUMENT_PATH, (_req, res) => {
+function documentRoutes(service: ServiceDefinition) {
+  const body = JSON.stringify(serviceDocument(service));
+  const send: RequestHandler = (_req, res) => {
     res.setHeader('Cache-Control', 'no-cache');
     res.type('application/json').send(body);
-  });
-  router.all(DOCUMENT_PATH, allowOnly(['GET']));
-  return router;
+  };
+  return routerOf(serviceEndpoints(service, send).filter(({ operations }) => operations.GET?.handlers));
 }
 
 export const serviceConfigSchema = (service: Pick<ServiceDefinition, 'defaultPort' | 'defaultDatabaseUrl'>) =>
@@ -73,9 +79,10 @@ export interface ServiceDependencies {
 
 /**
  * GET and HEAD of an item (`{path}/{id}` with a UUIDv7 id and no query: a canonical target, see
- * request-target.ts) are answered before express does any work, by the same handler its router runs
- * for them, with the same request id, log line and problem answers: express's per-request setup and
- * routing cost a read more CPU than its database round trip. Everything else goes to express.
+ * platform/request-target.ts) are answered before express does any work, by the same handler its
+ * router runs for them, with the same request id, log line and problem answers: express's
+ * per-request setup and routing cost a read more CPU than its database round trip. Everything else
+ * goes to express.
  */
 function withItemReads(app: RequestListener, resource: ResourceRoutes, logger: Logger): RequestListener {
   const prefix = `${resource.path}/`;
@@ -100,7 +107,7 @@ export function createServiceApp(service: ServiceDefinition, { db, logger, lifec
   app.use((_req, _res, next) => db.boundWrites(next));
   app.use(resource.router);
   app.use(healthRoutes(lifecycle, () => db.unreadyReason()));
-  app.use(documentRoutes(serviceDocument(service)));
+  app.use(documentRoutes(service));
   app.use(notFound);
   app.use(problemHandler());
   return withItemReads(app, resource, logger);

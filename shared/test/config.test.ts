@@ -1,4 +1,4 @@
-import { ConfigError, parseConfig } from '@app/shared/config';
+import { ConfigError, parseConfig } from '@app/shared/platform/config';
 import type { z } from 'zod';
 import { generateKeyPairSync, KeyObject } from 'node:crypto';
 import { authConfigProblems, configSchema as gatewaySchema } from '../../gateway/src/config.js';
@@ -23,6 +23,7 @@ const gatewayDefaults = {
   PORT: 8080,
   USERS_SERVICE_URL: 'http://127.0.0.1:3001',
   PRODUCTS_SERVICE_URL: 'http://127.0.0.1:3002',
+  REDIS_KEY_PREFIX: '',
   REDIS_URL: 'redis://127.0.0.1:6379',
   REDIS_COMMAND_TIMEOUT_MS: 1_000,
   UPSTREAM_TIMEOUT_MS: 10_000,
@@ -185,6 +186,8 @@ describe('the gateway configuration', () => {
     ['CORS_ORIGINS', '*'],
     ['CACHE_MEMORY_MB', '1.5'],
     ['CACHE_MEMORY_MB', '4097'],
+    ['REDIS_KEY_PREFIX', 'team{a}:'],
+    ['REDIS_KEY_PREFIX', 'with space:'],
   ])('refuses %s=%s', (name, value) => {
     expect(named(problemsOf(gatewaySchema, { [name]: value }))).toEqual([name]);
   });

@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import mysql from 'mysql2/promise';
-import { migrate, schemaOf } from '@app/shared/migrate';
+import { migrate, schemaOf } from '@app/shared/platform/migrate';
 import { dropSchema, testLogger, throwawayDatabaseUrl } from '../../test/support/stack.js';
 
 /**

@@ -1,5 +1,5 @@
-import { Database } from '@app/shared/mysql';
-import { HttpProblem } from '@app/shared/problem';
+import { Database } from '@app/shared/platform/mysql';
+import { HttpProblem } from '@app/shared/platform/problem';
 import { silentServer } from '../../test/support/tcp-proxy.js';
 
 /**

@@ -1,4 +1,4 @@
-import { requestTarget } from '@app/shared/request-target';
+import { requestTarget } from '@app/shared/platform/request-target';
 import { v7 as uuidv7 } from 'uuid';
 
 const id = uuidv7();

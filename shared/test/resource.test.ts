@@ -1,6 +1,6 @@
-import { HttpProblem } from '@app/shared/problem';
-import { cursor, DEFAULT_LIMIT, encodeCursor, etagMatches, etagOf, evaluatePreconditions, limit, parseEntityTags } from '@app/shared/resource';
-import { parseOrThrow } from '@app/shared/validation';
+import { HttpProblem } from '@app/shared/platform/problem';
+import { cursor, DEFAULT_LIMIT, encodeCursor, etagMatches, etagOf, evaluatePreconditions, limit, parseEntityTags } from '@app/shared/resource/rules';
+import { parseOrThrow } from '@app/shared/platform/validation';
 import { v4 as uuidv4, v7 as uuidv7 } from 'uuid';
 
 /** The messages of the 400 problem that parsing `input` throws. */

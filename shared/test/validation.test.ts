@@ -1,6 +1,6 @@
-import { forbiddenMembers, nestsDeeperThan } from '@app/shared/http';
-import { HttpProblem } from '@app/shared/problem';
-import { mergePatch, parseOrThrow, text } from '@app/shared/validation';
+import { forbiddenMembers, nestsDeeperThan } from '@app/shared/platform/http';
+import { HttpProblem } from '@app/shared/platform/problem';
+import { mergePatch, parseOrThrow, text } from '@app/shared/platform/validation';
 import { z } from 'zod';
 
 /** The field errors of the 400 problem `parse` throws. */

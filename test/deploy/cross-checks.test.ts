@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import type { RequestListener } from 'node:http';
-import { Lifecycle } from '@app/shared/http';
-import { createLogger } from '@app/shared/logger';
-import { Database, DEFAULT_WRITE_DEADLINE_MS } from '@app/shared/mysql';
-import { listen } from '@app/shared/server';
+import { Lifecycle } from '@app/shared/platform/http';
+import { createLogger } from '@app/shared/platform/logger';
+import { Database, DEFAULT_WRITE_DEADLINE_MS } from '@app/shared/platform/mysql';
+import { listen } from '@app/shared/platform/server';
 import type { IDeployment } from 'kubernetes-models/apps/v1';
 import type { IService } from 'kubernetes-models/v1';
 import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/dist/app.js';

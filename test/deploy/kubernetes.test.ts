@@ -90,7 +90,7 @@ describe.each(overlays)('k8s overlay %s', (overlay) => {
       if (migrates) {
         const { httpGet, periodSeconds = 10, failureThreshold = 3 } = container.startupProbe ?? {};
         expect(httpGet).toEqual({ path: '/healthz', port: 'http' });
-        // Waiting for another replica's migration lock takes up to 60 s (shared/src/migrate.ts), then migrating.
+        // Waiting for another replica's migration lock takes up to 60 s (shared/src/platform/migrate.ts), then migrating.
         expect(periodSeconds * failureThreshold).toBeGreaterThanOrEqual(120);
       }
     });

@@ -222,6 +222,30 @@ describe('never stale after a write', () => {
   });
 });
 
+describe('deployments sharing one Redis', () => {
+  it('keep their entries apart by REDIS_KEY_PREFIX: a gateway never answers from another deployment\'s entry', async () => {
+    const otherUsers = await startUsersService();
+    const prefix = `${process.env.TEST_REDIS_KEY_PREFIX}other-deployment:`;
+    const other = await startGateway({ usersUrl: otherUsers.url, productsUrl: otherUsers.url, cache: { ...cacheOptions, keyPrefix: prefix } });
+    try {
+      const otherApi = client(other.url);
+      await createUser();
+      const theirs = await otherApi.post('/api/users', { email: `other-${Date.now()}@example.com`, name: 'Elsewhere' });
+      expect(theirs.status).toBe(201);
+      const myList = await untilHit('/api/users?limit=100');
+      const theirList = await otherApi.get('/api/users?limit=100');
+      expect(theirList.status).toBe(200);
+      expect(theirList.headers.get('x-cache')).toBe('MISS');
+      const ids = (page: unknown) => (page as { items: { id: string }[] }).items.map(({ id }) => id);
+      expect(ids(theirList.body)).toEqual([(theirs.body as { id: string }).id]);
+      expect(ids(myList.body)).not.toContain((theirs.body as { id: string }).id);
+    } finally {
+      await other.close();
+      await otherUsers.close();
+    }
+  });
+});
+
 describe('request collapsing', () => {
   it('makes one upstream request for 10 concurrent misses of one key, and answers all from it', async () => {
     const user = await createUser();

@@ -6,7 +6,7 @@
  * routing, MySQL).
  */
 import fc from 'fast-check';
-import { requestTarget, type ApiTarget } from '@app/shared/request-target';
+import { requestTarget, type ApiTarget } from '@app/shared/platform/request-target';
 import { v7 as uuidv7 } from 'uuid';
 import { rawRequest } from '../support/raw-http.js';
 import { startGateway, startProductsService, type RunningGateway, type RunningService } from '../support/stack.js';

@@ -13,8 +13,9 @@
  * The servers must still answer afterwards. The counts are printed at the end of the run.
  */
 import fc from 'fast-check';
-import type { Parameter, PathItem } from '@app/shared/openapi';
-import { encodeCursor } from '@app/shared/resource';
+import type { oas31 } from 'zod-openapi';
+import type { PathItem } from '../support/contract.js';
+import { encodeCursor } from '@app/shared/resource/rules';
 import { v7 as uuidv7 } from 'uuid';
 import { apiContract, assertConforms, type Contract } from '../support/contract.js';
 import { portOf, rawExchange, rawRequest, type RawResponse } from '../support/raw-socket.js';
@@ -127,7 +128,7 @@ function requestArbitrary(resource: Resource, template: string, item: PathItem):
   for (const method of ['get', 'head', 'post', 'put', 'patch', 'delete', 'options'] as const) {
     const operation = item[method];
     const queryParameters = [...(item.parameters ?? []), ...(operation?.parameters ?? [])]
-      .map((parameter) => contract.resolve<Parameter>(parameter))
+      .map((parameter) => contract.resolve<oas31.ParameterObject>(parameter))
       .filter((parameter) => parameter.in === 'query');
     const query = fc
       .tuple(

@@ -5,10 +5,10 @@
  * lock the test takes.
  */
 import { randomUUID } from 'node:crypto';
-import { Lifecycle } from '@app/shared/http';
-import { MySqlIdempotencyStore } from '@app/shared/mysql-idempotency';
-import { Database } from '@app/shared/mysql';
-import { listen, type RunningServer } from '@app/shared/server';
+import { Lifecycle } from '@app/shared/platform/http';
+import { MySqlIdempotencyStore } from '@app/shared/resource/idempotency-store';
+import { Database } from '@app/shared/platform/mysql';
+import { listen, type RunningServer } from '@app/shared/platform/server';
 import mysql from 'mysql2/promise';
 import { createApp as createProductsApp } from '../../products-service/src/app.js';
 import { testToken } from '../support/auth.js';

@@ -3,7 +3,7 @@
  * ids in creation order, unique skus and emails, exact prices, every one reachable by id, by filter
  * and by walking the pages.
  */
-import { UUID_V7 } from '@app/shared/resource';
+import { UUID_V7 } from '@app/shared/platform/request-target';
 import { seed } from '../../scripts/seed.js';
 import { client, type Client } from '../support/http.js';
 import { startProductsService, startUsersService, type RunningService } from '../support/stack.js';

@@ -4,7 +4,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { problemTypes, type ProblemKind } from '@app/shared/problem';
+import { problemTypes, type ProblemKind } from '@app/shared/platform/problem';
 import { apiContract, ContractViolation, type Exchange } from '../support/contract.js';
 import { startContractProxy } from '../support/contract-proxy.js';
 import { client } from '../support/http.js';

@@ -3,17 +3,22 @@
  * with the zod schemas the services validate with.
  */
 import { readFileSync } from 'node:fs';
-import { mergeParts, ref, serializeDocument, type ApiPart, type Header, type OpenApiDocument, type Operation, type Parameter, type Response, type Schema } from '@app/shared/openapi';
-import { problemTypes } from '@app/shared/problem';
-import { representation, type ResourceDefinition } from '@app/shared/resource';
+import { serializeDocument } from '@app/shared/api-description/openapi';
+import { problemTypes } from '@app/shared/platform/problem';
+import { representation, type ResourceDefinition } from '@app/shared/resource/rules';
 import { serviceDocument } from '@app/shared/service';
-import { proxiedPart } from '../../gateway/src/openapi.js';
+import type { oas31 } from 'zod-openapi';
+import { gatewayDocument, proxiedPaths } from '../../gateway/src/openapi.js';
 import { productsResource } from '../../products-service/src/domain/products.js';
 import { productsService } from '../../products-service/src/app.js';
 import { apiDocument, OPENAPI_FILE } from '../../scripts/openapi.js';
 import { usersResource } from '../../users-service/src/domain/users.js';
 import { usersService } from '../../users-service/src/app.js';
-import { Contract } from '../support/contract.js';
+import { Contract, type OpenApiDocument, type Operation } from '../support/contract.js';
+
+const ref = (kind: string, name: string) => ({ $ref: `#/components/${kind}/${name}` });
+const deadlines = { upstreamMs: 10_000, requestBodyMs: 30_000 };
+const users = { name: 'users', url: 'http://users', prefix: '/api/users' };
 
 const committed = readFileSync(OPENAPI_FILE, 'utf8');
 const document = JSON.parse(committed) as OpenApiDocument;
@@ -34,7 +39,7 @@ test('openapi.json is what the code generates (else: npm run openapi)', () => {
 describe('the document', () => {
   it('lists every problem type, in the schema and the description', () => {
     const uris = Object.keys(problemTypes).map((kind) => `https://problems.example/${kind}`);
-    expect(document.components.schemas.ProblemType!.enum).toEqual(uris);
+    expect((document.components.schemas?.ProblemType as oas31.SchemaObject).enum).toEqual(uris);
     for (const uri of uris) expect(document.info.description).toContain(uri);
   });
 
@@ -43,18 +48,18 @@ describe('the document', () => {
     const check = (where: string, schema: unknown, example: unknown) => {
       if (example === undefined) return;
       checked.push(where);
-      expect({ where, errors: contract.schemaErrors(schema as Schema, example) }).toEqual({ where, errors: [] });
+      expect({ where, errors: contract.schemaErrors(schema as oas31.SchemaObject, example) }).toEqual({ where, errors: [] });
     };
     for (const { path, method, operation } of operations) {
       const at = `${method.toUpperCase()} ${path}`;
-      for (const parameter of [...(document.paths[path]!.parameters ?? []), ...(operation.parameters ?? [])].map((p) => contract.resolve<Parameter>(p))) {
+      for (const parameter of [...(document.paths[path]!.parameters ?? []), ...(operation.parameters ?? [])].map((p) => contract.resolve<oas31.ParameterObject>(p))) {
         check(`${at} parameter ${parameter.name}`, parameter.schema, parameter.example);
       }
       for (const [type, media] of Object.entries(operation.requestBody?.content ?? {})) check(`${at} request ${type}`, media.schema, media.example);
-      for (const [status, response] of Object.entries(operation.responses)) {
+      for (const [status, response] of Object.entries(operation.responses) as [string, oas31.ResponseObject][]) {
         for (const [type, media] of Object.entries(response.content ?? {})) check(`${at} ${status} ${type}`, media.schema, media.example);
         for (const [name, header] of Object.entries(response.headers ?? {})) {
-          const { schema, example } = contract.resolve<Header>(header);
+          const { schema, example } = contract.resolve<oas31.HeaderObject>(header);
           check(`${at} ${status} header ${name}`, schema, example);
         }
       }
@@ -90,22 +95,25 @@ describe('each service’s own description', () => {
     ['products-service', productsService, '/api/products'],
   ])('%s describes its routes, probes and document, without what only the gateway adds', (_name, service, prefix) => {
     const own = serviceDocument(service);
-    expect(Object.keys(own.paths)).toEqual(['/healthz', '/readyz', '/openapi.json', prefix, `${prefix}/{id}`]);
+    expect(Object.keys(own.paths ?? {})).toEqual(['/healthz', '/readyz', '/openapi.json', prefix, `${prefix}/{id}`]);
     const text = JSON.stringify(own);
     for (const gatewayOnly of ['X-Cache', '"502"', '"504"', '/docs']) expect(text).not.toContain(gatewayOnly);
+    // Every component it references, it defines; every component it defines, it references.
+    const referenced = new Set([...text.matchAll(/"\$ref":"#\/components\/(\w+)\/(\w+)"/g)].map(([, kind, name]) => `${kind}.${name}`));
+    const defined = Object.entries(own.components ?? {}).flatMap(([kind, entries]) => Object.keys(entries as object).map((name) => `${kind}.${name}`));
+    expect(new Set(defined)).toEqual(referenced);
   });
 
   it('is merged by the gateway with only the paths that upstream serves', () => {
     const own = JSON.parse(JSON.stringify(serviceDocument(usersService))) as OpenApiDocument;
     own.paths['/api/orders'] = own.paths['/api/users']!;
-    const part = proxiedPart({ name: 'users', url: 'http://users', prefix: '/api/users' }, own);
-    expect(Object.keys(part.paths)).toEqual(['/api/users', '/api/users/{id}']);
+    expect(Object.keys(proxiedPaths(users, own, deadlines))).toEqual(['/api/users', '/api/users/{id}']);
   });
 
   it('cannot be merged with a part that defines a shared component differently', () => {
-    const own = serviceDocument(usersService);
-    const other: ApiPart = { tags: [], paths: {}, components: { ...own.components, schemas: { ...own.components.schemas, Problem: { type: 'object' } } } };
-    expect(() => mergeParts([own, other])).toThrow('Two different definitions of components.schemas.Problem');
+    const own = serviceDocument(usersService) as OpenApiDocument;
+    const other = { ...own, components: { ...own.components, schemas: { ...own.components.schemas, User: { type: 'object' } } } } as OpenApiDocument;
+    expect(() => gatewayDocument([{ upstream: users, document: own }, { upstream: { ...users, name: 'other' }, document: other }], deadlines)).toThrow('Two different definitions of components.schemas.User');
   });
 });
 
@@ -185,6 +193,6 @@ describe('request schemas agree with the zod schemas', () => {
 
 test('a response the document describes for HEAD has no body', () => {
   for (const { method, operation } of operations) {
-    if (method === 'head') for (const response of Object.values(operation.responses) as Response[]) expect(response.content).toBeUndefined();
+    if (method === 'head') for (const response of Object.values(operation.responses) as oas31.ResponseObject[]) expect(response.content).toBeUndefined();
   }
 });

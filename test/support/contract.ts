@@ -1,7 +1,15 @@
 /**
  * Checks HTTP exchanges against the API description (openapi.json): is the status documented for
  * that path and method, are the documented headers there and well-formed, does the body have a
- * documented media type and match its schema. JSON Schema 2020-12 (OpenAPI 3.1's dialect) by Ajv.
+ * documented media type and match its schema. JSON Schema 2020-12 (OpenAPI 3.1's dialect) by Ajv's
+ * 2020 validator, compiled against the document itself; the types are zod-openapi's OpenAPI 3.1 types.
+ *
+ * Why not a response validator library: openapi-response-validator reads OpenAPI 3.0 only;
+ * openapi-backend's validateResponse checks only `application/json` bodies (not problem+json), with
+ * a draft-07 Ajv, and its header check makes every described header required or none;
+ * express-openapi-validator checks the responses of an express app it is mounted in, not exchanges
+ * seen by a client or a proxy; @seriousme/openapi-schema-validator checks documents, not responses.
+ * What is left here is the lookup of the described response and its headers around Ajv.
  *
  * What OpenAPI cannot state, the API conventions do, and this checks them too: a path that is not
  * described is a 404 problem; a method a described path does not have is a 405 problem whose
@@ -10,7 +18,18 @@
 import { readFileSync } from 'node:fs';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
-import type { Header, MediaType, OpenApiDocument, Operation, Parameter, PathItem, Reference, Response, Schema } from '@app/shared/openapi';
+import type { oas31 } from 'zod-openapi';
+
+type Schema = oas31.SchemaObject;
+type Reference = oas31.ReferenceObject;
+type Header = oas31.HeaderObject;
+type MediaType = oas31.MediaTypeObject;
+type Parameter = oas31.ParameterObject;
+type Response = oas31.ResponseObject;
+/** The library's types, with what every operation of this document has (responses; bodies inline). */
+export type Operation = oas31.OperationObject & { responses: Record<string, Response | Reference>; requestBody?: oas31.RequestBodyObject };
+export type PathItem = Omit<oas31.PathItemObject, (typeof METHODS)[number]> & { [M in (typeof METHODS)[number]]?: Operation };
+export type OpenApiDocument = oas31.OpenAPIObject & { paths: Record<string, PathItem>; components: oas31.ComponentsObject };
 
 export const OPENAPI_FILE = new URL('../../openapi.json', import.meta.url);
 const DOCUMENT_ID = 'https://contract.test/openapi.json';
@@ -32,8 +51,8 @@ const mediaTypeOf = (contentType: string | null) => contentType?.split(';', 1)[0
 const isJson = (mediaType: string) => mediaType === 'application/json' || mediaType.endsWith('+json');
 
 /** A header or query value as its schema's type reads it. */
-function coerce(value: string, schema: Schema): unknown {
-  if ((schema.type === 'integer' || schema.type === 'number') && /^-?\d+(\.\d+)?$/.test(value)) return Number(value);
+function coerce(value: string, schema: Schema | Reference = {}): unknown {
+  if ('type' in schema && (schema.type === 'integer' || schema.type === 'number') && /^-?\d+(\.\d+)?$/.test(value)) return Number(value);
   return value;
 }
 
@@ -67,7 +86,7 @@ export class Contract {
   }
 
   /** Schema errors of `value`, as readable lines. */
-  schemaErrors(schema: Schema | Reference, value: unknown): string[] {
+  schemaErrors(schema: Schema | Reference = {}, value: unknown): string[] {
     let validate = this.#validators.get(schema);
     if (!validate) {
       // Compiled where the document's own `#/components/...` references resolve.

@@ -80,5 +80,7 @@ export default async function globalSetup(): Promise<void> {
   const servers = await resolveTestServers();
   process.env.TEST_MYSQL_URL = servers.mysqlUrl;
   process.env.TEST_REDIS_URL = servers.redisUrl;
+  // This run's gateways keep their Redis keys apart from any other run's on the same Redis.
+  process.env.TEST_REDIS_KEY_PREFIX = `test-${process.pid}-${Date.now().toString(36)}:`;
   (globalThis as { testServers?: TestServers }).testServers = servers;
 }

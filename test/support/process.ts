@@ -17,7 +17,8 @@ export interface RunningProcess {
 export function run(command: string, args: string[], env: Record<string, string>): RunningProcess {
   const child = spawn(command, args, {
     cwd: ROOT,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'info', ...env },
+    // A gateway keeps its Redis keys under this test run's prefix, as the in-process ones do.
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'info', REDIS_KEY_PREFIX: process.env.TEST_REDIS_KEY_PREFIX ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const lines: Record<string, unknown>[] = [];

@@ -6,7 +6,10 @@
  * maps JSON Schema 2020-12 with OpenAPI's `readOnly` to fast-check, hence this small one.
  */
 import fc from 'fast-check';
-import type { Reference, Schema } from '@app/shared/openapi';
+import type { oas31 } from 'zod-openapi';
+
+type Schema = oas31.SchemaObject;
+type Reference = oas31.ReferenceObject;
 import type { Contract } from './contract.js';
 
 type Node = Schema & {
@@ -29,13 +32,13 @@ type Node = Schema & {
 const codePoints = (value: string) => [...value].length;
 
 /** Values that `schema` accepts (most of the time: patterns are generated, then held to the lengths). */
-export function validValue(contract: Contract, schema: Schema | Reference): fc.Arbitrary<unknown> {
+export function validValue(contract: Contract, schema: Schema | Reference = {}): fc.Arbitrary<unknown> {
   const node = contract.resolve<Node>(schema as Node);
   const alternatives = node.anyOf ?? node.oneOf;
   if (alternatives) return fc.oneof(...alternatives.map((alternative) => validValue(contract, alternative)));
   if ('const' in node) return fc.constant(node.const);
   if (node.enum) return fc.constantFrom(...node.enum);
-  if (Array.isArray(node.type)) return fc.oneof(...node.type.map((type) => validValue(contract, { ...node, type })));
+  if (Array.isArray(node.type)) return fc.oneof(...node.type.map((type) => validValue(contract, { ...node, type } as Node)));
   switch (node.type) {
     case 'object': {
       const writable = Object.entries(node.properties ?? {}).filter(([, property]) => !contract.resolve<Node>(property).readOnly);

@@ -1,10 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import mysql from 'mysql2/promise';
-import { Lifecycle } from '@app/shared/http';
-import { createLogger, type Logger } from '@app/shared/logger';
-import { Database, type DatabaseLimits } from '@app/shared/mysql';
-import { createCacheClient, createSubscriberClient } from '@app/shared/redis';
-import { listen, type RunningServer } from '@app/shared/server';
+import { Lifecycle } from '@app/shared/platform/http';
+import { createLogger, type Logger } from '@app/shared/platform/logger';
+import { Database, type DatabaseLimits } from '@app/shared/platform/mysql';
+import { listen, type RunningServer } from '@app/shared/platform/server';
 import { migrateSchema, type ServiceDefinition, type ServiceDependencies } from '@app/shared/service';
 import type { RequestListener } from 'node:http';
 import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/src/app.js';
@@ -14,6 +13,7 @@ import type { ConcurrencyLimitSettings } from '../../gateway/src/concurrency-lim
 import type { ResolveEndpoints } from '../../gateway/src/upstream-agent.js';
 import type { GuardSettings } from '../../gateway/src/guard.js';
 import { RateLimits, type RateLimitSettings } from '../../gateway/src/rate-limit.js';
+import { createCacheClient, createSubscriberClient } from '../../gateway/src/redis.js';
 import { createApp as createProductsApp, productsService } from '../../products-service/src/app.js';
 import { createApp as createUsersApp, usersService } from '../../users-service/src/app.js';
 import { testVerifier } from './auth.js';
@@ -105,6 +105,8 @@ export interface GatewayCacheOptions {
   memoryBytes?: number;
   /** Where the tier's tracked and subscriber connections go (default: redisUrl), to cut them apart. */
   memoryRedisUrls?: { tracked: string; subscriber: string };
+  /** REDIS_KEY_PREFIX (default: this test run's, so that runs sharing a Redis never meet). */
+  keyPrefix?: string;
 }
 
 export interface GatewayGuardOptions {
@@ -139,15 +141,16 @@ export async function startGateway(options: {
   const logger = options.logger ?? testLogger;
   const upstreams = upstreamsFrom({ USERS_SERVICE_URL: options.usersUrl, PRODUCTS_SERVICE_URL: options.productsUrl });
   const redisUrl = options.cache?.redisUrl ?? process.env.TEST_REDIS_URL!;
-  const redis = options.cache && createCacheClient(redisUrl, logger, { commandTimeoutMs: options.cache.commandTimeoutMs });
+  const keyPrefix = options.cache?.keyPrefix ?? process.env.TEST_REDIS_KEY_PREFIX;
+  const redis = options.cache && createCacheClient(redisUrl, logger, { commandTimeoutMs: options.cache.commandTimeoutMs, keyPrefix });
   if (redis) await new Promise((resolve) => redis.once('ready', resolve));
   const memoryBytes = options.cache?.memoryBytes ?? 16 * 1024 * 1024;
   const memoryUrls = options.cache?.memoryRedisUrls;
   const memory =
     redis && memoryBytes > 0
       ? memoryUrls
-        ? new MemoryTier(createCacheClient(memoryUrls.tracked, logger, { protocol: 2 }), createSubscriberClient(memoryUrls.subscriber), memoryBytes, logger)
-        : createMemoryTier(redisUrl, memoryBytes, logger, { commandTimeoutMs: options.cache?.commandTimeoutMs })
+        ? new MemoryTier(createCacheClient(memoryUrls.tracked, logger, { protocol: 2, keyPrefix }), createSubscriberClient(memoryUrls.subscriber), memoryBytes, logger)
+        : createMemoryTier(redisUrl, memoryBytes, logger, { commandTimeoutMs: options.cache?.commandTimeoutMs, keyPrefix })
       : undefined;
   if (memory) await untilTracking(memory);
   const cache =

@@ -1,4 +1,4 @@
-import { MySqlStore } from '@app/shared/mysql-store';
+import { MySqlStore } from '@app/shared/resource/store';
 import { createServiceApp, type ServiceDefinition, type ServiceDependencies } from '@app/shared/service';
 import { defaults } from './config.js';
 import { usersTable } from './data/users-table.js';

@@ -1,4 +1,4 @@
-import type { RequestTarget } from '@app/shared/request-target';
+import type { RequestTarget } from '@app/shared/platform/request-target';
 import type { CacheScopes } from '../cache/scope.js';
 
 /**

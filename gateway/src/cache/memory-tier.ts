@@ -1,7 +1,7 @@
-import type { Logger } from '@app/shared/logger';
-import { createCacheClient, createSubscriberClient, type Redis } from '@app/shared/redis';
+import type { Logger } from '@app/shared/platform/logger';
 import { LRUCache } from 'lru-cache';
-import type { CachedResponse } from './entry.js';
+import { createCacheClient, createSubscriberClient, type Redis } from '../redis.js';
+import { headerList, type CachedResponse } from './entry.js';
 import { generationKeyOfHold, type ReadScope, type WriteScope } from './scope.js';
 
 /** The channel Redis publishes invalidations on for a client tracking keys in RESP2 redirect mode. */
@@ -118,7 +118,8 @@ export class MemoryTier {
       // Checked again now: an invalidation may have come in since the generation was read.
       if (this.#tracking && this.#generations.get(scope.generationKey) === entry.generation) {
         // A copy: the body may be a slice of a much larger socket buffer, which it would keep alive.
-        this.#entries.set(scope.entryKey, { ...entry, body: Buffer.from(entry.body) });
+        // The header list is made once here rather than on every hit.
+        this.#entries.set(scope.entryKey, { ...entry, body: Buffer.from(entry.body), headerList: headerList(entry.headers) });
       }
     };
     if (this.#generations.get(scope.generationKey) === entry.generation) install();
@@ -182,16 +183,23 @@ export class MemoryTier {
     this.#forgetScope(generationKeyOfHold(key) ?? key);
   }
 
+  /** Redis names keys with the client's REDIS_KEY_PREFIX in front; the tier knows them without it. */
+  #unprefixed(key: Buffer): string {
+    const name = key.toString();
+    const prefix = this.tracked.options.keyPrefix ?? '';
+    return name.startsWith(prefix) ? name.slice(prefix.length) : name;
+  }
+
   #invalidated(keys: Buffer[] | null): void {
     if (keys === null) {
       // FLUSHALL / FLUSHDB: every key may have changed.
       this.#dropAll();
       this.#session += 1;
     } else {
-      for (const key of keys) this.#forgetKey(key.toString());
+      for (const key of keys) this.#forgetKey(this.#unprefixed(key));
     }
     if (this.#invalidationListeners.length > 0) {
-      const names = keys?.map((key) => key.toString()) ?? [];
+      const names = keys?.map((key) => this.#unprefixed(key)) ?? [];
       for (const listener of this.#invalidationListeners) listener(names);
     }
   }
@@ -268,6 +276,6 @@ function entrySize(entry: CachedResponse): number {
 }
 
 /** The tier's two Redis connections (a cache client, which fails fast, and a subscriber), from `url`. */
-export function createMemoryTier(url: string, maxBytes: number, logger: Logger, options: { commandTimeoutMs?: number } = {}): MemoryTier {
+export function createMemoryTier(url: string, maxBytes: number, logger: Logger, options: { commandTimeoutMs?: number; keyPrefix?: string } = {}): MemoryTier {
   return new MemoryTier(createCacheClient(url, logger, { ...options, protocol: 2 }), createSubscriberClient(url), maxBytes, logger);
 }

@@ -1,5 +1,5 @@
-import type { Logger } from '@app/shared/logger';
-import type { Redis } from '@app/shared/redis';
+import type { Logger } from '@app/shared/platform/logger';
+import type { Redis } from '../redis.js';
 
 export interface RedisBreakerSettings {
   /** A command with no reply after this long (and after the event loop has read what came in) fails. */

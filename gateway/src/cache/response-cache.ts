@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { Logger } from '@app/shared/logger';
-import type { Redis } from '@app/shared/redis';
+import type { Logger } from '@app/shared/platform/logger';
+import type { Redis } from '../redis.js';
 import { decode, encode, type CachedResponse } from './entry.js';
 import type { MemoryTier } from './memory-tier.js';
 import { defaultBreakerSettings, RedisHealth, type RedisBreakerSettings } from './redis-health.js';

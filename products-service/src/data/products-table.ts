@@ -1,4 +1,4 @@
-import type { TableMapping } from '@app/shared/mysql-store';
+import type { TableMapping } from '@app/shared/resource/store';
 import type { ProductFields, ProductFilter } from '../domain/products.js';
 
 export const productsTable: TableMapping<ProductFields, ProductFilter> = {

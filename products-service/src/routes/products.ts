@@ -1,6 +1,5 @@
-import type { IdempotencyStore } from '@app/shared/idempotency';
-import { resourceApi } from '@app/shared/resource-openapi';
-import { resourceRoutes } from '@app/shared/resource-routes';
+import type { IdempotencyStore } from '@app/shared/resource/idempotency';
+import { resourceEndpoints, resourceRoutes } from '@app/shared/resource/routes';
 import { productsResource, type ProductsService } from '../domain/products.js';
 
 const path = '/api/products';
@@ -8,5 +7,5 @@ const path = '/api/products';
 /** `/api/products` (list, create) and `/api/products/{id}` (read, replace, patch, delete). */
 export const productsRoutes = (products: ProductsService, idempotency: IdempotencyStore) => resourceRoutes(path, products, idempotency);
 
-/** The description of what `productsRoutes` serves. */
-export const productsApi = resourceApi(path, productsResource);
+/** The same declaration, for the description. */
+export const productsApi = resourceEndpoints(path, productsResource);

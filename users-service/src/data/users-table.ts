@@ -1,4 +1,4 @@
-import type { TableMapping } from '@app/shared/mysql-store';
+import type { TableMapping } from '@app/shared/resource/store';
 import type { UserFields, UserFilter } from '../domain/users.js';
 
 export const usersTable: TableMapping<UserFields, UserFilter> = {

@@ -1,5 +1,5 @@
-import { ResourceService, type ResourceDefinition, type ResourceStore } from '@app/shared/resource';
-import { text } from '@app/shared/validation';
+import { ResourceService, type ResourceDefinition, type ResourceStore } from '@app/shared/resource/rules';
+import { text } from '@app/shared/platform/validation';
 import { z } from 'zod';
 
 /**

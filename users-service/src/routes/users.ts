@@ -1,6 +1,5 @@
-import type { IdempotencyStore } from '@app/shared/idempotency';
-import { resourceApi } from '@app/shared/resource-openapi';
-import { resourceRoutes } from '@app/shared/resource-routes';
+import type { IdempotencyStore } from '@app/shared/resource/idempotency';
+import { resourceEndpoints, resourceRoutes } from '@app/shared/resource/routes';
 import { usersResource, type UsersService } from '../domain/users.js';
 
 const path = '/api/users';
@@ -8,5 +7,5 @@ const path = '/api/users';
 /** `/api/users` (list, create) and `/api/users/{id}` (read, replace, patch, delete). */
 export const usersRoutes = (users: UsersService, idempotency: IdempotencyStore) => resourceRoutes(path, users, idempotency);
 
-/** The description of what `usersRoutes` serves. */
-export const usersApi = resourceApi(path, usersResource);
+/** The same declaration, for the description. */
+export const usersApi = resourceEndpoints(path, usersResource);

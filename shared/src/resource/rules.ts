@@ -1,7 +1,8 @@
 import { v7 as uuidv7 } from 'uuid';
 import { z } from 'zod';
-import { HttpProblem, problems } from './problem.js';
-import { mergePatch, parseOrThrow } from './validation.js';
+import { HttpProblem, problems } from '../platform/problem.js';
+import { UUID_V7 } from '../platform/request-target.js';
+import { mergePatch, parseOrThrow } from '../platform/validation.js';
 
 /**
  * The rules every resource of this API shares: ids, versions and ETags, full replacement, merge
@@ -35,7 +36,6 @@ export interface ResourceStore<F, Filter> {
   delete(id: string, expectedVersion?: number): Promise<boolean>;
 }
 
-export const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const READ_ONLY_FIELDS = ['id', 'createdAt', 'updatedAt'];
 const MAX_UPDATE_ATTEMPTS = 5;
 
@@ -136,14 +136,21 @@ export const limit = z
   .regex(/^\d{1,3}$/, 'must be a whole number from 1 to 200')
   .transform(Number)
   .pipe(z.int().min(1, 'must be a whole number from 1 to 200').max(200, 'must be a whole number from 1 to 200'))
-  .meta({ description: `The page size, from 1 to 200; ${DEFAULT_LIMIT} when absent.` });
+  .meta({
+    description: `The page size, from 1 to 200; ${DEFAULT_LIMIT} when absent.`,
+    // Described as what it parses to, so a generated client sends a number.
+    override: ({ jsonSchema }) => {
+      Object.assign(jsonSchema, { type: 'integer', minimum: 1, maximum: 200 });
+      delete jsonSchema.pattern;
+    },
+  });
 
 /** What a resource is, apart from where it is stored: the API description is generated from it too. */
 export interface ResourceDefinition<F extends Record<string, unknown>> {
   /** Singular, lower case: `user`. */
   name: string;
   /** The writable fields: request bodies are validated with it, responses are shaped by its output. */
-  fields: z.ZodType<F>;
+  fields: z.ZodType<F> & Pick<z.ZodObject, 'shape'>;
   /** The list filters, one optional query parameter each. */
   filter: z.ZodRawShape;
   /** A valid request body: the API description's examples start from it. */
@@ -156,7 +163,6 @@ export function listQuerySchema(filter: z.ZodRawShape) {
 }
 
 export class ResourceService<F extends Record<string, unknown>, Filter> {
-  readonly #listQuery: z.ZodType<{ limit?: number; cursor?: string } & Filter>;
   readonly name: string;
   readonly fieldsSchema: z.ZodType<F>;
 
@@ -166,11 +172,11 @@ export class ResourceService<F extends Record<string, unknown>, Filter> {
   ) {
     this.name = definition.name;
     this.fieldsSchema = definition.fields;
-    this.#listQuery = listQuerySchema(definition.filter) as never;
   }
 
-  async list(query: unknown): Promise<Page<F>> {
-    const { limit: size = DEFAULT_LIMIT, cursor: afterId, ...filter } = parseOrThrow(this.#listQuery, query);
+  /** A page, for a query that `listQuerySchema` parsed (the route declares it, so the router validates it). */
+  async list(query: { limit?: number; cursor?: string } & Filter): Promise<Page<F>> {
+    const { limit: size = DEFAULT_LIMIT, cursor: afterId, ...filter } = query;
     const rows = await this.store.list({ afterId, limit: size + 1, filter: filter as Filter });
     const items = rows.slice(0, size);
     const last = items.at(-1);

@@ -1,7 +1,7 @@
 import type { RowDataPacket } from 'mysql2';
-import { isDuplicateKey, type Database, type SqlValue } from './mysql.js';
-import { problems } from './problem.js';
-import type { ResourceStore, Stored } from './resource.js';
+import { isDuplicateKey, type Database, type SqlValue } from '../platform/mysql.js';
+import { problems } from '../platform/problem.js';
+import type { ResourceStore, Stored } from './rules.js';
 
 /**
  * How a resource's table looks. Every table has `id BINARY(16)` (UUIDv7, so id order is creation

@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import type { Logger } from './logger.js';
+import type { Logger } from '@app/shared/platform/logger';
 
 export type { Redis };
 
@@ -9,11 +9,14 @@ export type { Redis };
  * reply fails after `commandTimeoutMs` (10 s by default) at the latest: a hard stop, so a hung Redis
  * never holds commands for ever. A caller that must tell a slow reply from a late read of a busy
  * event loop judges that itself (the gateway's RedisHealth), within this stop: a plain timer here
- * fires late when the event loop is busy. Callers treat failures as misses.
+ * fires late when the event loop is busy. Callers treat failures as misses. `keyPrefix` goes in front
+ * of every key, as REDIS_KEY_PREFIX says.
  */
-export function createCacheClient(url: string, logger: Logger, options: { commandTimeoutMs?: number; protocol?: 2 | 3 } = {}): Redis {
+export function createCacheClient(url: string, logger: Logger, options: { commandTimeoutMs?: number; protocol?: 2 | 3; keyPrefix?: string } = {}): Redis {
   const client = new Redis(url, {
     ...(options.protocol ? { protocol: options.protocol } : {}),
+    // ioredis puts it in front of every key a command names (EVAL's KEYS included).
+    keyPrefix: options.keyPrefix ?? '',
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     commandTimeout: options.commandTimeoutMs ?? 10_000,

@@ -1,5 +1,3 @@
-import { UUID_V7 } from './resource.js';
-
 /**
  * One meaning for every request target, decided once: the gateway routes, caches, invalidates and
  * labels metrics on what this returns, and the services refuse what it refuses, so no request is a
@@ -20,6 +18,9 @@ import { UUID_V7 } from './resource.js';
  * case, encoding), which is exactly what must not happen silently here. It is one linear pass with
  * no regular expression that can backtrack: it runs on every request.
  */
+
+/** The API's ids: UUIDv7, lower case. */
+export const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 /** What an API request touches: a resource's list, or one item of it. */
 export interface ApiTarget {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Request, RequestHandler, Response } from 'express';
 import stringify from 'safe-stable-stringify';
-import { HttpProblem, problems } from './problem.js';
+import { HttpProblem, problems } from '../platform/problem.js';
 
 /**
  * `Idempotency-Key` (IETF draft-ietf-httpapi-idempotency-key-header) on POST and PATCH. The first

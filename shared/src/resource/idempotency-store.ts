@@ -8,7 +8,7 @@ import {
   type IdempotentRequest,
   type StoredResponse,
 } from './idempotency.js';
-import { isDuplicateKey, type Database } from './mysql.js';
+import { isDuplicateKey, type Database } from '../platform/mysql.js';
 
 const CLAIM_ATTEMPTS = 3;
 const PURGE_BATCH = 1_000;

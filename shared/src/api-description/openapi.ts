@@ -1,0 +1,236 @@
+import express, { type RequestHandler, type Router } from 'express';
+import { z } from 'zod';
+import { createDocument, type oas31, type ZodOpenApiOperationObject, type ZodOpenApiPathItemObject, type ZodOpenApiPathsObject, type ZodOpenApiResponseObject } from 'zod-openapi';
+import { allowOnly, answeredMethods, jsonBody, REQUEST_ID } from '../platform/http.js';
+import { HttpProblem, PROBLEM_BASE, problemTypes, RETRY_AFTER_SECONDS, type ProblemKind } from '../platform/problem.js';
+import { parseOrThrow } from '../platform/validation.js';
+
+/**
+ * The API description (OpenAPI 3.1, rendered by zod-openapi): each endpoint is declared once, as an
+ * `Endpoint` — its operations with their zod schemas, responses and handlers — and `mount` routes it
+ * (query validated by the declared schema) while `describe` documents it; HEAD and OPTIONS come
+ * with them. Field rules are never written here: they are the zod schemas that validate requests.
+ */
+
+export type OpenApiDocument = oas31.OpenAPIObject;
+export const DOCUMENT_PATH = '/openapi.json';
+
+const problemKinds = Object.keys(problemTypes) as ProblemKind[];
+const kindsWith = (status: number) => problemKinds.filter((kind) => problemTypes[kind].status === status);
+
+/** The problem types as a Markdown table. */
+export function problemTypesTable(): string {
+  const rows = problemKinds.map((kind) => `| \`${PROBLEM_BASE}${kind}\` | ${problemTypes[kind].status} | ${problemTypes[kind].title} |`);
+  return ['| `type` | Status | Title |', '|---|---|---|', ...rows].join('\n');
+}
+
+const problemType = z.enum(problemKinds.map((kind) => PROBLEM_BASE + kind)).meta({ id: 'ProblemType', description: `A stable identifier of the kind of problem:\n\n${problemTypesTable()}` });
+const fieldError = z
+  .strictObject({
+    path: z.string().meta({ description: 'The field, dot-separated for nested fields (`price.amount`); `body` for the body as a whole.' }),
+    message: z.string().meta({ description: 'What is wrong with it.' }),
+  })
+  .meta({ id: 'FieldError', description: 'One invalid field of a request.' });
+const problem = z
+  .strictObject({
+    type: problemType,
+    title: z.string().meta({ description: 'The title of the problem type.' }),
+    status: z.int().min(400).max(599).meta({ description: 'The HTTP status code.' }),
+    detail: z.string().meta({ description: 'What went wrong in this occurrence.' }),
+    instance: z.string().meta({ description: 'The path of the request.' }),
+    errors: z.array(fieldError).optional().meta({ description: 'Each invalid field (validation problems) or the field that is taken (conflicts).' }),
+  })
+  .meta({ id: 'Problem', description: 'An error (RFC 9457 problem details). Never a stack trace, SQL text or internal host name.' });
+const problemOf = new Map<number, z.ZodType>(
+  [...new Set(problemKinds.map((kind) => problemTypes[kind].status))].map((status) => {
+    const kinds = kindsWith(status);
+    const typed = z.intersection(problem, z.looseObject({ type: z.enum(kinds.map((kind) => PROBLEM_BASE + kind)), title: z.enum(kinds.map((kind) => problemTypes[kind].title)), status: z.literal(status) }));
+    return [status, typed.meta({ id: `Problem${status}`, description: `A problem with status ${status}: ${kinds.map((kind) => `\`${kind}\``).join(', ')}.` })];
+  }),
+);
+
+/** A response header's schema, description and example, for `components.headers`. */
+export const header = (schema: z.ZodType, description: string, example?: unknown) => schema.meta({ description, ...(example !== undefined && { header: { example } }) });
+const HEADERS = {
+  XRequestId: header(z.string().regex(REQUEST_ID), 'The request id: the one the request carried when it is 1 to 128 of `A-Za-z0-9._-`, a new one otherwise. On every response and every log line.'),
+  ETag: header(z.string().regex(/^"[!#-~]*"$/), 'The strong entity tag of the resource version: send it in `If-Match` (writes) or `If-None-Match` (reads).', '"1"'),
+  Location: header(z.string(), 'The path of the new resource.'),
+  CacheControlNoCache: header(z.literal('no-cache'), 'Caches must revalidate (with the ETag) before reusing the response.'),
+  CacheControlNoStore: header(z.literal('no-store'), 'Never cached.'),
+  AcceptEncoding: header(z.literal('identity').optional(), 'On a 415 caused by `Content-Encoding`: the content codings a request body may have (only `identity`: bodies are not compressed).'),
+  IdempotentReplayed: header(z.literal('true').optional(), '`true` on a response replayed for a retry with the same `Idempotency-Key`: the request did not run again.'),
+  RetryAfter: header(z.int().min(0), 'Seconds to wait before retrying.', RETRY_AFTER_SECONDS),
+};
+/** Response headers, by their names in `components.headers` (the shared ones, and those a document adds). */
+export const headers = (names: Record<string, string>): oas31.HeadersObject =>
+  Object.fromEntries(Object.entries({ 'X-Request-Id': 'XRequestId', ...names }).map(([name, id]) => [name, { $ref: `#/components/headers/${id}` }]));
+
+const parameter = (name: string, description: string, example: string, schema: z.ZodType = z.string()) =>
+  schema.optional().meta({ description, param: { in: 'header', name, example } });
+const PARAMETERS = {
+  RequestId: parameter('X-Request-Id', 'An id for this request, echoed on the response and logged by every process it passes (used when 1 to 128 of `A-Za-z0-9._-`; replaced otherwise).', 'checkout-42'),
+  IfMatch: parameter('If-Match', 'Proceed only if the resource still has one of these ETags (strong comparison: a `W/` tag never matches), or `*` (it exists); 412 otherwise, and nothing changes. A collection has no ETag: only `*` holds on it. A value that is neither `*` nor a list of entity tags is a 400.', '"1"'),
+  IdempotencyKey: parameter(
+    'Idempotency-Key',
+    'Makes a retry safe (IETF draft-ietf-httpapi-idempotency-key-header): 1 to 255 visible ASCII characters (400 otherwise), unique per request, e.g. a UUID. The first request with a key runs; a retry with the same key and the same request (method, path, body) gets the stored response — same status, body, `Location` and `ETag`, with `Idempotent-Replayed: true` — without running again, on any replica, for 24 hours. The same key with a different request is a 422; while the first is still in progress, a 409 (retry later). A request that fails changes nothing and does not use its key up. Keys are scoped to the resource collection and to the subject of the bearer token.',
+    '0193a5c2-7b1e-7c4d-9a61-2f0c1b9e8d40',
+    z.string().regex(/^[!-~]{1,255}$/),
+  ),
+  IfNoneMatch: parameter('If-None-Match', 'Answer 304 without a body when the resource still has one of these ETags (weak comparison), or for `*`. A malformed value is ignored.', '"1"'),
+  IfNoneMatchWrite: parameter('If-None-Match', 'Proceed only if the resource has none of these ETags (weak comparison); `*` proceeds only where nothing exists, so on an existing item, and on a collection, it is a 412 and nothing changes. A value that is neither `*` nor a list of entity tags is a 400.', '*'),
+};
+/** Request parameters, by their names in `components.parameters` (`describe` adds X-Request-Id to every operation). */
+export const parameters = (...names: (keyof typeof PARAMETERS)[]): oas31.ReferenceObject[] => names.map((name) => ({ $ref: `#/components/parameters/${name}` }));
+
+/** A problem+json response of `status` (Retry-After on 503, Accept-Encoding on 415), with a problem as its example. */
+export function problemResponse(status: number, example?: { problem: HttpProblem; at: string }, extraHeaders: Record<string, string> = {}): ZodOpenApiResponseObject {
+  const schema = problemOf.get(status);
+  if (!schema) throw new Error(`No problem type has status ${status}`);
+  return {
+    description: kindsWith(status).map((kind) => problemTypes[kind].title).join('; '),
+    headers: headers({ ...(status === 503 && { 'Retry-After': 'RetryAfter' }), ...(status === 415 && { 'Accept-Encoding': 'AcceptEncoding' }), ...extraHeaders }),
+    content: { 'application/problem+json': { schema, ...(example && { example: example.problem.toJSON(example.at) }) } },
+  };
+}
+
+export const json = (schema: z.ZodType | oas31.SchemaObject, example?: unknown) => ({ 'application/json': { schema, ...(example === undefined ? {} : { example }) } });
+
+export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+/**
+ * One operation: what the document says of it, and the handlers the router runs after what the
+ * declaration validates: the query (parsed into `res.locals.query`) and the body's media type.
+ */
+export interface Operation extends Omit<ZodOpenApiOperationObject, 'tags'> {
+  handlers?: RequestHandler[];
+}
+/** A path, declared once: its operations and the tag they are listed under. */
+export interface Endpoint {
+  path: string;
+  tag: oas31.TagObject;
+  parameters?: ZodOpenApiPathItemObject['parameters'];
+  operations: Partial<Record<Method, Operation>>;
+}
+
+/** Routes `endpoints` on `router`: each operation's handlers, and `allowOnly` for the other methods. */
+export function mount(router: Router, endpoints: readonly Endpoint[]): Router {
+  for (const { path, operations } of endpoints) {
+    const route = router.route(path.replace(/\{(\w+)\}/g, ':$1'));
+    for (const [method, { requestParams, requestBody, handlers = [] }] of Object.entries(operations)) {
+      const query = requestParams?.query;
+      const validated: RequestHandler[] = query ? [(req, res, next) => ((res.locals.query = parseOrThrow(query as z.ZodType, req.query)), next())] : [];
+      route[method.toLowerCase() as 'get'](...validated, ...(requestBody ? jsonBody(Object.keys(requestBody.content)) : []), ...handlers);
+    }
+    route.all(allowOnly(Object.keys(operations)));
+  }
+  return router;
+}
+
+/** An express router of `endpoints`, with exact paths only, as request-target.ts spells them. */
+export const routerOf = (endpoints: readonly Endpoint[]) => mount(express.Router({ strict: true, caseSensitive: true }), endpoints);
+
+/**
+ * The path items of `endpoints`: each operation with X-Request-Id, HEAD as GET without bodies, and
+ * OPTIONS as `allowOnly` answers it (its id from GET's: `getUser` → `optionsUser`).
+ */
+export function describe(endpoints: readonly Endpoint[]): ZodOpenApiPathsObject {
+  const paths: ZodOpenApiPathsObject = {};
+  for (const { path, tag, parameters: pathParameters, operations } of endpoints) {
+    const item: ZodOpenApiPathItemObject = pathParameters ? { parameters: pathParameters } : {};
+    const tagged = (operation: Operation) => ({ ...operation, tags: [tag.name], parameters: [...parameters('RequestId'), ...(operation.parameters ?? [])] });
+    for (const [method, operation] of Object.entries(operations)) {
+      const described = tagged(operation);
+      delete described.handlers;
+      item[method.toLowerCase() as 'get'] = described;
+    }
+    const { get } = item;
+    if (!get?.operationId) throw new Error(`${path} has no GET with an operationId`);
+    const responses = Object.fromEntries(Object.entries(get.responses).map(([status, { content: _body, ...response }]) => [status, response]));
+    item.head = { ...get, operationId: get.operationId.replace(/^./, (first) => `head${first.toUpperCase()}`), summary: `${get.summary} (headers only)`, description: 'As GET, without a body.', responses };
+    item.options = tagged({
+      operationId: get.operationId.replace(/^(get|list)/, 'options'),
+      summary: 'List the allowed methods',
+      description: 'Any other method is answered 405 with the same `Allow` header (without `OPTIONS`).',
+      responses: {
+        204: {
+          description: 'The allowed methods.',
+          headers: { ...headers({}), Allow: { description: 'The methods this path answers.', required: true, schema: { type: 'string', const: [...answeredMethods(Object.keys(operations)), 'OPTIONS'].join(', ') } } },
+        },
+        404: problemResponse(404),
+      },
+    });
+    paths[path] = item;
+  }
+  return paths;
+}
+
+const status = (value: string) => z.strictObject({ status: z.literal(value) });
+const noStore = headers({ 'Cache-Control': 'CacheControlNoStore' });
+const operationsTag = { name: 'operations', description: 'Probes for orchestrators: every process answers its own; the gateway does not proxy them.' };
+export const documentationTag = { name: 'documentation', description: 'This description, and a page that shows it.' };
+
+/** The probes every process answers itself (`healthRoutes` serves them). */
+export const probeEndpoints: Endpoint[] = [
+  {
+    path: '/healthz',
+    tag: operationsTag,
+    operations: {
+      GET: { operationId: 'getHealth', summary: 'Liveness', description: '200 while the process runs; no dependency is checked.', responses: { 200: { description: 'The process runs.', headers: noStore, content: json(status('ok'), { status: 'ok' }) } } },
+    },
+  },
+  {
+    path: '/readyz',
+    tag: operationsTag,
+    operations: {
+      GET: {
+        operationId: 'getReadiness',
+        summary: 'Readiness',
+        description: 'A service is ready when its database answers; no process is ready once its shutdown has begun.',
+        responses: {
+          200: { description: 'Ready to serve.', headers: noStore, content: json(status('ready'), { status: 'ready' }) },
+          503: problemResponse(503, { problem: new HttpProblem('service-unavailable', 'The process is shutting down'), at: '/readyz' }, { 'Cache-Control': 'CacheControlNoStore' }),
+        },
+      },
+    },
+  },
+];
+
+/** A description as a response body: only its outline, the linter checks the rest. */
+export const documentOutline = z.looseObject({ openapi: z.string().regex(/^3\.1\.\d+$/), info: z.looseObject({}), paths: z.looseObject({}), components: z.looseObject({}) }).meta({ description: 'An OpenAPI 3.1 document.' });
+
+/** `GET /openapi.json`: the process's description of itself, sent by `send`; `responses` adds failures. */
+export function documentEndpoint(description: string, send?: RequestHandler, responses: ZodOpenApiOperationObject['responses'] = {}): Endpoint {
+  return {
+    path: DOCUMENT_PATH,
+    tag: documentationTag,
+    operations: {
+      GET: {
+        operationId: 'getOpenApiDocument',
+        summary: 'The API description',
+        description,
+        responses: { 200: { description: 'The OpenAPI 3.1 document.', headers: headers({ 'Cache-Control': 'CacheControlNoCache' }), content: json(documentOutline) }, ...responses },
+        ...(send && { handlers: [send] }),
+      },
+    },
+  };
+}
+
+/**
+ * A whole document: `paths` (declared endpoints, or operations another process described) with the
+ * shared components and `schemas`. Its server is the origin that serves it.
+ */
+export function apiDocument(info: oas31.InfoObject, paths: ZodOpenApiPathsObject, tags: oas31.TagObject[], more: { schemas?: Record<string, z.ZodType | oas31.SchemaObject | oas31.ReferenceObject>; headers?: Record<string, z.ZodType>; securitySchemes?: Record<string, oas31.SecuritySchemeObject> } = {}): OpenApiDocument {
+  const unique = tags.filter((tag, i) => tags.findIndex(({ name }) => name === tag.name) === i);
+  // zod-openapi's types allow OpenAPI 3.2 too; the document is 3.1.
+  return createDocument({
+    openapi: '3.1.0',
+    info: { ...info, license: { name: 'MIT', identifier: 'MIT' } },
+    servers: [{ url: '/', description: 'The origin that serves this document' }],
+    security: [],
+    tags: unique,
+    paths,
+    components: { schemas: { ...more.schemas, Problem: problem }, headers: { ...HEADERS, ...more.headers }, parameters: PARAMETERS, ...(more.securitySchemes && { securitySchemes: more.securitySchemes }) },
+  }) as OpenApiDocument;
+}
+
+/** The file form: two-space indentation, keys in generation order (deterministic), a final newline. */
+export const serializeDocument = (document: OpenApiDocument) => `${JSON.stringify(document, null, 2)}\n`;

@@ -1,0 +1,211 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Request, RequestHandler, Response, Router } from 'express';
+import type { z } from 'zod';
+import { headers, json, parameters, problemResponse, routerOf, type Endpoint } from '../api-description/openapi.js';
+import { EXAMPLE_ID, resourceSchemas, validationExample } from '../api-description/resource-openapi.js';
+import { BODY_LIMIT, sendJson } from '../platform/http.js';
+import { idempotencyProblems, idempotent, type IdempotencyStore, type StoredResponse } from './idempotency.js';
+import { HttpProblem, problems } from '../platform/problem.js';
+import { conditionsOf, DEFAULT_LIMIT, etagOf, evaluatePreconditions, listQuerySchema, representation, type ResourceDefinition, type ResourceService, type Stored } from './rules.js';
+
+/** PATCH takes an RFC 7396 merge patch; plain JSON is accepted as the same. */
+export const PATCH_MEDIA_TYPES = ['application/merge-patch+json', 'application/json'] as const;
+
+/** A resource's HTTP mapping: its express router, and its item read for callers before express. */
+export interface ResourceRoutes {
+  /** The collection path, e.g. `/api/products`. */
+  path: string;
+  /** `path` (list, create) and `path/:id` (read, replace, patch, delete). */
+  router: Router;
+  /** GET/HEAD `path/{id}`: what the router runs for it, as a plain node:http handler. */
+  readItem(req: IncomingMessage, res: ServerResponse, id: string): Promise<void>;
+}
+
+function sendResource<F>(res: ServerResponse, stored: Stored<F>, status = 200) {
+  res.setHeader('ETag', etagOf(stored.version));
+  sendJson(res, status, representation(stored));
+}
+
+/** GET/HEAD of an item, as a plain node:http handler. */
+const itemReader =
+  <F extends Record<string, unknown>>(service: ResourceService<F, unknown>) =>
+  async (req: IncomingMessage, res: ServerResponse, id: string) => {
+    const stored = await service.get(id);
+    const etag = etagOf(stored.version);
+    res.setHeader('Cache-Control', 'no-cache');
+    if (evaluatePreconditions(conditionsOf(req.headers), etag, 'read') === 'not-modified') {
+      res.statusCode = 304;
+      res.setHeader('ETag', etag);
+      res.end();
+      return;
+    }
+    sendResource(res, stored);
+  };
+
+/** What the handlers run on; absent when only the description is wanted. */
+interface Runtime<F extends Record<string, unknown>> {
+  service: ResourceService<F, unknown>;
+  idempotency: IdempotencyStore;
+}
+
+/**
+ * The endpoints of a resource, declared once: `path` (list, create) and `path/{id}` (read, replace,
+ * patch, delete), each operation with its parameters, bodies and every response it can give, and
+ * the handlers that give them (with `runtime`). POST and PATCH honour `Idempotency-Key`, with keys
+ * scoped to `path`. Conditional requests follow RFC 9110 §13 on every method: an item's validator
+ * is its ETag; a collection exists but has none, so on it `If-Match: *` holds, any other If-Match
+ * fails (412), and `If-None-Match: *` on POST fails (412); If-None-Match on a list read is not
+ * evaluated (no validator to compare, and the gateway's cache answers the same).
+ */
+export function resourceEndpoints<F extends Record<string, unknown>>(path: string, definition: ResourceDefinition<F>, runtime?: Runtime<F>): Endpoint[] {
+  const plural = path.slice(path.lastIndexOf('/') + 1);
+  const Plural = plural.charAt(0).toUpperCase() + plural.slice(1);
+  const { Name, resource, input, patch, page, exampleResource, examplePage } = resourceSchemas(plural, definition);
+  const item = `${path}/{id}`;
+  const at = `${path}/${EXAMPLE_ID}`;
+  const tag = { name: plural, description: `${Plural}: list and create at \`${path}\`; read, replace, patch and delete at \`${item}\`.` };
+  const firstField = Object.keys(definition.example)[0] ?? 'id';
+  // The filters, with the definition's example as theirs.
+  const query = listQuerySchema(Object.fromEntries(Object.entries(definition.filter).map(([name, schema]) => [name, (schema as z.ZodType).meta({ param: { example: definition.example[name] } })])));
+  /** An operation's handler, made on `runtime` when there is one. */
+  const handled = (make: (on: Runtime<F>) => RequestHandler) => (runtime ? { handlers: [make(runtime)] } : {});
+
+  const problem = (status: number, example?: HttpProblem, where = at) => problemResponse(status, example && { problem: example, at: where });
+  const failures = (where: string) => ({ 500: problem(500), 503: problem(503, problems.unavailable('The database is unavailable; try again shortly'), where) });
+  const notFound = problem(404, problems.notFound(`No ${definition.name} with id ${EXAMPLE_ID}`));
+  const malformedCondition = problem(400, problems.validation([{ path: 'If-Match', message: 'must be * or a list of entity tags ("…" or W/"…")' }]));
+  const bodyProblems = (where: string) => ({
+    413: problem(413, new HttpProblem('payload-too-large', `The request body is larger than ${BODY_LIMIT}`), where),
+    415: problem(415, new HttpProblem('unsupported-media-type', 'The request body must be application/json, not text/plain'), where),
+  });
+  const withResource = (description: string, more: Record<string, string> = {}) => ({ description, headers: headers({ ETag: 'ETag', ...more }), content: json(resource, exampleResource) });
+  const writeBody = (description: string) => ({ description, required: true, content: json(input, definition.example) });
+  const updateResponses = (description: string, more: Record<string, string> = {}) => ({
+    200: withResource(description, more),
+    400: problemResponse(400, validationExample(definition.fields, {}, at)),
+    404: notFound,
+    409: problem(409, problems.conflict(firstField, 'is already taken')),
+    412: problem(412, problems.preconditionFailed()),
+    ...bodyProblems(at),
+    ...failures(at),
+  });
+
+  /** The response to a write as it is sent, and stored for a retry with the same Idempotency-Key. */
+  const written = (stored: Stored<F>, status: number, more: Record<string, string> = {}): StoredResponse => ({
+    status,
+    headers: { ...more, 'Content-Type': 'application/json; charset=utf-8', ETag: etagOf(stored.version) },
+    body: JSON.stringify(representation(stored)),
+  });
+
+  return [
+    {
+      path,
+      tag,
+      operations: {
+        GET: {
+          operationId: `list${Plural}`,
+          summary: `List ${plural}`,
+          description: `A page of ${plural} in id order (creation order), at most \`limit\` (default ${DEFAULT_LIMIT}). Walk the pages with \`cursor\` = the previous page's \`nextCursor\` until it is \`null\`: every item is seen exactly once, even while items are created or deleted. An unknown query parameter is a 400.`,
+          parameters: parameters('IfMatch'),
+          requestParams: { query },
+          responses: {
+            200: { description: `A page of ${plural}.`, headers: headers({ 'Cache-Control': 'CacheControlNoCache' }), content: json(page, examplePage) },
+            400: problemResponse(400, validationExample(query, { limit: '0' }, path)),
+            412: problem(412, problems.preconditionFailed(), path),
+            ...failures(path),
+          },
+          ...handled(({ service }) => async (req: Request, res: Response) => {
+            evaluatePreconditions({ ifMatch: req.headers['if-match'] }, undefined, 'read');
+            const found = await service.list(res.locals.query);
+            res.setHeader('Cache-Control', 'no-cache');
+            sendJson(res, 200, { items: found.items.map(representation), nextCursor: found.nextCursor });
+          }),
+        },
+        POST: {
+          operationId: `create${Name}`,
+          summary: `Create a ${definition.name}`,
+          parameters: parameters('IfMatch', 'IfNoneMatchWrite', 'IdempotencyKey'),
+          requestBody: writeBody(`The new ${definition.name}.`),
+          responses: {
+            201: withResource(`Created: the ${definition.name} as stored (or, for a retry with the same \`Idempotency-Key\`, the response to the first request).`, { Location: 'Location', 'Idempotent-Replayed': 'IdempotentReplayed' }),
+            400: problemResponse(400, validationExample(definition.fields, {}, path)),
+            409: problem(409, problems.conflict(firstField, 'is already taken'), path),
+            412: problem(412, problems.preconditionFailed(), path),
+            422: problem(422, idempotencyProblems.reused(), path),
+            ...bodyProblems(path),
+            ...failures(path),
+          },
+          ...handled(({ service, idempotency }) =>
+            idempotent(idempotency, path, async (req) => {
+              evaluatePreconditions(conditionsOf(req.headers), undefined, 'write');
+              const created = await service.create(req.body);
+              return written(created, 201, { Location: `${path}/${created.id}` });
+            }),
+          ),
+        },
+      },
+    },
+    {
+      path: item,
+      tag,
+      parameters: [{ name: 'id', in: 'path', description: `The id of the ${definition.name}. One that is malformed or unknown is a 404.`, required: true, schema: { type: 'string' }, example: EXAMPLE_ID }],
+      operations: {
+        GET: {
+          operationId: `get${Name}`,
+          summary: `Read a ${definition.name}`,
+          parameters: parameters('IfMatch', 'IfNoneMatch'),
+          responses: {
+            200: withResource(`The ${definition.name}.`, { 'Cache-Control': 'CacheControlNoCache' }),
+            304: { description: 'Not modified: `If-None-Match` matches the current ETag.', headers: headers({ ETag: 'ETag', 'Cache-Control': 'CacheControlNoCache' }) },
+            400: malformedCondition,
+            404: notFound,
+            412: problem(412, problems.preconditionFailed()),
+            ...failures(at),
+          },
+          ...handled(({ service }) => (req: Request, res: Response) => itemReader(service)(req, res, req.params.id as string)),
+        },
+        PUT: {
+          operationId: `replace${Name}`,
+          summary: `Replace a ${definition.name}`,
+          description: 'Full replacement: every writable field is required (absent ones take their defaults). Never creates: 404 for an unknown id.',
+          parameters: parameters('IfMatch', 'IfNoneMatchWrite'),
+          requestBody: writeBody(`The new state of the ${definition.name}.`),
+          responses: updateResponses(`Replaced: the ${definition.name} as stored, with its new ETag.`),
+          ...handled(({ service }) => async (req: Request, res: Response) => sendResource(res, await service.replace(req.params.id as string, req.body, conditionsOf(req.headers)))),
+        },
+        PATCH: {
+          operationId: `patch${Name}`,
+          summary: `Change some fields of a ${definition.name}`,
+          description: 'An RFC 7396 JSON merge patch: members replace, nested objects merge, `null` removes a member (an optional field takes its default again). The result must be a valid resource.',
+          parameters: parameters('IfMatch', 'IfNoneMatchWrite', 'IdempotencyKey'),
+          requestBody: {
+            description: `The changes. ${PATCH_MEDIA_TYPES.map((type) => `\`${type}\``).join(' and ')} are accepted as the same.`,
+            required: true,
+            content: Object.fromEntries(PATCH_MEDIA_TYPES.map((type) => [type, { schema: patch, example: { [firstField]: definition.example[firstField] } }])),
+          },
+          responses: {
+            ...updateResponses(`Patched: the ${definition.name} as stored, with its new ETag (or, for a retry with the same \`Idempotency-Key\`, the response to the first request).`, { 'Idempotent-Replayed': 'IdempotentReplayed' }),
+            422: problem(422, idempotencyProblems.reused()),
+          },
+          ...handled(({ service, idempotency }) => idempotent(idempotency, path, async (req) => written(await service.patch(req.params.id as string, req.body, conditionsOf(req.headers)), 200))),
+        },
+        DELETE: {
+          operationId: `delete${Name}`,
+          summary: `Delete a ${definition.name}`,
+          parameters: parameters('IfMatch', 'IfNoneMatchWrite'),
+          responses: { 204: { description: 'Deleted.', headers: headers({}) }, 400: malformedCondition, 404: notFound, 412: problem(412, problems.preconditionFailed()), ...failures(at) },
+          ...handled(({ service }) => async (req: Request, res: Response) => {
+            await service.delete(req.params.id as string, conditionsOf(req.headers));
+            res.status(204).end();
+          }),
+        },
+      },
+    },
+  ];
+}
+
+/** The routes of a resource at `path`, from its declaration. */
+export function resourceRoutes<F extends Record<string, unknown>, Filter>(path: string, service: ResourceService<F, Filter>, idempotency: IdempotencyStore): ResourceRoutes {
+  const runtime = { service: service as ResourceService<F, unknown>, idempotency };
+  return { path, router: routerOf(resourceEndpoints(path, service.definition, runtime)), readItem: itemReader(runtime.service) };
+}
