@@ -23,7 +23,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import { TcpProxy } from '../test/support/tcp-proxy.ts';
-import { cleanUpOnSignals, dropSchemas, ensureDebianTools, freePort, REDIS_URL as REDIS, ROOT, schemaUrl, throwawaySchema } from './support.ts';
+import { cleanUpOnSignals, dropSchemas, ensureDebianTools, freePort, nodeOptionsFor, REDIS_URL as REDIS, ROOT, schemaUrl, throwawaySchema } from './support.ts';
 
 const REDIS_URL = new URL(REDIS);
 const STEPS = (process.env.LOAD_STEPS ?? '64,256,1000,2000').split(',').map(Number);
@@ -49,7 +49,7 @@ interface Probed {
  */
 async function start(name: string, script: string, env: Record<string, string>): Promise<Probed> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', './bench/loop-probe.ts', script], {
+  const child = spawn(process.execPath, [...nodeOptionsFor(script), '--import', './bench/loop-probe.ts', script], {
     cwd: ROOT,
     // Errors only: at thousands of requests a second, a warn line per shed request is load of its own.
     env: {

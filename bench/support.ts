@@ -112,9 +112,29 @@ export async function startServer(
   throw new Error(`${name} (${command} ${args.join(' ')}) did not start`);
 }
 
-/** A node process of this repository (`node file`), with the Node that runs the bench. */
+/**
+ * The node options a workspace's entry point runs with: those of its start script
+ * (`exec node <options> dist/main.js`, as its Dockerfile's CMD), so it is measured as deployed.
+ */
+export function startOptions(workspace: string): string[] {
+  const { scripts } = JSON.parse(readFileSync(`${ROOT}${workspace}/package.json`, 'utf8')) as { scripts: { start: string } };
+  const options = /^exec node (.*)dist\/main\.js$/.exec(scripts.start)?.[1];
+  if (options === undefined) throw new Error(`${workspace}'s start script is not \`exec node … dist/main.js\`: ${scripts.start}`);
+  return options.split(' ').filter(Boolean);
+}
+
+/** The node options of `file` when it is a workspace's entry point (`<workspace>/dist/main.js`), else none. */
+export function nodeOptionsFor(file: string): string[] {
+  const workspace = /^([\w-]+)\/dist\/main\.js$/.exec(file)?.[1];
+  return workspace === undefined ? [] : startOptions(workspace);
+}
+
+/**
+ * A node process of this repository (`node file`), with the Node that runs the bench; a workspace's
+ * entry point with the node options of its start script.
+ */
 export const startNode = (name: string, file: string, env: Record<string, string>, port: number) =>
-  startServer(name, process.execPath, [file], { env, port });
+  startServer(name, process.execPath, [...nodeOptionsFor(file), file], { env, port });
 
 /** User + system CPU time of `pids`, in microseconds (from /proc; 0 where it is missing). */
 export function cpuMicros(pids: number[]): number {

@@ -1,7 +1,6 @@
 import type { IncomingMessage, RequestListener } from 'node:http';
 import { baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, refuseOversizedBodies, requestContext } from '@app/shared/platform/http';
 import type { Logger } from '@app/shared/platform/logger';
-import { requestTarget } from '@app/shared/platform/request-target';
 import type { RequestHandler } from 'express';
 import { cachedReads, type CachedUpstream } from './cache/cached-reads.js';
 import { withCacheHotPath } from './cache/hot-path.js';
@@ -60,8 +59,12 @@ export function createApp({
 }: GatewayDependencies): RequestListener {
   const deadlines = { upstreamMs: upstreamTimeoutMs, requestBodyMs: requestBodyTimeoutMs };
   const scopes = new CacheScopes(upstreams);
-  // `path` is the canonical one for every request the front door let in.
-  const metrics = new GatewayMetrics((path) => scopes.route(requestTarget(path)) ?? (['/healthz', '/readyz', '/metrics'].includes(path) ? path : 'other'));
+  const ownEndpoints = new Set(['/healthz', '/readyz', '/metrics']);
+  // By the target the front door found (none for a target without a canonical form: `other`).
+  const metrics = new GatewayMetrics((req, path) => {
+    const target = requestTargets.get(req);
+    return (target && scopes.route(target)) ?? (target && ownEndpoints.has(path) ? path : 'other');
+  });
   const health = new ReplicaHealth();
   const targets: CachedUpstream[] = upstreams.map((upstream) => ({
     upstream,

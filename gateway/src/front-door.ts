@@ -4,8 +4,18 @@ import { requestTarget, type RequestTarget } from '@app/shared/platform/request-
 import type { RequestHandler } from 'express';
 import type { GatewayMetrics } from './metrics.js';
 
-/** The canonical target of every request the front door let in (see shared/src/platform/request-target.ts). */
-export const requestTargets = new WeakMap<IncomingMessage, RequestTarget>();
+const TARGET = Symbol('canonical target');
+type TargetedRequest = IncomingMessage & { [TARGET]?: RequestTarget };
+
+/**
+ * The canonical target of every request the front door let in (see shared/src/platform/request-target.ts).
+ * Kept on the request itself rather than in a WeakMap: every request would add an entry that
+ * garbage collection has to trace as an ephemeron.
+ */
+export const requestTargets = {
+  get: (req: IncomingMessage): RequestTarget | undefined => (req as TargetedRequest)[TARGET],
+  has: (req: IncomingMessage): boolean => (req as TargetedRequest)[TARGET] !== undefined,
+};
 
 /**
  * The first thing every request meets: its target is turned into its canonical form once, and
@@ -16,10 +26,9 @@ export const requestTargets = new WeakMap<IncomingMessage, RequestTarget>();
 export function withFrontDoor(handler: RequestListener): RequestListener {
   return (req, res) => {
     const target = requestTarget(req.url ?? '/');
-    if (target) {
-      req.url = target.url;
-      requestTargets.set(req, target);
-    }
+    if (target) req.url = target.url;
+    // Set on every request, `undefined` included, so that every request has the same shape.
+    (req as TargetedRequest)[TARGET] = target;
     handler(req, res);
   };
 }

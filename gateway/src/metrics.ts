@@ -1,16 +1,43 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { IncomingMessage } from 'node:http';
 import type { FinishedRequest } from '@app/shared/platform/http';
 
 export type CacheOutcome = 'hit' | 'miss' | 'bypass' | 'stale' | 'collapsed';
 
+type RequestLabels = { route: string; method: string; status: string };
+
+/** A label set's requests counted since /metrics was last read. */
+interface Tally<Labels> {
+  labels: Labels;
+  uncounted: number;
+}
+
+/**
+ * Adds what `tallies` counted since the last read to `counter` (from its `collect`, when /metrics is
+ * read): a request then costs one addition, not prom-client's label validation and hashing.
+ */
+function addTallies<Name extends string>(counter: Counter<Name>, tallies: Iterable<Tally<Record<Name, string>>>): void {
+  for (const tally of tallies) {
+    if (tally.uncounted === 0) continue;
+    counter.inc(tally.labels, tally.uncounted);
+    tally.uncounted = 0;
+  }
+}
+
 /** The gateway's Prometheus metrics, served at GET /metrics. */
 export class GatewayMetrics {
   readonly registry = new Registry();
-  readonly #requests = new Counter({
+  /** One tally per route, method and status, made once: none allocated per request. */
+  readonly #tallies = new Map<string, Map<string, Map<number, Tally<RequestLabels>>>>();
+  readonly #outcomes = new Map<CacheOutcome, Tally<{ outcome: CacheOutcome }>>();
+  readonly #requests: Counter<'route' | 'method' | 'status'> = new Counter({
     name: 'gateway_http_requests_total',
     help: 'Requests answered, by route, method and status.',
     labelNames: ['route', 'method', 'status'],
     registers: [this.registry],
+    collect: (): void => {
+      for (const byMethod of this.#tallies.values()) for (const byStatus of byMethod.values()) addTallies(this.#requests, byStatus.values());
+    },
   });
   readonly #duration = new Histogram({
     name: 'gateway_http_request_duration_seconds',
@@ -19,11 +46,12 @@ export class GatewayMetrics {
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   });
-  readonly #cache = new Counter({
+  readonly #cache: Counter<'outcome'> = new Counter({
     name: 'gateway_cache_outcomes_total',
     help: 'GET/HEAD requests under /api by cache outcome.',
     labelNames: ['outcome'],
     registers: [this.registry],
+    collect: (): void => addTallies(this.#cache, this.#outcomes.values()),
   });
 
   readonly #shed = new Counter({
@@ -33,18 +61,15 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
-  constructor(private readonly routeOf: (path: string) => string) {
+  /** `routeOf` labels a request by its route: `/api/users/{id}`, `/healthz`, … */
+  constructor(private readonly routeOf: (request: IncomingMessage, path: string) => string) {
     collectDefaultMetrics({ register: this.registry });
   }
 
-  /** One labels object per route, method and status, made once: none allocated per request. */
-  readonly #labels = new Map<string, Map<string, Map<number, { route: string; method: string; status: string }>>>();
-  readonly #outcomes = new Map<CacheOutcome, { outcome: CacheOutcome }>();
-
-  readonly requestFinished = ({ method, path, status, seconds }: FinishedRequest): void => {
-    const labels = this.#labelsOf(this.routeOf(path), method, status);
-    this.#requests.inc(labels);
-    this.#duration.observe(labels, seconds);
+  readonly requestFinished = ({ request, method, path, status, seconds }: FinishedRequest): void => {
+    const tally = this.#tallyOf(this.routeOf(request, path), method, status);
+    tally.uncounted += 1;
+    this.#duration.observe(tally.labels, seconds);
   };
 
   /** `gateway_upstream_in_flight`: what each limit holds, read when /metrics is asked. */
@@ -83,20 +108,20 @@ export class GatewayMetrics {
   }
 
   cacheOutcome(outcome: CacheOutcome): void {
-    let labels = this.#outcomes.get(outcome);
-    if (!labels) this.#outcomes.set(outcome, (labels = { outcome }));
-    this.#cache.inc(labels);
+    let tally = this.#outcomes.get(outcome);
+    if (!tally) this.#outcomes.set(outcome, (tally = { labels: { outcome }, uncounted: 0 }));
+    tally.uncounted += 1;
   }
 
   // Bounded: routes are a handful of labels, methods those the gateway accepts, statuses three digits.
-  #labelsOf(route: string, method: string, status: number) {
-    let byMethod = this.#labels.get(route);
-    if (!byMethod) this.#labels.set(route, (byMethod = new Map()));
+  #tallyOf(route: string, method: string, status: number): Tally<RequestLabels> {
+    let byMethod = this.#tallies.get(route);
+    if (!byMethod) this.#tallies.set(route, (byMethod = new Map()));
     let byStatus = byMethod.get(method);
     if (!byStatus) byMethod.set(method, (byStatus = new Map()));
-    let labels = byStatus.get(status);
-    if (!labels) byStatus.set(status, (labels = { route, method, status: String(status) }));
-    return labels;
+    let tally = byStatus.get(status);
+    if (!tally) byStatus.set(status, (tally = { labels: { route, method, status: String(status) }, uncounted: 0 }));
+    return tally;
   }
 
   readonly shed = (limit: { upstream: string }, write: boolean): void => {

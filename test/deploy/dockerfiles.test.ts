@@ -36,13 +36,17 @@ describe.each(deployables)('$name/Dockerfile', ({ name, configSchema, migrates }
     if (migrates) expect(existsSync(repoPath(name, 'migrations'))).toBe(true);
   });
 
-  test('runs as node with node as PID 1 on the built entry point, and exposes the port the config defaults to', () => {
+  test('runs as node with node as PID 1 on the built entry point, as `npm start` does, and exposes the port the config defaults to', () => {
     expect(instructionArgs(runtime, 'USER')).toEqual(['node']);
     const command = JSON.parse(instructionArgs(runtime, 'CMD').at(-1)!) as string[];
-    expect(command).toEqual(['node', 'dist/main.js']);
+    // The same node options as the workspace's start script (the V8 heap sizing, docs/performance.md).
+    const start = (JSON.parse(readFileSync(repoPath(name, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
+    expect(`exec ${command.join(' ')}`).toBe(start);
+    expect(command.at(-1)).toBe('dist/main.js');
+    expect(command.slice(1, -1)).toEqual(expect.arrayContaining(['--max-semi-space-size=8', '--heap-growing-percent=50']));
     // WORKDIR is /app/<workspace>, and `npm test` builds dist/ first: the entry point must exist.
     expect(workdir).toBe(`/app/${name}`);
-    expect(existsSync(repoPath(name, command[1]!))).toBe(true);
+    expect(existsSync(repoPath(name, command.at(-1)!))).toBe(true);
     const { PORT } = effectiveConfig(configSchema, {});
     expect(instructionArgs(runtime, 'EXPOSE')).toEqual([String(PORT)]);
   });

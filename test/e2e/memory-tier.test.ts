@@ -92,6 +92,45 @@ describe('hits from memory', () => {
     expect({ status: head.status, cache: head.headers.get('x-cache'), text: head.text }).toEqual({ status: 200, cache: 'HIT', text: '' });
   });
 
+  it('answers a hit with the entry’s headers and its own: the request id, X-Cache, Age, Content-Length (none of them twice)', async () => {
+    const user = await createUser();
+    await untilHeld(gateway, api, user.location);
+    const hit = await api.get(user.location, { headers: { 'x-request-id': 'hit-from-memory-1' } });
+    expect(hit.headers.get('x-cache')).toBe('HIT');
+    expect(hit.headers.get('x-request-id')).toBe('hit-from-memory-1');
+    expect(hit.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    expect(hit.headers.get('content-length')).toBe(String(Buffer.byteLength(hit.text)));
+    expect(hit.headers.get('age')).toMatch(/^\d+$/);
+    const etag = hit.headers.get('etag')!;
+    expect(etag).toMatch(/^"\d+"$/);
+    const notModified = await api.get(user.location, { headers: { 'if-none-match': etag } });
+    expect(notModified.status).toBe(304);
+    expect(notModified.headers.get('content-type')).toBeNull();
+    expect(notModified.headers.get('etag')).toBe(etag);
+    expect(notModified.headers.get('x-cache')).toBe('HIT');
+    expect(notModified.headers.get('x-request-id')).toMatch(/^[A-Za-z0-9._-]+$/);
+    const head = await api.head(user.location);
+    expect(head.headers.get('content-length')).toBe(hit.headers.get('content-length'));
+  });
+
+  it('counts every hit from memory in /metrics, once', async () => {
+    const user = await createUser();
+    await untilHeld(gateway, api, user.location);
+    const counts = async () => {
+      const text = (await api.get('/metrics')).text;
+      const count = (pattern: RegExp) => Number(pattern.exec(text)?.[1] ?? 0);
+      return {
+        hits: count(/^gateway_cache_outcomes_total\{outcome="hit"\} (\d+)$/m),
+        reads: count(/^gateway_http_requests_total\{route="\/api\/users\/\{id\}",method="GET",status="200"\} (\d+)$/m),
+      };
+    };
+    const before = await counts();
+    for (let i = 0; i < 5; i++) expect((await api.get(user.location)).headers.get('x-cache')).toBe('HIT');
+    const after = await counts();
+    expect({ hits: after.hits - before.hits, reads: after.reads - before.reads }).toEqual({ hits: 5, reads: 5 });
+    expect(await counts()).toEqual(after);
+  });
+
   it('keeps no more bytes than it is given, least recently used out first', async () => {
     const small = await startGateway({ usersUrl: users.url, productsUrl: users.url, cache: { memoryBytes: 2_000 } });
     const through = client(small.url);

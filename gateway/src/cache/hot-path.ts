@@ -1,5 +1,5 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import { observeRequest } from '@app/shared/platform/http';
+import { observeResponse } from '@app/shared/platform/http';
 import type { Logger } from '@app/shared/platform/logger';
 import { requestTargets } from '../front-door.js';
 import type { GatewayMetrics } from '../metrics.js';
@@ -33,9 +33,9 @@ export function withCacheHotPath(
 ): RequestListener {
   const { cache, scopes, logger, metrics } = options;
   const serveHit = (req: IncomingMessage, res: ServerResponse, entry: CachedResponse) => {
-    observeRequest(logger, req, res, metrics.requestFinished);
+    const { requestId } = observeResponse(logger, req, res, metrics.requestFinished);
     metrics.cacheOutcome('hit');
-    sendHeld(req, res, entry, { outcome: 'HIT', ageSeconds: cache.ageSeconds(entry) });
+    sendHeld(req, res, entry, { outcome: 'HIT', ageSeconds: cache.ageSeconds(entry), requestId });
   };
   /** The Redis round trip, for a request whose entry is not held in memory. */
   const tryRedis = async (req: IncomingMessage, res: ServerResponse, scope: ReadScope): Promise<boolean> => {

@@ -1,7 +1,7 @@
 import type { Logger } from '@app/shared/platform/logger';
 import { LRUCache } from 'lru-cache';
 import { createCacheClient, createSubscriberClient, type Redis } from '../redis.js';
-import type { CachedResponse } from './entry.js';
+import { headerList, type CachedResponse } from './entry.js';
 import { generationKeyOfHold, type ReadScope, type WriteScope } from './scope.js';
 
 /** The channel Redis publishes invalidations on for a client tracking keys in RESP2 redirect mode. */
@@ -118,7 +118,8 @@ export class MemoryTier {
       // Checked again now: an invalidation may have come in since the generation was read.
       if (this.#tracking && this.#generations.get(scope.generationKey) === entry.generation) {
         // A copy: the body may be a slice of a much larger socket buffer, which it would keep alive.
-        this.#entries.set(scope.entryKey, { ...entry, body: Buffer.from(entry.body) });
+        // The header list is made once here rather than on every hit.
+        this.#entries.set(scope.entryKey, { ...entry, body: Buffer.from(entry.body), headerList: headerList(entry.headers) });
       }
     };
     if (this.#generations.get(scope.generationKey) === entry.generation) install();

@@ -28,10 +28,13 @@ export const generationKeyOfHold = (key: string): string | undefined => (key.sta
 
 export class CacheScopes {
   readonly #resources: Set<string>;
+  /** Each resource's route labels, made once: `/api/users` and `/api/users/{id}`. */
+  readonly #routes: Map<string, { list: string; item: string }>;
 
   /** Each upstream's `name` names its resource, as in its prefix: `users` for `/api/users`. */
   constructor(upstreams: readonly Upstream[]) {
     this.#resources = new Set(upstreams.map((upstream) => upstream.name));
+    this.#routes = new Map(upstreams.map(({ name }) => [name, { list: `/api/${name}`, item: `/api/${name}/{id}` }]));
   }
 
   /** The entry and generation a GET of `target` uses, or undefined when it is not cached. */
@@ -50,8 +53,9 @@ export class CacheScopes {
 
   /** A metrics label for the target: `/api/users`, `/api/users/{id}`, or undefined. */
   route(target: RequestTarget | undefined): string | undefined {
-    const api = target && this.#served(target);
-    return api && (api.id === undefined ? `/api/${api.resource}` : `/api/${api.resource}/{id}`);
+    const api = target?.api;
+    const routes = api && this.#routes.get(api.resource);
+    return routes && (api.id === undefined ? routes.list : routes.item);
   }
 
   #served(target: RequestTarget): ApiTarget | undefined {

@@ -28,6 +28,8 @@ function requestIdOf(header: string | string[] | undefined): string {
 
 /** What is known of a request once its response is done. */
 export interface FinishedRequest {
+  /** The request itself, for what was decided about it on its way in (the gateway's route label). */
+  request: IncomingMessage;
   method: string;
   path: string;
   status: number;
@@ -40,6 +42,7 @@ class RequestObservation {
   readonly started = performance.now();
 
   constructor(
+    readonly request: IncomingMessage,
     readonly requestId: string,
     readonly method: string,
     readonly url: string,
@@ -55,19 +58,24 @@ class RequestObservation {
   /** The log line (and `onFinished`) of the response, once it is done or the client went away. */
   finished(res: ServerResponse): void {
     const level = res.statusCode >= 500 ? 'warn' : 'info';
-    if (!this.onFinished && !this.logger.isLevelEnabled(level)) return;
+    const logged = this.logger.isLevelEnabled(level);
+    if (!this.onFinished && !logged) return;
     const seconds = (performance.now() - this.started) / 1000;
-    const path = this.url.split('?', 1)[0] ?? '/';
-    const entry = {
-      method: this.method,
-      path,
-      status: res.statusCode,
-      durationMs: Math.round(seconds * 10_000) / 10,
-      ...(res.writableFinished ? {} : { aborted: true }),
-    };
-    if (level === 'warn') this.log.warn(entry, 'request failed');
-    else this.log.info(entry, 'request');
-    this.onFinished?.({ method: this.method, path, status: res.statusCode, seconds });
+    const queryStart = this.url.indexOf('?');
+    const path = queryStart < 0 ? this.url : this.url.slice(0, queryStart);
+    // The request's child logger only when its line is written: making one serialises its bindings.
+    if (logged) {
+      const entry = {
+        method: this.method,
+        path,
+        status: res.statusCode,
+        durationMs: Math.round(seconds * 10_000) / 10,
+        ...(res.writableFinished ? {} : { aborted: true }),
+      };
+      if (level === 'warn') this.log.warn(entry, 'request failed');
+      else this.log.info(entry, 'request');
+    }
+    this.onFinished?.({ request: this.request, method: this.method, path, status: res.statusCode, seconds });
   }
 }
 
@@ -92,8 +100,23 @@ export function observeRequest(
   res: ServerResponse,
   onFinished?: (request: FinishedRequest) => void,
 ): { readonly requestId: string; readonly log: Logger } {
-  const observation = new RequestObservation(requestIdOf(req.headers['x-request-id']), req.method ?? 'GET', req.url ?? '/', logger, onFinished);
+  const observation = observeResponse(logger, req, res, onFinished);
   res.setHeader('X-Request-Id', observation.requestId);
+  return observation;
+}
+
+/**
+ * `observeRequest` without echoing the request id: for a response written whole with one
+ * `writeHead(status, headers)`, which must then carry `X-Request-Id` itself. Node writes such a
+ * response without building its header map (no `setHeader` before it).
+ */
+export function observeResponse(
+  logger: Logger,
+  req: IncomingMessage,
+  res: ServerResponse,
+  onFinished?: (request: FinishedRequest) => void,
+): { readonly requestId: string; readonly log: Logger } {
+  const observation = new RequestObservation(req, requestIdOf(req.headers['x-request-id']), req.method ?? 'GET', req.url ?? '/', logger, onFinished);
   (res as ObservedResponse)[OBSERVATION] = observation;
   res.on('close', onResponseClose);
   return observation;
