@@ -286,4 +286,69 @@ describe('a lost connection drops the whole tier until tracking is back', () => 
       await proxy.cut();
     }
   });
+
+  it('comes back within a few turns of a busy event loop once Redis returns: Redis judged up, tracking on, hits again', async () => {
+    const target = new URL(redisUrl());
+    const proxy = await new TcpProxy({ host: target.hostname, port: Number(target.port || 6379) }).start();
+    // Every connection through the proxy: the cache's and the tier's two, as one Redis outage cuts them all.
+    const replica = await startGateway({ usersUrl: users.url, productsUrl: users.url, cache: { redisUrl: proxy.rewrite(redisUrl()) } });
+    const through = client(replica.url);
+    const memory = memoryOf(replica);
+    const cache = replica.cache!;
+    let busy: BusyEventLoop | undefined;
+    try {
+      const user = await createUser();
+      await untilHeld(replica, through, user.location);
+      await proxy.cut();
+      await untilTracking(memory, false);
+      expect(cache.state.redisUp).toBe(false);
+
+      // The gateway runs in this process: from now on each turn of its event loop first spends
+      // 200 ms in a timer, as a gateway answering 1,000 connections spends it on their requests.
+      // Each round trip Redis needs before the cache is back costs such a turn.
+      busy = busyEventLoop(200);
+      await proxy.restore();
+      const turns = await busy.turnsUntil(() => cache.state.redisUp && memory.tracking, 30);
+      busy.stop();
+      // A reconnection attempt (a turn or two), then two round trips: CLIENT ID with SUBSCRIBE, then
+      // CLIENT TRACKING; through this test's proxy, which runs in this process too, a round trip
+      // costs three turns. No handshake or ready check before 'ready', no back-off longer than a
+      // turn (with them it took 17 turns).
+      expect(turns).toBeLessThanOrEqual(10);
+      const read = await untilHeld(replica, through, user.location);
+      expect({ status: read.status, cache: read.headers.get('x-cache') }).toEqual({ status: 200, cache: 'HIT' });
+    } finally {
+      busy?.stop();
+      await replica.close();
+      await proxy.cut();
+    }
+  });
 });
+
+interface BusyEventLoop {
+  /** The busy turns it took until `done()` held, checked after each turn; rejects after `maxTurns`. */
+  turnsUntil(done: () => boolean, maxTurns: number): Promise<number>;
+  stop(): void;
+}
+
+/** Makes every turn of this process's event loop spend `ms` in a timer (its timers phase), until stopped. */
+function busyEventLoop(ms: number): BusyEventLoop {
+  let turns = 0;
+  const timer = setInterval(() => {
+    turns += 1;
+    const until = performance.now() + ms;
+    while (performance.now() < until);
+  }, 1);
+  return {
+    turnsUntil: (done, maxTurns) =>
+      new Promise((resolve, reject) => {
+        const check = setInterval(() => {
+          if (done()) resolve(turns);
+          else if (turns > maxTurns) reject(new Error(`not back after ${maxTurns} busy turns`));
+          else return;
+          clearInterval(check);
+        }, 1);
+      }),
+    stop: () => clearInterval(timer),
+  };
+}

@@ -149,7 +149,7 @@ export async function startGateway(options: {
   const memory =
     redis && memoryBytes > 0
       ? memoryUrls
-        ? new MemoryTier(createCacheClient(memoryUrls.tracked, logger, { protocol: 2, keyPrefix }), createSubscriberClient(memoryUrls.subscriber), memoryBytes, logger)
+        ? new MemoryTier(createCacheClient(memoryUrls.tracked, logger, { keyPrefix }), createSubscriberClient(memoryUrls.subscriber), memoryBytes, logger)
         : createMemoryTier(redisUrl, memoryBytes, logger, { commandTimeoutMs: options.cache?.commandTimeoutMs, keyPrefix })
       : undefined;
   if (memory) await untilTracking(memory);

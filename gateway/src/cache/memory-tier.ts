@@ -227,10 +227,10 @@ export class MemoryTier {
   async #listen(): Promise<void> {
     const connection = this.#subscriberConnection;
     try {
-      const id = Number(await this.subscriber.client('ID'));
-      await this.subscriber.subscribe(INVALIDATIONS);
+      // Both in one round trip (Redis answers CLIENT ID before it enters subscriber mode).
+      const [id] = await Promise.all([this.subscriber.client('ID'), this.subscriber.subscribe(INVALIDATIONS)]);
       if (connection !== this.#subscriberConnection) return;
-      this.#redirectTo = id;
+      this.#redirectTo = Number(id);
       await this.#track();
     } catch (error) {
       this.logger.warn({ err: error }, 'could not subscribe to cache invalidations: the in-memory cache is off until Redis is back');
@@ -277,5 +277,5 @@ function entrySize(entry: CachedResponse): number {
 
 /** The tier's two Redis connections (a cache client, which fails fast, and a subscriber), from `url`. */
 export function createMemoryTier(url: string, maxBytes: number, logger: Logger, options: { commandTimeoutMs?: number; keyPrefix?: string } = {}): MemoryTier {
-  return new MemoryTier(createCacheClient(url, logger, { ...options, protocol: 2 }), createSubscriberClient(url), maxBytes, logger);
+  return new MemoryTier(createCacheClient(url, logger, options), createSubscriberClient(url), maxBytes, logger);
 }
