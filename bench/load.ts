@@ -5,7 +5,8 @@
  * busy client population would: random `GET /api/products/{id}`, 10% of them merge-patch writes
  * instead, at 64, 256, 1,000 and 2,000 connections, 15 s per step. Then the same mix at 1,000
  * connections with Redis cut off for 2 s in the middle (the proxy drops every connection; the
- * shared Redis itself is never touched), second by second.
+ * shared Redis itself is never touched), second by second, with the moments of its recovery: when
+ * the gateway judged Redis up again, when the cache served hits again, when goodput was back.
  *
  * Per step it prints goodput (2xx and 304 per second), p50/p99 latency, status counts, the cache
  * outcomes, requests shed by the gateway, the event-loop delay of every process (bench/loop-probe.ts),
@@ -138,7 +139,7 @@ function setup(thread)
 end
 function init(args)
   math.randomseed(os.time() * 1000 + seed)
-  statuses, caches, seconds, shed, bypassed, retry_after = {}, {}, {}, {}, {}, 0
+  statuses, caches, seconds, shed, bypassed, hits, retry_after = {}, {}, {}, {}, {}, {}, 0
 end
 function request()
   local id = ids[math.random(#ids)]
@@ -159,6 +160,7 @@ function response(status, headers, body)
     shed[second] = (shed[second] or 0) + 1
   end
   if cache == "BYPASS" then bypassed[second] = (bypassed[second] or 0) + 1 end
+  if cache == "HIT" then hits[second] = (hits[second] or 0) + 1 end
 end
 function done(summary, latency, requests)
   local e = summary.errors
@@ -170,6 +172,7 @@ function done(summary, latency, requests)
     for second, n in pairs(thread:get("seconds")) do io.write(string.format("second %d %d\\n", second, n)) end
     for second, n in pairs(thread:get("shed")) do io.write(string.format("shed %d %d\\n", second, n)) end
     for second, n in pairs(thread:get("bypassed")) do io.write(string.format("bypassed %d %d\\n", second, n)) end
+    for second, n in pairs(thread:get("hits")) do io.write(string.format("hits %d %d\\n", second, n)) end
     io.write(string.format("retryafter %d\\n", thread:get("retry_after")))
   end
 end
@@ -189,6 +192,7 @@ interface WrkResult {
   goodPerSecond: Map<number, number>;
   shedPerSecond: Map<number, number>;
   bypassedPerSecond: Map<number, number>;
+  hitsPerSecond: Map<number, number>;
 }
 
 async function wrk(url: string, connections: number, seconds: number, script: string): Promise<{ result: WrkResult; pid: number | undefined; finished: Promise<void> }> {
@@ -214,6 +218,7 @@ async function wrk(url: string, connections: number, seconds: number, script: st
     goodPerSecond: new Map(),
     shedPerSecond: new Map(),
     bypassedPerSecond: new Map(),
+    hitsPerSecond: new Map(),
   };
   const parsed = finished.then(() => {
     for (const line of output.split('\n')) {
@@ -235,6 +240,8 @@ async function wrk(url: string, connections: number, seconds: number, script: st
         result.shedPerSecond.set(n[0]!, (result.shedPerSecond.get(n[0]!) ?? 0) + n[1]!);
       } else if (kind === 'bypassed') {
         result.bypassedPerSecond.set(n[0]!, (result.bypassedPerSecond.get(n[0]!) ?? 0) + n[1]!);
+      } else if (kind === 'hits') {
+        result.hitsPerSecond.set(n[0]!, (result.hitsPerSecond.get(n[0]!) ?? 0) + n[1]!);
       } else if (kind === 'retryafter') {
         result.retryAfter503 += n[0]!;
       }
@@ -319,7 +326,7 @@ async function runStep(connections: number, seconds: number, target: string, scr
     },
     acceptQueue: queue,
   };
-  return { step, perSecond: result.goodPerSecond, shedPerSecond: result.shedPerSecond, bypassedPerSecond: result.bypassedPerSecond };
+  return { step, perSecond: result.goodPerSecond, shedPerSecond: result.shedPerSecond, bypassedPerSecond: result.bypassedPerSecond, hitsPerSecond: result.hitsPerSecond };
 }
 
 function printStep(step: Step): void {
@@ -470,9 +477,9 @@ async function main(): Promise<void> {
     if (process.env.LOAD_SKIP_CUT) return;
     let cutAt = 0;
     let restoredAt = 0;
-    // What the gateway says of Redis, twice a second from just before the cut until 8 s after.
+    // What the gateway says of Redis, four times a second from just before the cut until 8 s after.
     const cacheStates: { atMs: number; redisUp: number; owed: number }[] = [];
-    const { step: cutStep, perSecond, shedPerSecond, bypassedPerSecond } = await runStep(CUT_CONNECTIONS, CUT_SECONDS, target, script, processes, async (startedAt) => {
+    const { step: cutStep, perSecond, shedPerSecond, bypassedPerSecond, hitsPerSecond } = await runStep(CUT_CONNECTIONS, CUT_SECONDS, target, script, processes, async (startedAt) => {
       await new Promise((resolve) => setTimeout(resolve, startedAt + (CUT_AT_SECOND - 1) * 1000 - Date.now()));
       const sampling = (async () => {
         const until = Date.now() + 11_000;
@@ -480,7 +487,7 @@ async function main(): Promise<void> {
           const text = await (await fetch(`${gateway.url}/metrics`)).text();
           const gauge = (name: string) => Number(new RegExp(`^${name} (\\d+)`, 'm').exec(text)?.[1] ?? NaN);
           cacheStates.push({ atMs: Date.now(), redisUp: gauge('gateway_redis_up'), owed: gauge('gateway_cache_owed_invalidations') });
-          await new Promise((resolve) => setTimeout(resolve, 500));
+          await new Promise((resolve) => setTimeout(resolve, 250));
         }
       })();
       await new Promise((resolve) => setTimeout(resolve, 1_000));
@@ -496,18 +503,36 @@ async function main(): Promise<void> {
     printStep(cutStep);
     // Whole seconds only: the first and last are partly outside the run.
     const seconds = [...perSecond.keys()].sort((a, b) => a - b).slice(1, -1);
-    const timeline = seconds.map((second) => ({ second, goodput: perSecond.get(second)!, shed: shedPerSecond.get(second) ?? 0, bypassed: bypassedPerSecond.get(second) ?? 0 }));
+    const timeline = seconds.map((second) => ({
+      second,
+      goodput: perSecond.get(second)!,
+      shed: shedPerSecond.get(second) ?? 0,
+      bypassed: bypassedPerSecond.get(second) ?? 0,
+      hits: hitsPerSecond.get(second) ?? 0,
+    }));
     const restoredSecond = Math.floor(restoredAt / 1000);
     const recovered = (share: number) => timeline.find((t) => t.second > restoredSecond && t.goodput >= best * share);
+    // The key moments of the recovery: when /metrics (asked every 250 ms, answered late by a busy
+    // gateway) first said Redis was up again, and the first second after the one Redis returned in
+    // with at least half the cache hits per second of the seconds before the cut.
+    const judgedUp = cacheStates.find((c) => c.atMs > restoredAt && c.redisUp === 1);
+    const beforeCut = timeline.filter((t) => t.second < Math.floor(cutAt / 1000));
+    const hitsBeforeCut = beforeCut.reduce((sum, t) => sum + t.hits, 0) / Math.max(1, beforeCut.length);
+    const hitsBack = timeline.find((t) => t.second > restoredSecond && t.hits >= hitsBeforeCut / 2);
     const recovery = {
       cutAt: new Date(cutAt).toISOString(),
       restoredAt: new Date(restoredAt).toISOString(),
       bestStepGoodput: best,
-      perSecond: timeline.map((t) => ({ second: t.second - restoredSecond, goodput: t.goodput, shed: t.shed, bypassed: t.bypassed })),
+      perSecond: timeline.map((t) => ({ second: t.second - restoredSecond, goodput: t.goodput, shed: t.shed, bypassed: t.bypassed, hits: t.hits })),
+      msToRedisJudgedUp: judgedUp ? judgedUp.atMs - restoredAt : null,
+      secondsToHitsBack: hitsBack ? hitsBack.second - restoredSecond : null,
       secondsToBest: recovered(1) ? recovered(1)!.second - restoredSecond : null,
       secondsTo90PercentOfBest: recovered(0.9) ? recovered(0.9)!.second - restoredSecond : null,
     };
-    console.log(`  per second (second 0 = the one Redis came back in), good/shed/bypassed: ${recovery.perSecond.map((p) => `${p.second}: ${p.goodput}/${p.shed}/${p.bypassed}`).join(', ')}`);
+    console.log(`  per second (second 0 = the one Redis came back in), good/shed/bypassed/hits: ${recovery.perSecond.map((p) => `${p.second}: ${p.goodput}/${p.shed}/${p.bypassed}/${p.hits}`).join(', ')}`);
+    console.log(
+      `  after Redis returned: judged up by the gateway ${recovery.msToRedisJudgedUp ?? 'never'} ms later (as /metrics said it); hits at half their rate before the cut again ${recovery.secondsToHitsBack ?? 'never'} s later`,
+    );
     console.log(`  back to the best step's goodput (${best}/s) ${recovery.secondsToBest ?? 'never'} s after Redis returned; to 90% of it: ${recovery.secondsTo90PercentOfBest ?? 'never'} s`);
 
     const bestStep = steps.find((s) => s.goodput === best)!;
