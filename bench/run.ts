@@ -64,9 +64,10 @@ interface Figures extends LoadResult {
 }
 
 /**
- * Every target's warm-up, then RUNS rounds that each run every target once: the runs of one target
- * are spread over the whole bench, so a burst of other work on the machine falls on all targets
- * alike instead of on whichever was being measured. CPU time is counted over a target's own runs.
+ * Every target's warm-up, then RUNS rounds that each run every target once, every other round in
+ * reverse order: the runs of one target are spread over the whole bench, so a burst of other work on
+ * the machine falls on all targets alike instead of on whichever was being measured, and no target
+ * always runs right after the same one. CPU time is counted over a target's own runs.
  */
 async function measureAll(targets: Target[], path: string, headers: (target: Target) => Record<string, string>): Promise<Record<string, Figures>> {
   const options = (target: Target) => ({ connections: CONNECTIONS, headers: headers(target) });
@@ -75,7 +76,10 @@ async function measureAll(targets: Target[], path: string, headers: (target: Tar
   const cpu = new Map<string, number>(targets.map((t) => [t.key, 0]));
   for (let round = 1; round <= RUNS; round++) {
     process.stdout.write(`  round ${round} of ${RUNS}:`);
-    for (const target of targets) {
+    // Every other round in reverse order: what one run leaves behind on the machine (the service
+    // both gateways share collecting the garbage of the run before, say) falls on each target of a
+    // pair alike, not always on the second.
+    for (const target of round % 2 === 1 ? targets : targets.toReversed()) {
       const before = cpuMicros(target.server.pids());
       const result = await wrk(`${target.server.url}${path}`, { ...options(target), seconds: SECONDS });
       cpu.set(target.key, cpu.get(target.key)! + cpuMicros(target.server.pids()) - before);

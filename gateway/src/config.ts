@@ -97,6 +97,7 @@ export const configSchema = z.object({
   RATE_LIMIT_ENABLED: flag(true),
   RATE_LIMIT_READS_PER_MINUTE: count(6_000, 1, 1_000_000_000),
   RATE_LIMIT_WRITES_PER_MINUTE: count(3_000, 1, 1_000_000_000),
+  RATE_LIMIT_LEASE_POINTS: count(1_000, 1, 1_000_000),
   TRUSTED_PROXY_HOPS: count(0, 0, 10),
   CORS_ORIGINS: list('', origin, 'must be a comma-separated list of origins (scheme://host[:port])'),
   ...commonConfig,

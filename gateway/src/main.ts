@@ -49,7 +49,11 @@ const tokens = config.AUTH_ENABLED
     })
   : undefined;
 const limits = config.RATE_LIMIT_ENABLED
-  ? new RateLimits(redis, { readsPerMinute: config.RATE_LIMIT_READS_PER_MINUTE, writesPerMinute: config.RATE_LIMIT_WRITES_PER_MINUTE, keyPrefix: 'rl' }, logger)
+  ? new RateLimits(
+      redis,
+      { readsPerMinute: config.RATE_LIMIT_READS_PER_MINUTE, writesPerMinute: config.RATE_LIMIT_WRITES_PER_MINUTE, keyPrefix: 'rl', leasePoints: config.RATE_LIMIT_LEASE_POINTS },
+      logger,
+    )
   : undefined;
 const guard = { tokens, limits, corsOrigins: config.CORS_ORIGINS, trustedProxyHops: config.TRUSTED_PROXY_HOPS, publicProductReads: config.AUTH_PUBLIC_PRODUCT_READS };
 await serve({
@@ -69,6 +73,7 @@ await serve({
   lifecycle,
   logger,
   shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
+  listenSockets: config.LISTEN_SOCKETS,
   release: async () => {
     redis?.disconnect();
     await memory?.close();
@@ -77,7 +82,9 @@ await serve({
     upstreams: upstreams.map(({ name, url }) => ({ name, url })),
     cache: cache ? { ...cache.settings, memoryBytes: memory?.maxBytes ?? 0 } : 'disabled',
     auth: tokens ? { keys: config.AUTH_PUBLIC_KEY ? 'AUTH_PUBLIC_KEY' : config.AUTH_JWKS_URL, issuer: config.AUTH_ISSUER, audience: config.AUTH_AUDIENCE, publicProductReads: config.AUTH_PUBLIC_PRODUCT_READS } : 'disabled',
-    rateLimits: limits ? { readsPerMinute: config.RATE_LIMIT_READS_PER_MINUTE, writesPerMinute: config.RATE_LIMIT_WRITES_PER_MINUTE } : 'disabled',
+    rateLimits: limits
+      ? { readsPerMinute: config.RATE_LIMIT_READS_PER_MINUTE, writesPerMinute: config.RATE_LIMIT_WRITES_PER_MINUTE, leasePoints: config.RATE_LIMIT_LEASE_POINTS }
+      : 'disabled',
     corsOrigins: config.CORS_ORIGINS,
   },
 });

@@ -1,4 +1,5 @@
 import type { Logger } from '@app/shared/platform/logger';
+import { LRUCache } from 'lru-cache';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Redis } from './redis.js';
 
@@ -10,6 +11,8 @@ export interface RateLimitSettings {
   writesPerMinute: number;
   /** Prefix of the counters' Redis keys. */
   keyPrefix: string;
+  /** At most this many points one replica takes from Redis at once (RATE_LIMIT_LEASE_POINTS): 1 asks Redis for every request. */
+  leasePoints: number;
 }
 
 export interface RateLimitOutcome {
@@ -19,17 +22,58 @@ export interface RateLimitOutcome {
 }
 
 const WINDOW_SECONDS = 60;
+/** A lease is at most this share of a budget, so that small budgets stay exact (a budget under 200 leases one point at a time). */
+const LEASE_SHARE_OF_BUDGET = 0.01;
+/** Clients whose leases one replica remembers; a forgotten lease's unused points are lost for its window (never granted twice). */
+const LEASES_HELD = 10_000;
+
+/** Points of one client's budget that this replica took from Redis and hands out itself until its window ends. */
+interface Lease {
+  /** Taken from Redis, not used yet. */
+  left: number;
+  /** What Redis had left of the budget at the last grant (other replicas may have taken some since). */
+  leftInStore: number;
+  /** When the window ends (ms since the epoch): the lease ends with it, its unused points with it. */
+  endsAt: number;
+  /** Requests waiting for points, and the points asked of Redis for them and not yet granted. */
+  waiting: number;
+  coming: number;
+  /** The last call to Redis for more points: what its waiters wait for. */
+  refill?: Promise<RateLimitOutcome | undefined>;
+}
+
+/** What one call to the limiter gave: points within the window, or the outcome of a request let through without. */
+type Taken = { granted: number; leftInStore: number; endsAt: number } | { outcome: RateLimitOutcome };
 
 /**
  * Per-client request budgets (fixed one-minute windows), counted in Redis so that every gateway
- * replica sharing it enforces one budget per client (rate-limiter-flexible: one atomic Lua call per
- * request). When Redis fails or is not connected, each replica counts in its own memory instead
- * (the insurance limiter): limits loosen by the number of replicas, and nobody is refused or held
- * up because Redis is away. The Redis client's own timeout (twice REDIS_COMMAND_TIMEOUT_MS) bounds a slow Redis.
+ * replica sharing it enforces one budget per client (rate-limiter-flexible's atomic Lua call). When
+ * Redis fails or is not connected, each replica counts in its own memory instead (the insurance
+ * limiter): limits loosen by the number of replicas, and nobody is refused or held up because Redis
+ * is away. The Redis client's own timeout (twice REDIS_COMMAND_TIMEOUT_MS) bounds a slow Redis.
+ *
+ * Leases: a replica does not ask Redis for every request. It consumes a lease of points at once
+ * (1% of the budget, at most RATE_LIMIT_LEASE_POINTS) and serves the client's next requests from
+ * it, in memory and synchronously; half used, the lease is topped up in the background, so a steady
+ * client never waits for Redis, and a burst that finds it empty waits for one round trip (as many
+ * leases in flight as the waiting requests need). Points are consumed in Redis before they are
+ * used, so across all replicas a client is never let through more than its budget while Redis is
+ * up. The price is the other way round: points a replica holds and the client does not use there
+ * (it stopped, or went on through another replica, or the window ended) are spent, so a client may
+ * be refused up to one lease per replica before its budget. A lease that would go beyond the budget
+ * is cut to what is left and the rest given back at once, so on one replica the 429 comes exactly at
+ * the budget, and a budget under 200 is counted one request per call, exactly, as before.
+ *
+ * This is a thin layer over the library, not a counter of our own: rate-limiter-flexible keeps the
+ * count, the window, the atomic Lua script and the in-memory insurance; the lease only decides how
+ * many points to ask it for at once, which the library has no option for.
  */
 export class RateLimits {
   readonly #limiters: Record<Budget, RateLimiterAbstract>;
+  readonly #points: Record<Budget, number>;
+  readonly #leaseSize: Record<Budget, number>;
   readonly #policies: Record<Budget, string>;
+  readonly #leases: Record<Budget, LRUCache<string, Lease>>;
 
   constructor(
     redis: Redis | undefined,
@@ -40,44 +84,100 @@ export class RateLimits {
       const options = { points, duration: WINDOW_SECONDS, keyPrefix: `${settings.keyPrefix}:${budget}` };
       const memory = new RateLimiterMemory(options);
       if (!redis) return memory;
-      return new RateLimiterRedis({
-        ...options,
-        storeClient: redis,
-        rejectIfRedisNotReady: true,
-        insuranceLimiter: memory,
-        // A client over its budget is refused from memory until its window ends: a flood costs no Redis calls.
-        inMemoryBlockOnConsumed: points + 1,
-      });
+      // No inMemoryBlockOnConsumed: a lease cut short goes beyond the budget for a moment, and the
+      // leases already refuse a client over its budget from memory until its window ends.
+      return new RateLimiterRedis({ ...options, storeClient: redis, rejectIfRedisNotReady: true, insuranceLimiter: memory });
     };
+    this.#points = { read: settings.readsPerMinute, write: settings.writesPerMinute };
     this.#limiters = { read: limiter('read', settings.readsPerMinute), write: limiter('write', settings.writesPerMinute) };
+    const leaseSize = (points: number) => Math.max(1, Math.min(settings.leasePoints, Math.floor(points * LEASE_SHARE_OF_BUDGET)));
+    this.#leaseSize = { read: leaseSize(settings.readsPerMinute), write: leaseSize(settings.writesPerMinute) };
     this.#policies = {
       read: `"read";q=${settings.readsPerMinute};w=${WINDOW_SECONDS}`,
       write: `"write";q=${settings.writesPerMinute};w=${WINDOW_SECONDS}`,
     };
+    this.#leases = { read: new LRUCache({ max: LEASES_HELD }), write: new LRUCache({ max: LEASES_HELD }) };
   }
 
-  /** Takes one request from `client`'s budget. Never rejects: a limiter failure lets the request through. */
-  async consume(budget: Budget, client: string): Promise<RateLimitOutcome> {
+  /**
+   * Takes one request from `client`'s budget: at once from this replica's lease when it has points,
+   * else after a call to Redis. Never rejects: a limiter failure lets the request through.
+   */
+  consume(budget: Budget, client: string): RateLimitOutcome | Promise<RateLimitOutcome> {
+    const now = Date.now();
+    let lease = this.#leases[budget].get(client);
+    if (lease && lease.endsAt > now) {
+      if (lease.left > 0) {
+        lease.left--;
+        // Half used: topped up before it runs out, so that a steady client never waits for Redis.
+        const size = this.#leaseSize[budget];
+        if (lease.left + lease.coming < Math.floor(size / 2) && lease.leftInStore > 0) this.#refill(budget, client, lease, size - lease.left - lease.coming);
+        return this.#outcome(budget, true, lease.left + lease.leftInStore, lease.endsAt - now);
+      }
+      // Nothing left here nor in Redis: refused from memory until the window ends.
+      if (lease.leftInStore <= 0 && lease.coming === 0) return this.#outcome(budget, false, 0, lease.endsAt - now);
+    }
+    if (!lease) {
+      lease = { left: 0, leftInStore: 0, endsAt: 0, waiting: 0, coming: 0 };
+      this.#leases[budget].set(client, lease);
+    }
+    // Points are asked for as requests come to wait for them: a burst waits for one round trip, with
+    // as many leases in flight as it needs, and the points left over afterwards stay under one lease.
+    lease.waiting++;
+    const waited = lease;
+    const refill = lease.refill !== undefined && lease.waiting <= lease.coming ? lease.refill : this.#refill(budget, client, lease, this.#leaseSize[budget]);
+    return refill.then((outcome) => {
+      waited.waiting--;
+      return outcome ?? this.consume(budget, client);
+    });
+  }
+
+  /** Asks Redis for `size` more points for `lease`: what its waiters wait for. */
+  #refill(budget: Budget, client: string, lease: Lease, size: number): Promise<RateLimitOutcome | undefined> {
+    lease.coming += size;
+    const refill = this.#take(budget, client, size).then((taken) => {
+      lease.coming -= size;
+      if ('outcome' in taken) return taken.outcome;
+      // Points of an earlier window ended with it (Redis started a new one: its end is a window later).
+      const sameWindow = lease.endsAt > Date.now() && taken.endsAt - lease.endsAt < WINDOW_SECONDS * 500;
+      lease.left = (sameWindow ? lease.left : 0) + taken.granted;
+      lease.leftInStore = sameWindow ? Math.min(lease.leftInStore, taken.leftInStore) : taken.leftInStore;
+      lease.endsAt = taken.endsAt;
+      return undefined;
+    });
+    lease.refill = refill;
+    return refill;
+  }
+
+  /** Consumes `size` points of `client`'s budget from the limiter, and gives back at once those beyond the budget. */
+  async #take(budget: Budget, client: string, size: number): Promise<Taken> {
+    const limiter = this.#limiters[budget];
+    const letThrough = { outcome: { allowed: true, headers: { 'RateLimit-Policy': this.#policies[budget] } } };
     let result: RateLimiterRes;
-    let allowed = true;
     try {
-      result = await this.#limiters[budget].consume(client);
+      result = await limiter.consume(client, size);
     } catch (error) {
       if (!(error instanceof RateLimiterRes)) {
         this.logger.warn({ err: error }, 'rate limiter failed: request let through');
-        return { allowed: true, headers: { 'RateLimit-Policy': this.#policies[budget] } };
+        return letThrough;
       }
       result = error;
-      allowed = false;
     }
-    const resetSeconds = Math.max(0, Math.ceil(result.msBeforeNext / 1000));
     // A reply the limiter could not read (a Redis command that timed out half-way) has no figures:
     // the policy is still stated, the request goes on.
-    if (allowed && !(Number.isFinite(result.remainingPoints) && Number.isFinite(resetSeconds))) return { allowed, headers: { 'RateLimit-Policy': this.#policies[budget] } };
-    const headers: Record<string, string> = {
-      'RateLimit-Policy': this.#policies[budget],
-      'RateLimit': `"${budget}";r=${result.remainingPoints};t=${resetSeconds}`,
-    };
+    if (!(Number.isFinite(result.consumedPoints) && Number.isFinite(result.msBeforeNext))) return letThrough;
+    const points = this.#points[budget];
+    // Of the points just counted, those within the budget are this replica's; the rest go back.
+    const granted = Math.min(size, Math.max(0, points - (result.consumedPoints - size)));
+    if (granted < size) {
+      limiter.reward(client, size - granted).catch((error: unknown) => this.logger.warn({ err: error }, 'rate limiter could not give back unused points'));
+    }
+    return { granted, leftInStore: Math.max(0, points - result.consumedPoints), endsAt: Date.now() + Math.max(0, result.msBeforeNext) };
+  }
+
+  #outcome(budget: Budget, allowed: boolean, remaining: number, resetMs: number): RateLimitOutcome {
+    const resetSeconds = Math.ceil(resetMs / 1000);
+    const headers: Record<string, string> = { 'RateLimit-Policy': this.#policies[budget], 'RateLimit': `"${budget}";r=${remaining};t=${resetSeconds}` };
     if (!allowed) headers['Retry-After'] = String(Math.max(1, resetSeconds));
     return { allowed, headers };
   }

@@ -16,15 +16,24 @@ let products: RunningService;
 let replicas: RunningGateway[];
 let productPath: string;
 
-/** A replica counting in the test Redis (or `redisUrl`) under `keyPrefix`. */
-function startReplica(keyPrefix: string, options: { redisUrl?: string; trustedProxyHops?: number } = {}) {
+/**
+ * A replica counting in the test Redis (or `redisUrl`) under `keyPrefix`; `reads` per minute
+ * (default READS, small enough that leases are one point: exact).
+ */
+function startReplica(keyPrefix: string, options: { redisUrl?: string; trustedProxyHops?: number; reads?: number; leasePoints?: number } = {}) {
   return startGateway({
     usersUrl: products.url,
     productsUrl: products.url,
     guard: {
       publicProductReads: true,
       trustedProxyHops: options.trustedProxyHops,
-      rateLimits: { readsPerMinute: READS, writesPerMinute: WRITES, keyPrefix, redisUrl: options.redisUrl ?? process.env.TEST_REDIS_URL! },
+      rateLimits: {
+        readsPerMinute: options.reads ?? READS,
+        writesPerMinute: WRITES,
+        leasePoints: options.leasePoints ?? 1_000,
+        keyPrefix,
+        redisUrl: options.redisUrl ?? process.env.TEST_REDIS_URL!,
+      },
     },
   });
 }
@@ -83,6 +92,84 @@ describe('a client looping on one route', () => {
     }
     expectProblem(await writer.patch(productPath, { stock: 9 }), 429, 'rate-limited');
     expect((await writer.get(productPath)).status).toBe(200);
+  });
+});
+
+describe('leases: each replica takes points from Redis in batches', () => {
+  // 1% of 1000 is 10: each replica takes 10 points from Redis at once.
+  const BUDGET = 1000;
+  const LEASE = 10;
+
+  /** `count` reads as `api`, `parallel` at a time, spread over `apis` in turn: their statuses. */
+  async function flood(apis: Client[], count: number, parallel: number): Promise<number[]> {
+    const statuses: number[] = [];
+    for (let sent = 0; sent < count; sent += parallel) {
+      const batch = Array.from({ length: Math.min(parallel, count - sent) }, (_, i) => apis[(sent + i) % apis.length]!.get(productPath));
+      statuses.push(...(await Promise.all(batch)).map((response) => response.status));
+    }
+    return statuses;
+  }
+
+  it('keep the 429 boundary exact on one replica, and RateLimit counting down by one', async () => {
+    const replica = await startReplica(newPrefix(), { reads: BUDGET, leasePoints: LEASE });
+    try {
+      const api = await asSubject('steady', replica);
+      const remaining: number[] = [];
+      for (let i = 0; i < BUDGET; i++) {
+        const response = await api.get(productPath);
+        expect(response.status).toBe(200);
+        remaining.push(Number(/;r=(\d+);/.exec(response.headers.get('ratelimit')!)?.[1]));
+      }
+      expect(remaining).toEqual(Array.from({ length: BUDGET }, (_, i) => BUDGET - 1 - i));
+      const refused = await api.get(productPath);
+      expectProblem(refused, 429, 'rate-limited');
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      expect(refused.headers.get('ratelimit')).toMatch(/^"read";r=0;t=\d+$/);
+    } finally {
+      await replica.close();
+    }
+  });
+
+  it('refuse a client flooding two replicas within its budget, at most a lease per replica early; another client is unaffected', async () => {
+    const prefix = newPrefix();
+    const pair = [await startReplica(prefix, { reads: BUDGET, leasePoints: LEASE }), await startReplica(prefix, { reads: BUDGET, leasePoints: LEASE })];
+    try {
+      const flooder = await Promise.all(pair.map((replica) => asSubject('flooder', replica)));
+      const statuses = await flood(flooder, BUDGET + 100, 20);
+      const admitted = statuses.filter((status) => status === 200).length;
+      expect(statuses.filter((status) => status !== 200 && status !== 429)).toEqual([]);
+      // Never more than the budget; fewer by at most the points each replica leased and did not use.
+      expect(admitted).toBeLessThanOrEqual(BUDGET);
+      expect(admitted).toBeGreaterThanOrEqual(BUDGET - pair.length * (LEASE - 1));
+      for (const api of flooder) {
+        const refused = await api.get(productPath);
+        expectProblem(refused, 429, 'rate-limited');
+        expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      }
+      for (const replica of pair) expect((await (await asSubject('neighbour', replica)).get(productPath)).status).toBe(200);
+    } finally {
+      await Promise.all(pair.map((replica) => replica.close()));
+    }
+  });
+
+  it('still let requests through at once with Redis cut off, limited per replica', async () => {
+    const redisUrl = new URL(process.env.TEST_REDIS_URL!);
+    const redisProxy = await new TcpProxy({ host: redisUrl.hostname, port: Number(redisUrl.port || 6379) }).start();
+    const replica = await startReplica(newPrefix(), { redisUrl: redisProxy.rewrite(redisUrl.toString()), reads: BUDGET, leasePoints: LEASE });
+    try {
+      const api = await asSubject('leased-through-an-outage', replica);
+      expect((await api.get(productPath)).status).toBe(200);
+      await redisProxy.cut();
+      const during = await flood([api], BUDGET + 20, 20);
+      // The lease held when Redis went away is used up, then the replica counts a budget in memory.
+      expect(during.filter((status) => status === 200).length).toBeGreaterThanOrEqual(BUDGET);
+      expect(during.filter((status) => status !== 200 && status !== 429)).toEqual([]);
+      expect(during.at(-1)).toBe(429);
+      expect((await (await asSubject('neighbour', replica)).get(productPath, { signal: AbortSignal.timeout(5_000) })).status).toBe(200);
+    } finally {
+      await replica.close();
+      await redisProxy.cut();
+    }
   });
 });
 

@@ -169,7 +169,7 @@ export async function startGateway(options: {
     limitOptions &&
     new RateLimits(
       limitsRedis,
-      { readsPerMinute: 1_000_000, writesPerMinute: 1_000_000, keyPrefix: `test-rl-${randomBytes(6).toString('hex')}`, ...limitOptions },
+      { readsPerMinute: 1_000_000, writesPerMinute: 1_000_000, leasePoints: 1_000, keyPrefix: `test-rl-${randomBytes(6).toString('hex')}`, ...limitOptions },
       logger,
     );
   const guard: GuardSettings & { publicProductReads: boolean } = {
