@@ -8,13 +8,15 @@
  * shared Redis itself is never touched), second by second.
  *
  * Per step it prints goodput (2xx and 304 per second), p50/p99 latency, status counts, the cache
- * outcomes, requests shed by the gateway, the event-loop delay of every process (bench/loop-probe.ts)
- * and their RSS (/proc/<pid>/status); it writes them to bench/results/load.json and draws the curve
- * in docs/load-curve.svg. Every process is stopped and every schema dropped at the end.
+ * outcomes, requests shed by the gateway, the event-loop delay of every process (bench/loop-probe.ts),
+ * their RSS (/proc/<pid>/status) and how many connections waited in the gateway's accept queues
+ * (/proc/net/tcp), where a client's request is already sent but the gateway cannot see it yet; it
+ * writes them to bench/results/load.json and draws the curve in docs/load-curve.svg. Every process
+ * is stopped and every schema dropped at the end.
  *
  * For experiments: LOAD_STEPS (e.g. `256,1000`), LOAD_STEP_SECONDS, LOAD_WRITE_PERCENT, LOAD_SKIP_CUT=1,
- * LOAD_LOG_LEVEL (the servers', `error` by default), and the gateway's own UPSTREAM_* and
- * REDIS_COMMAND_TIMEOUT_MS variables, passed on to it.
+ * LOAD_LOG_LEVEL (the servers', `error` by default), LISTEN_SOCKETS (passed on to every process), and
+ * the gateway's own UPSTREAM_* and REDIS_COMMAND_TIMEOUT_MS variables, passed on to it.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -50,7 +52,13 @@ async function start(name: string, script: string, env: Record<string, string>):
   const child = spawn(process.execPath, [...nodeOptionsFor(script), '--import', './bench/loop-probe.ts', script], {
     cwd: ROOT,
     // Errors only: at thousands of requests a second, a warn line per shed request is load of its own.
-    env: { PATH: process.env.PATH, PORT: String(port), LOG_LEVEL: process.env.LOAD_LOG_LEVEL ?? 'error', ...env },
+    env: {
+      PATH: process.env.PATH,
+      PORT: String(port),
+      LOG_LEVEL: process.env.LOAD_LOG_LEVEL ?? 'error',
+      ...(process.env.LISTEN_SOCKETS ? { LISTEN_SOCKETS: process.env.LISTEN_SOCKETS } : {}),
+      ...env,
+    },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   const url = `http://127.0.0.1:${port}`;
@@ -87,6 +95,24 @@ function memory(pid: number | undefined): { rssMb: number; peakMb: number } | un
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0);
   return { rssMb: Math.round(kb('VmRSS') / 1024), peakMb: Math.round(kb('VmHWM') / 1024) };
+}
+
+/**
+ * Connections the kernel has completed but the process listening on `port` has not taken in yet:
+ * the accept queues of its listening sockets (/proc/net/tcp's rx_queue of a socket in LISTEN, 0A).
+ * Their clients have sent their requests and wait; nothing inside the process can see them.
+ */
+function acceptQueue(port: number): number {
+  const local = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  let waiting = 0;
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    if (!existsSync(file)) continue;
+    for (const line of readFileSync(file, 'utf8').split('\n').slice(1)) {
+      const [, address, , state, queues] = line.trim().split(/\s+/);
+      if (state === '0A' && address?.endsWith(local)) waiting += parseInt(queues!.split(':')[1]!, 16);
+    }
+  }
+  return waiting;
 }
 
 function pidOf(program: string): number | undefined {
@@ -246,6 +272,8 @@ interface Step {
   gateway: Record<string, number>;
   eventLoopDelay: Record<string, LoopDelay | undefined>;
   memory: Record<string, { rssMb: number; peakMb: number } | undefined>;
+  /** The gateway's accept queues, sampled twice a second: the most connections waiting, and when they were last seen waiting. */
+  acceptQueue: { max: number; lastWaitingSecond: number | null };
 }
 
 async function runStep(connections: number, seconds: number, target: string, script: string, processes: Probed[], during?: (startedAt: number) => Promise<void>) {
@@ -255,9 +283,17 @@ async function runStep(connections: number, seconds: number, target: string, scr
   const run = await wrk(target, connections, seconds, script);
   let wrkMemory: Step['memory'][string];
   const sampler = setInterval(() => (wrkMemory = memory(run.pid) ?? wrkMemory), 1_000);
+  const gatewayPort = Number(new URL(processes.find((p) => p.name === 'gateway')!.url).port);
+  const queue: Step['acceptQueue'] = { max: 0, lastWaitingSecond: null };
+  const queueSampler = setInterval(() => {
+    const waiting = acceptQueue(gatewayPort);
+    queue.max = Math.max(queue.max, waiting);
+    if (waiting > 0) queue.lastWaitingSecond = Math.round((Date.now() - startedAt) / 100) / 10;
+  }, 500);
   await during?.(startedAt);
   await run.finished;
   clearInterval(sampler);
+  clearInterval(queueSampler);
   const eventLoopDelay = Object.fromEntries(await Promise.all(processes.map(async (p) => [p.name, await loopDelay(p)] as const)));
   const gateway = difference(await gatewayCounters(processes.find((p) => p.name === 'gateway')!), before);
   const { result } = run;
@@ -281,6 +317,7 @@ async function runStep(connections: number, seconds: number, target: string, scr
       'redis-server (shared)': memory(pidOf('redis-server')),
       'mariadbd (shared)': memory(pidOf('mariadbd')),
     },
+    acceptQueue: queue,
   };
   return { step, perSecond: result.goodPerSecond, shedPerSecond: result.shedPerSecond, bypassedPerSecond: result.bypassedPerSecond };
 }
@@ -294,6 +331,10 @@ function printStep(step: Step): void {
   for (const [name, delay] of Object.entries(step.eventLoopDelay)) {
     console.log(`  event-loop delay ${name}: ${delay ? `p50 ${delay.p50Ms} ms, p99 ${delay.p99Ms} ms, max ${delay.maxMs} ms` : 'no answer'}`);
   }
+  const { max, lastWaitingSecond } = step.acceptQueue;
+  console.log(
+    `  connections waiting for the gateway to take them in (its accept queues): at most ${max}${lastWaitingSecond === null ? '' : `, the last seen ${lastWaitingSecond} s into the step`}`,
+  );
   console.log(`  RSS (MB, now/peak): ${Object.entries(step.memory).map(([name, m]) => `${name} ${m ? `${m.rssMb}/${m.peakMb}` : '-'}`).join(', ')}`);
 }
 

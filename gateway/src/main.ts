@@ -73,6 +73,7 @@ await serve({
   lifecycle,
   logger,
   shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
+  listenSockets: config.LISTEN_SOCKETS,
   release: async () => {
     redis?.disconnect();
     await memory?.close();

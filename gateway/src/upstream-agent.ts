@@ -96,18 +96,29 @@ function mayRetry(options: http.ClientRequestArgs): boolean {
   return Object.keys(options.headers ?? {}).some((name) => name.toLowerCase() === 'idempotency-key');
 }
 
-/** Opens a connection with `open`, resolving once it is connected (TLS included). */
+/**
+ * Opens a connection with `open`, resolving once it is connected (TLS included). The deadline
+ * passes its verdict only after the event loop has read its sockets once more (setImmediate runs
+ * after the poll phase), as RedisHealth's does: after a busy stretch of the gateway's own event loop,
+ * the timer would otherwise fire before the connection the service accepted in time is seen.
+ */
 function connected(open: () => Duplex): Promise<Duplex> {
   return new Promise((resolve, reject) => {
     const socket = open();
+    let settled = false;
     const fail = (error: Error) => {
+      if (settled) return;
+      settled = true;
       clearTimeout(timer);
       socket.destroy();
       reject(error);
     };
-    const timer = setTimeout(() => fail(Object.assign(new Error(`no connection within ${CONNECT_TIMEOUT_MS} ms`), { code: 'ETIMEDOUT' })), CONNECT_TIMEOUT_MS);
+    const late = () => fail(Object.assign(new Error(`no connection within ${CONNECT_TIMEOUT_MS} ms`), { code: 'ETIMEDOUT' }));
+    const timer = setTimeout(() => setImmediate(late), CONNECT_TIMEOUT_MS);
     socket.once('error', fail);
     socket.once(socket instanceof TLSSocket ? 'secureConnect' : 'connect', () => {
+      if (settled) return;
+      settled = true;
       clearTimeout(timer);
       socket.off('error', fail);
       resolve(socket);

@@ -144,6 +144,7 @@ export async function runService(service: ServiceDefinition): Promise<void> {
     lifecycle,
     logger,
     shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
+    listenSockets: config.LISTEN_SOCKETS,
     release: () => {
       clearInterval(purge);
       return db.close();

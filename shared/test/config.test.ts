@@ -49,6 +49,7 @@ const gatewayDefaults = {
   CACHE_MEMORY_MB: 16,
   LOG_LEVEL: 'info',
   SHUTDOWN_TIMEOUT_MS: 10_000,
+  LISTEN_SOCKETS: 64,
 };
 
 const services = [
@@ -110,6 +111,7 @@ describe('the gateway configuration', () => {
         SERVICE_WRITE_DEADLINE_MS: '2500',
         LOG_LEVEL: 'debug',
         SHUTDOWN_TIMEOUT_MS: '3000',
+        LISTEN_SOCKETS: '8',
         CACHE_ENABLED: 'false',
         CACHE_TTL_SECONDS: '5',
         CACHE_STALE_SECONDS: '0',
@@ -141,6 +143,7 @@ describe('the gateway configuration', () => {
       SERVICE_WRITE_DEADLINE_MS: 2500,
       LOG_LEVEL: 'debug',
       SHUTDOWN_TIMEOUT_MS: 3000,
+      LISTEN_SOCKETS: 8,
       CACHE_ENABLED: false,
       CACHE_TTL_SECONDS: 5,
       CACHE_STALE_SECONDS: 0,
@@ -231,9 +234,9 @@ describe.each(services)('the $name configuration', ({ schema, port, databaseUrl 
   });
 
   it('uses the defaults when variables are unset or empty', () => {
-    const defaults = { PORT: port, DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: 10, DATABASE_QUEUE_LIMIT: 200, MIGRATE_ON_START: true, IDEMPOTENCY_TTL_SECONDS: 86_400, WRITE_DEADLINE_MS: 5_000, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: 10_000 };
+    const defaults = { PORT: port, DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: 10, DATABASE_QUEUE_LIMIT: 200, MIGRATE_ON_START: true, IDEMPOTENCY_TTL_SECONDS: 86_400, WRITE_DEADLINE_MS: 5_000, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: 10_000, LISTEN_SOCKETS: 64 };
     expect(parseConfig(schema, {})).toEqual(defaults);
-    expect(parseConfig(schema, { PORT: '', DATABASE_URL: '', DATABASE_POOL_SIZE: '', DATABASE_QUEUE_LIMIT: '', MIGRATE_ON_START: '', IDEMPOTENCY_TTL_SECONDS: '', WRITE_DEADLINE_MS: '', LOG_LEVEL: '', SHUTDOWN_TIMEOUT_MS: '' })).toEqual(defaults);
+    expect(parseConfig(schema, { PORT: '', DATABASE_URL: '', DATABASE_POOL_SIZE: '', DATABASE_QUEUE_LIMIT: '', MIGRATE_ON_START: '', IDEMPOTENCY_TTL_SECONDS: '', WRITE_DEADLINE_MS: '', LOG_LEVEL: '', SHUTDOWN_TIMEOUT_MS: '', LISTEN_SOCKETS: '' })).toEqual(defaults);
   });
 
   it.each([

@@ -2,6 +2,7 @@
  * What a client sees when a part of the system fails: a dead or hung service behind the gateway,
  * a database that goes away and comes back. Always a fast problem+json, never a hang.
  */
+import { CONNECT_TIMEOUT_MS } from '../../gateway/src/upstream-agent.js';
 import { client, expectProblem } from '../support/http.js';
 import { startGateway, startProductsService, startUsersService, type RunningService } from '../support/stack.js';
 import { closedPort, silentServer, TcpProxy } from '../support/tcp-proxy.js';
@@ -88,6 +89,36 @@ describe('a dead replica', () => {
       // Ejected by now: writes without a key, never retried, are not sent to the dead replica either
       // (without ejection, every second one would start there and fail with 502).
       for (let n = 1; n <= 4; n++) expect((await api.post('/api/products', product(n), { headers: close })).status).toBe(201);
+    } finally {
+      await gateway.close();
+    }
+  });
+});
+
+describe('a busy gateway', () => {
+  it('does not call a connection late that the service accepted while the gateway\'s event loop was busy for longer than the connect timeout', async () => {
+    const live = Number(new URL(products.url).port);
+    let busy = true;
+    const gateway = await startGateway({
+      usersUrl: `http://127.0.0.1:${await closedPort()}`,
+      productsUrl: 'http://products-service:3002',
+      resolveReplicas: async () => {
+        // The gateway runs in this process: right after it starts connecting (the kernel completes
+        // the connection at once), keep its event loop busy past the connect timeout.
+        if (busy) {
+          busy = false;
+          setImmediate(() => {
+            const until = Date.now() + CONNECT_TIMEOUT_MS + 500;
+            while (Date.now() < until);
+          });
+        }
+        return [{ host: '127.0.0.1', port: live }];
+      },
+    });
+    try {
+      const response = await client(gateway.url).get('/api/products', deadline());
+      expect(response.status).toBe(200);
+      expect(busy).toBe(false);
     } finally {
       await gateway.close();
     }

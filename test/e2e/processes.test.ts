@@ -58,8 +58,12 @@ describe('npm start -w <workspace>', () => {
     const users = npm('users-service', { DATABASE_URL: databaseUrl('users') });
     const products = npm('products-service', { DATABASE_URL: databaseUrl('products') });
     const [usersPort, productsPort] = (await Promise.all([users.logged(listening), products.logged(listening)])).map((line) => line.port);
-    const gateway = npm('gateway', { USERS_SERVICE_URL: `http://127.0.0.1:${usersPort}`, PRODUCTS_SERVICE_URL: `http://127.0.0.1:${productsPort}`, ...GATEWAY_AUTH });
-    const api = client(`http://127.0.0.1:${(await gateway.logged(listening)).port}`);
+    const gateway = npm('gateway', { USERS_SERVICE_URL: `http://127.0.0.1:${usersPort}`, PRODUCTS_SERVICE_URL: `http://127.0.0.1:${productsPort}`, LISTEN_SOCKETS: '8', ...GATEWAY_AUTH });
+    const gatewayListening = await gateway.logged(listening);
+    // LISTEN_SOCKETS (64 by default) listening sockets share the port on Linux, one elsewhere.
+    expect(gatewayListening.listenSockets).toBe(process.platform === 'linux' ? 8 : 1);
+    expect((await users.logged(listening)).listenSockets).toBe(process.platform === 'linux' ? 64 : 1);
+    const api = client(`http://127.0.0.1:${gatewayListening.port}`);
     try {
       const user = await api.post('/api/users', { email: 'npm@example.com', name: 'Npm Start' });
       expect(user.status).toBe(201);
@@ -100,9 +104,9 @@ describe('configuration', () => {
   });
 
   it('stops a service with one message naming every bad variable', async () => {
-    const users = run(process.execPath, ['users-service/dist/main.js'], { DATABASE_URL: 'postgres://db/users', MIGRATE_ON_START: 'maybe', SHUTDOWN_TIMEOUT_MS: '-1' });
+    const users = run(process.execPath, ['users-service/dist/main.js'], { DATABASE_URL: 'postgres://db/users', MIGRATE_ON_START: 'maybe', SHUTDOWN_TIMEOUT_MS: '-1', LISTEN_SOCKETS: '0' });
     expect((await users.exited).code).toBe(1);
-    for (const name of ['DATABASE_URL', 'MIGRATE_ON_START', 'SHUTDOWN_TIMEOUT_MS']) expect(users.stderr()).toContain(`${name}:`);
+    for (const name of ['DATABASE_URL', 'MIGRATE_ON_START', 'SHUTDOWN_TIMEOUT_MS', 'LISTEN_SOCKETS']) expect(users.stderr()).toContain(`${name}:`);
   });
 
   it('does not start a service whose migrations cannot run, and says why', async () => {

@@ -41,9 +41,9 @@ async function createUser() {
   return { location: created.headers.get('location')!, id: created.body.id as string, email: created.body.email as string };
 }
 
-async function untilHit(path: string) {
+async function untilHit(path: string, on: Client = api) {
   for (let attempt = 0; attempt < 50; attempt++) {
-    const response = await api.get(path);
+    const response = await on.get(path);
     if (response.headers.get('x-cache') === 'HIT') return response;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
@@ -80,6 +80,47 @@ it('does not call a reply late that came in time while the gateway\'s event loop
   const read = await api.get(user.location);
   expect({ status: read.status, cache: read.headers.get('x-cache') }).toEqual({ status: 200, cache: 'HIT' });
   expect(await bypassCount()).toBe(bypassBefore);
+});
+
+it('does not take the Redis client\'s own hard stop, reached while the gateway\'s event loop was busy past it, for an outage', async () => {
+  // As in production: every command is cut at twice the 1 s command timeout by the client itself.
+  const log = capturingLogger('gateway');
+  const cache = { redisUrl: redisProxy.rewrite(process.env.TEST_REDIS_URL!), memoryBytes: 0, commandTimeoutMs: 2_000 };
+  const hardStopped = await startGateway({ usersUrl: users.url, productsUrl: users.url, logger: log.logger, cache });
+  const local = client(hardStopped.url);
+  const bypassed = async () => Number(/gateway_cache_outcomes_total\{outcome="bypass"\} (\d+)/.exec((await local.get('/metrics')).text)?.[1] ?? 0);
+  try {
+    const created = await Promise.all(Array.from({ length: 8 }, () => createUser()));
+    for (const user of created) {
+      await local.get(user.location);
+      await untilHit(user.location, local);
+    }
+    // Redis' replies wait 300 ms in the proxy; once all eight lookups are on their way, keep the
+    // event loop busy for 2.5 s: the client's 2 s timers then fire before the replies are read.
+    redisProxy.replyDelayMs = 300;
+    const unseen = new Set(created.map((user) => user.id));
+    redisProxy.tamper = (sent) => {
+      const text = sent.toString('latin1');
+      for (const id of unseen) if (text.includes(id)) unseen.delete(id);
+      if (unseen.size === 0) {
+        redisProxy.tamper = undefined;
+        const until = Date.now() + 2_500;
+        while (Date.now() < until);
+      }
+      return sent;
+    };
+    const reads = await Promise.all(created.map((user) => local.get(user.location)));
+    // Those lookups failed (the client dropped their replies), so those eight reads went to the
+    // service; but Redis is not judged down: the next reads are hits again, nothing more is bypassed.
+    expect(reads.map((read) => read.status)).toEqual(Array(8).fill(200));
+    expect(log.lines.filter((line) => line.level === 'warn' && String(line.msg).startsWith('redis is not answering'))).toEqual([]);
+    redisProxy.replyDelayMs = 0;
+    const bypassedBefore = await bypassed();
+    for (const user of created) expect((await local.get(user.location)).headers.get('x-cache')).toBe('HIT');
+    expect(await bypassed()).toBe(bypassedBefore);
+  } finally {
+    await hardStopped.close();
+  }
 });
 
 it('bypasses only the scopes whose invalidation Redis did not take, and caches them again once it does', async () => {

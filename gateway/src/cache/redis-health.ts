@@ -16,6 +16,9 @@ export interface RedisBreakerSettings {
 
 export const defaultBreakerSettings: RedisBreakerSettings = { timeoutMs: 1_000, windowMs: 1_000, minFailures: 5, failureRatio: 0.5, probeMs: 250 };
 
+/** The message of ioredis' own error when its `commandTimeout` passes (a plain Error, no name or code). */
+const IOREDIS_COMMAND_TIMEOUT = 'Command timed out';
+
 /** A command Redis did not answer in time. */
 export class RedisTimeout extends Error {
   constructor(timeoutMs: number) {
@@ -81,9 +84,12 @@ export class RedisHealth {
       return result;
     } catch (error) {
       // An error reply proves Redis answers; a lost connection speaks for itself (status). What is
-      // counted is a live connection on which Redis did not answer in time.
+      // counted is a live connection on which Redis did not answer in time. The client's own hard
+      // stop (its commandTimeout, twice timeoutMs: a plain timer) beats our deadline only when the
+      // event loop was busy past both: its replies may well be in the socket, unread, so it is no verdict.
       const answered = (error as Error).name === 'ReplyError';
-      if (this.redis.status === 'ready') this.#count(!answered);
+      const hardStopped = (error as Error).message === IOREDIS_COMMAND_TIMEOUT;
+      if (this.redis.status === 'ready' && !hardStopped) this.#count(!answered);
       throw error;
     } finally {
       clearTimeout(timer);

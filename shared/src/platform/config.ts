@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULT_LISTEN_SOCKETS } from './server.js';
 
 /**
  * Reads configuration from the environment once, at start-up. Every variable is validated; a bad
@@ -89,5 +90,6 @@ export const logLevel = z.preprocess(
 /** Variables every process reads. */
 export const commonConfig = {
   LOG_LEVEL: logLevel,
+  LISTEN_SOCKETS: count(DEFAULT_LISTEN_SOCKETS, 1, 1_024),
   SHUTDOWN_TIMEOUT_MS: milliseconds(10_000),
 };

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import net, { type AddressInfo, type Socket } from 'node:net';
 import type { RequestListener } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { type Lifecycle, writeProblem } from './http.js';
@@ -106,19 +106,64 @@ function refuseMalformedRequests(handler: RequestListener): RequestListener {
 export interface RunningServer {
   server: http.Server;
   port: number;
+  /** Listening sockets on the port: as asked on Linux, one elsewhere (see DEFAULT_LISTEN_SOCKETS). */
+  listenSockets: number;
   /** Stops accepting, lets in-flight requests finish (bounded by the timeout), closes every connection. */
   close(timeoutMs: number): Promise<void>;
 }
 
-/** Connections the kernel may hold for accept() (capped by net.core.somaxconn). */
+/** Connections the kernel may hold for accept() on each listening socket (capped by net.core.somaxconn). */
 const LISTEN_BACKLOG = 4_096;
 
 /**
- * Listens with the keep-alive settings, answers requests Node's parser rejects and request targets
- * over MAX_REQUEST_TARGET_BYTES with problem+json (closing the connection), and tracks in-flight
- * requests for a graceful close.
+ * Listening sockets per process by default (LISTEN_SOCKETS). Node (libuv since 1.45) accepts one
+ * connection per listening socket per turn of the event loop, and a turn of a busy server reads every
+ * connection that has a request waiting: with a thousand busy connections a turn takes tens of
+ * milliseconds, so one socket takes in a few dozen connections a second while the rest wait, their
+ * requests already sent, in the kernel's accept queue, where no metric of ours sees them. Sockets
+ * sharing the port (SO_REUSEPORT; the kernel spreads new connections over them) each take one per
+ * turn: 64 take in a burst of 2,000 within seconds. Linux only: elsewhere one socket.
  */
-export async function listen(handler: RequestListener, port: number, host?: string, logger?: Logger): Promise<RunningServer> {
+export const DEFAULT_LISTEN_SOCKETS = 64;
+
+function listenOn(server: net.Server, options: net.ListenOptions): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+/**
+ * `server` listens on the first of `sockets` listening sockets sharing the port (SO_REUSEPORT); the
+ * others only accept, and hand each connection to `server`, which serves and tracks it like its own
+ * (the documented way to give a server a connection). Returns those others; on failure none is left.
+ */
+async function listenShared(server: http.Server, options: net.ListenOptions, sockets: number): Promise<net.Server[]> {
+  const acceptors: net.Server[] = [];
+  try {
+    await listenOn(server, { ...options, reusePort: sockets > 1 });
+    const port = (server.address() as AddressInfo).port;
+    for (let i = 1; i < sockets; i++) {
+      const acceptor = net.createServer({ allowHalfOpen: true, noDelay: true }, (socket) => server.emit('connection', socket));
+      acceptors.push(acceptor);
+      await listenOn(acceptor, { ...options, port, reusePort: true });
+    }
+    return acceptors;
+  } catch (error) {
+    for (const one of [server, ...acceptors]) if (one.listening) one.close();
+    throw error;
+  }
+}
+
+/**
+ * Listens with the keep-alive settings on `sockets` listening sockets (see DEFAULT_LISTEN_SOCKETS),
+ * answers requests Node's parser rejects and request targets over MAX_REQUEST_TARGET_BYTES with
+ * problem+json (closing the connection), and tracks in-flight requests for a graceful close.
+ */
+export async function listen(handler: RequestListener, port: number, host?: string, logger?: Logger, sockets = 1): Promise<RunningServer> {
   const server = http.createServer(
     { keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS, headersTimeout: KEEP_ALIVE_TIMEOUT_MS + 1_000, requireHostHeader: false },
     refuseMalformedRequests(handler),
@@ -140,29 +185,26 @@ export async function listen(handler: RequestListener, port: number, host?: stri
     inFlight.add(res);
     res.on('close', forget);
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    // A burst of new connections waits in the kernel's accept queue while the event loop is busy;
-    // Node's default (511) drops the rest, and a dropped SYN costs its client 1, 3, 7 s of retries.
-    server.listen({ port, host, backlog: LISTEN_BACKLOG }, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
+  // A burst of new connections waits in the kernel's accept queue while the event loop is busy;
+  // Node's default backlog (511) drops the rest, and a dropped SYN costs its client 1, 3, 7 s of retries.
+  const acceptors = await listenShared(server, { port, host, backlog: LISTEN_BACKLOG }, process.platform === 'linux' ? sockets : 1);
+  const bound = (server.address() as AddressInfo).port;
+  // Each server's close callback comes once the connections it accepted have closed.
+  const closed = (one: net.Server) => new Promise<void>((resolve) => one.close(() => resolve()));
   return {
     server,
-    port: (server.address() as AddressInfo).port,
-    close: (timeoutMs) =>
-      new Promise<void>((resolve) => {
-        closing = true;
-        for (const res of inFlight) if (!res.headersSent) res.setHeader('Connection', 'close');
-        const deadline = setTimeout(() => server.closeAllConnections(), timeoutMs);
-        server.close(() => {
-          clearTimeout(deadline);
-          resolve();
-        });
-        server.closeIdleConnections();
-      }),
+    port: bound,
+    listenSockets: 1 + acceptors.length,
+    close: async (timeoutMs) => {
+      closing = true;
+      for (const res of inFlight) if (!res.headersSent) res.setHeader('Connection', 'close');
+      // The HTTP server tracks every connection, whichever socket accepted it.
+      const deadline = setTimeout(() => server.closeAllConnections(), timeoutMs);
+      const drained = Promise.all([server, ...acceptors].map(closed));
+      server.closeIdleConnections();
+      await drained;
+      clearTimeout(deadline);
+    },
   };
 }
 
@@ -179,11 +221,13 @@ export async function serve(options: {
   logger: Logger;
   shutdownTimeoutMs: number;
   release: () => Promise<void>;
+  /** LISTEN_SOCKETS: see DEFAULT_LISTEN_SOCKETS. */
+  listenSockets: number;
   details?: Record<string, unknown>;
 }): Promise<void> {
-  const { name, handler, port, logger, details } = options;
-  const running = await listen(handler, port, undefined, logger);
-  logger.info({ port: running.port, ...details }, `${name} listening`);
+  const { name, handler, port, logger, listenSockets, details } = options;
+  const running = await listen(handler, port, undefined, logger, listenSockets);
+  logger.info({ port: running.port, listenSockets: running.listenSockets, ...details }, `${name} listening`);
   stopOnSignals({ ...options, running });
 }
 
