@@ -9,7 +9,7 @@ import { CacheScopes } from './cache/scope.js';
 import { AccessPolicy } from './auth/policy.js';
 import { ConcurrencyLimit, shedBeyondLimit, type ConcurrencyLimitSettings } from './concurrency-limit.js';
 import { refuseNonCanonical, requestTargets, withFrontDoor } from './front-door.js';
-import { withGuard, type GuardSettings } from './guard.js';
+import { sendRateLimitHeaders, withGuard, type GuardSettings } from './guard.js';
 import { GatewayMetrics } from './metrics.js';
 import { ReplicaHealth, upstreamAgent, type ResolveEndpoints } from './upstream-agent.js';
 import { openApiRoutes } from './openapi.js';
@@ -85,6 +85,7 @@ export function createApp({
   };
 
   const app = baseApp();
+  app.use(sendRateLimitHeaders);
   app.use(requestContext(logger, metrics.requestFinished));
   app.use(refuseNonCanonical(metrics));
   const sendMetrics: RequestHandler = async (_req, res) => {

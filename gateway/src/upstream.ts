@@ -3,7 +3,7 @@ import https from 'node:https';
 import { sendProblem } from '@app/shared/platform/http';
 import { HttpProblem } from '@app/shared/platform/problem';
 import type { Request, Response } from 'express';
-import { createProxyMiddleware } from 'http-proxy-middleware';
+import { createProxyMiddleware, debugProxyErrorsPlugin, proxyEventsPlugin } from 'http-proxy-middleware';
 import { retireAgedSocket } from './upstream-agent.js';
 
 export interface Upstream {
@@ -75,6 +75,11 @@ export function upstreamProxy(
     xfwd: true,
     selfHandleResponse: true,
     pathFilter: (path) => servesPath(upstream, path),
+    // The default plugins without the logger plugin: for every response it built the target's URL
+    // and a log line for a logger that writes nothing (the gateway logs requests itself). Errors
+    // are answered by `on.error` below.
+    ejectPlugins: true,
+    plugins: [debugProxyErrorsPlugin, proxyEventsPlugin],
     on: {
       proxyReq: (proxyReq, req, res) => {
         proxyReq.setHeader('X-Request-Id', (res as Response).locals.requestId);

@@ -93,3 +93,10 @@ it('serves every connection and drains every in-flight request on close, whichev
   expect(await Promise.all(inFlight.map((request) => request.response))).toEqual(Array(24).fill({ status: 200, connection: 'close' }));
   await closing;
 });
+
+it('refuses a port another process already listens on (EADDRINUSE), as a single socket would', async () => {
+  const first = await start(8);
+  await expect(listen(echo, first.port, '127.0.0.1', undefined, 8)).rejects.toMatchObject({ code: 'EADDRINUSE' });
+  const response = await fetch(`http://127.0.0.1:${first.port}/`);
+  expect(await response.text()).toBe('ok');
+});

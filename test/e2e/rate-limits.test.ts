@@ -95,6 +95,30 @@ describe('a client looping on one route', () => {
   });
 });
 
+describe('a cache hit', () => {
+  it('carries the RateLimit headers once, counted like any request', async () => {
+    const cached = await startGateway({
+      usersUrl: products.url,
+      productsUrl: products.url,
+      cache: {},
+      guard: { rateLimits: { readsPerMinute: READS, writesPerMinute: WRITES, leasePoints: 1_000, keyPrefix: newPrefix(), redisUrl: process.env.TEST_REDIS_URL! } },
+    });
+    try {
+      const api = await asSubject('cached-reader', cached);
+      const seen: { cache: string | null; limit: string | null; policy: string | null }[] = [];
+      for (let i = 0; i < 3; i++) {
+        const response = await api.get(productPath);
+        seen.push({ cache: response.headers.get('x-cache'), limit: response.headers.get('ratelimit'), policy: response.headers.get('ratelimit-policy') });
+      }
+      expect(seen.map((s) => s.cache)).toEqual(['MISS', 'HIT', 'HIT']);
+      expect(seen.map((s) => s.policy)).toEqual(Array(3).fill(`"read";q=${READS};w=60`));
+      expect(seen.map((s) => /^"read";r=(\d+);t=\d+$/.exec(s.limit ?? '')?.[1])).toEqual(['4', '3', '2']);
+    } finally {
+      await cached.close();
+    }
+  });
+});
+
 describe('leases: each replica takes points from Redis in batches', () => {
   // 1% of 1000 is 10: each replica takes 10 points from Redis at once.
   const BUDGET = 1000;

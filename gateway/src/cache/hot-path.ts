@@ -2,6 +2,7 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import { observeResponse } from '@app/shared/platform/http';
 import type { Logger } from '@app/shared/platform/logger';
 import { requestTargets } from '../front-door.js';
+import { rateLimitHeaders } from '../guard.js';
 import type { GatewayMetrics } from '../metrics.js';
 import { sendHeld, type CachedResponse } from './entry.js';
 import type { Lookup, ResponseCache } from './response-cache.js';
@@ -35,7 +36,7 @@ export function withCacheHotPath(
   const serveHit = (req: IncomingMessage, res: ServerResponse, entry: CachedResponse) => {
     const { requestId } = observeResponse(logger, req, res, metrics.requestFinished);
     metrics.cacheOutcome('hit');
-    sendHeld(req, res, entry, { outcome: 'HIT', ageSeconds: cache.ageSeconds(entry), requestId });
+    sendHeld(req, res, entry, { outcome: 'HIT', ageSeconds: cache.ageSeconds(entry), requestId, more: rateLimitHeaders(req) });
   };
   /** The Redis round trip, for a request whose entry is not held in memory. */
   const tryRedis = async (req: IncomingMessage, res: ServerResponse, scope: ReadScope): Promise<boolean> => {

@@ -143,6 +143,14 @@ function listenOn(server: net.Server, options: net.ListenOptions): Promise<void>
  */
 async function listenShared(server: http.Server, options: net.ListenOptions, sockets: number): Promise<net.Server[]> {
   const acceptors: net.Server[] = [];
+  if (sockets > 1 && options.port) {
+    // SO_REUSEPORT would let this process share a port another one already listens on (two
+    // gateways started on one port would each get half the connections): a plain listen first
+    // fails with EADDRINUSE as a single socket would, and is closed before the shared ones open.
+    const probe = net.createServer();
+    await listenOn(probe, { ...options, reusePort: false });
+    await new Promise((resolve) => probe.close(resolve));
+  }
   try {
     await listenOn(server, { ...options, reusePort: sockets > 1 });
     const port = (server.address() as AddressInfo).port;
