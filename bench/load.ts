@@ -519,6 +519,8 @@ async function main(): Promise<void> {
     const beforeCut = timeline.filter((t) => t.second < Math.floor(cutAt / 1000));
     const hitsBeforeCut = beforeCut.reduce((sum, t) => sum + t.hits, 0) / Math.max(1, beforeCut.length);
     const hitsBack = timeline.find((t) => t.second > restoredSecond && t.hits >= hitsBeforeCut / 2);
+    const goodputBeforeCut = Math.round(beforeCut.reduce((sum, t) => sum + t.goodput, 0) / Math.max(1, beforeCut.length));
+    const backToBeforeCut = timeline.find((t) => t.second > restoredSecond && t.goodput >= goodputBeforeCut);
     const recovery = {
       cutAt: new Date(cutAt).toISOString(),
       restoredAt: new Date(restoredAt).toISOString(),
@@ -528,12 +530,14 @@ async function main(): Promise<void> {
       secondsToHitsBack: hitsBack ? hitsBack.second - restoredSecond : null,
       secondsToBest: recovered(1) ? recovered(1)!.second - restoredSecond : null,
       secondsTo90PercentOfBest: recovered(0.9) ? recovered(0.9)!.second - restoredSecond : null,
+      goodputBeforeCut,
+      secondsToGoodputBeforeCut: backToBeforeCut ? backToBeforeCut.second - restoredSecond : null,
     };
     console.log(`  per second (second 0 = the one Redis came back in), good/shed/bypassed/hits: ${recovery.perSecond.map((p) => `${p.second}: ${p.goodput}/${p.shed}/${p.bypassed}/${p.hits}`).join(', ')}`);
     console.log(
       `  after Redis returned: judged up by the gateway ${recovery.msToRedisJudgedUp ?? 'never'} ms later (as /metrics said it); hits at half their rate before the cut again ${recovery.secondsToHitsBack ?? 'never'} s later`,
     );
-    console.log(`  back to the best step's goodput (${best}/s) ${recovery.secondsToBest ?? 'never'} s after Redis returned; to 90% of it: ${recovery.secondsTo90PercentOfBest ?? 'never'} s`);
+    console.log(`  back to the best step's goodput (${best}/s) ${recovery.secondsToBest ?? 'never'} s after Redis returned; to 90% of it: ${recovery.secondsTo90PercentOfBest ?? 'never'} s; to this run's own goodput before the cut (${goodputBeforeCut}/s on average): ${recovery.secondsToGoodputBeforeCut ?? 'never'} s`);
 
     const bestStep = steps.find((s) => s.goodput === best)!;
     const at = (connections: number) => steps.find((s) => s.connections === connections);
