@@ -6,6 +6,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import { listen, type RunningServer } from '@app/shared/platform/server';
+import { refusesConnections } from '../support/raw-socket.js';
 
 /** Answers once the whole request body has arrived. */
 const echo: http.RequestListener = (req, res) => {
@@ -51,17 +52,6 @@ function halfSentPost(port: number) {
   });
   request.write('ab');
   return { response, finish: () => request.end('cd') };
-}
-
-function refusesConnections(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host: '127.0.0.1', port });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(false);
-    });
-    socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code === 'ECONNREFUSED'));
-  });
 }
 
 it('takes in one waiting connection per turn of its event loop with one listening socket', async () => {

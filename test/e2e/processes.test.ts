@@ -3,10 +3,10 @@
  * migrations, and graceful shutdown with requests in flight.
  */
 import http from 'node:http';
-import net from 'node:net';
 import { defaultToken, TEST_RULES, testPublicKeyPem } from '../support/auth.js';
 import { client, expectProblem } from '../support/http.js';
 import { run, startWorkspace } from '../support/process.js';
+import { refusesConnections } from '../support/raw-socket.js';
 import { dropSchema, throwawayDatabaseUrl } from '../support/stack.js';
 import { closedPort } from '../support/tcp-proxy.js';
 
@@ -38,17 +38,6 @@ function halfSentPost(url: string, path: string, body: string) {
   });
   request.write(body.slice(0, 10));
   return { response, finish: () => request.end(body.slice(10)) };
-}
-
-function refusesConnections(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host: '127.0.0.1', port });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(false);
-    });
-    socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code === 'ECONNREFUSED'));
-  });
 }
 
 describe('npm start -w <workspace>', () => {

@@ -90,3 +90,15 @@ export function rawRequest(method: string, target: string, headers: Record<strin
 }
 
 export const portOf = (url: string) => Number(new URL(url).port);
+
+/** Whether nothing listens on `port` any more: a connection to it is refused. */
+export function refusesConnections(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: '127.0.0.1', port });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(false);
+    });
+    socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code === 'ECONNREFUSED'));
+  });
+}
