@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { writeProblem } from '@app/shared/platform/http';
+import { sendProblem } from '@app/shared/platform/http';
 import { HttpProblem } from '@app/shared/platform/problem';
 import type { RequestHandler } from 'express';
 
@@ -77,16 +77,14 @@ export class ConcurrencyLimit {
 }
 
 /**
- * Holds a slot of `limit` for the request until its response is done (true), or answers 503 (false).
- * `path` is the problem's `instance`.
+ * Holds a slot of `limit` for the request until its response is done (true); false when none is
+ * free (counted with `onShed`: the caller answers with `limit.shedProblem()`).
  */
-export function holdSlot(limit: ConcurrencyLimit, req: IncomingMessage, res: ServerResponse, path: string, onShed: (limit: ConcurrencyLimit, write: boolean) => void): boolean {
+export function holdSlot(limit: ConcurrencyLimit, req: IncomingMessage, res: ServerResponse, onShed: (limit: ConcurrencyLimit, write: boolean) => void): boolean {
   const write = isWrite(req);
   const release = limit.tryAcquire(write);
   if (!release) {
     onShed(limit, write);
-    // Answered here, not thrown: an expected refusal is counted, not logged as an error with a stack.
-    writeProblem(res, path, limit.shedProblem());
     return false;
   }
   res.once('close', release);
@@ -100,6 +98,8 @@ export function holdSlot(limit: ConcurrencyLimit, req: IncomingMessage, res: Ser
 export function shedBeyondLimit(limitFor: (path: string) => ConcurrencyLimit | undefined, onShed: (limit: ConcurrencyLimit, write: boolean) => void): RequestHandler {
   return (req, res, next) => {
     const limit = limitFor(req.path);
-    if (!limit || holdSlot(limit, req, res, req.path, onShed)) next();
+    if (!limit || holdSlot(limit, req, res, onShed)) next();
+    // Answered here, not thrown: an expected refusal is counted, not logged as an error with a stack.
+    else sendProblem(req, res, limit.shedProblem());
   };
 }

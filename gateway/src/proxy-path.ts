@@ -1,11 +1,11 @@
 import type { IncomingMessage, RequestListener } from 'node:http';
-import { answerFailure, BODY_LIMIT_BYTES, observeRequest } from '@app/shared/platform/http';
+import { answerFailure, BODY_LIMIT_BYTES, observeResponse, writeProblem } from '@app/shared/platform/http';
 import type { Logger } from '@app/shared/platform/logger';
 import { holdSlot, type ConcurrencyLimit } from './concurrency-limit.js';
 import { requestTargets } from './front-door.js';
 import { rateLimitHeaders } from './guard.js';
 import type { GatewayMetrics } from './metrics.js';
-import type { upstreamProxy } from './upstream.js';
+import { keepOwnHeaders, setOwnHeaders, type upstreamProxy } from './upstream.js';
 
 /** One service as the proxy path reaches it: its proxy (http-proxy-middleware) and its concurrency limit. */
 export interface ProxyHop {
@@ -44,15 +44,25 @@ export function withProxyPath(
       app(req, res);
       return;
     }
-    const limits = rateLimitHeaders(req);
-    if (limits) for (const name in limits) res.setHeader(name, limits[name] as string);
-    const { log } = observeRequest(logger, req, res, metrics.requestFinished);
+    // Its logger (`.log`) is made on first use: not here.
+    const observation = observeResponse(logger, req, res, metrics.requestFinished);
+    const own = ['X-Request-Id', observation.requestId];
     if (req.method === 'GET' || req.method === 'HEAD') {
-      res.setHeader('X-Cache', 'BYPASS');
+      own.push('X-Cache', 'BYPASS');
       metrics.cacheOutcome('bypass');
     }
-    if (!holdSlot(hop.limit, req, res, path, metrics.shed)) return;
+    const limits = rateLimitHeaders(req);
+    if (limits) for (const name in limits) own.push(name, limits[name] as string);
+    keepOwnHeaders(res, own);
+    if (!holdSlot(hop.limit, req, res, metrics.shed)) {
+      setOwnHeaders(res);
+      writeProblem(res, path, hop.limit.shedProblem());
+      return;
+    }
     // The proxy calls back only when it fails (or, never here, when its path filter refuses the path).
-    hop.proxy(req, res, (error) => answerFailure(res, path, error ?? new Error(`no proxy took ${path}`), log));
+    hop.proxy(req, res, (error) => {
+      setOwnHeaders(res);
+      answerFailure(res, path, error ?? new Error(`no proxy took ${path}`), observation.log);
+    });
   };
 }

@@ -58,6 +58,28 @@ export interface Deadlines {
 /** Response headers of a service the gateway does not relay: hop-by-hop ones, and the request id it sets itself. */
 const NOT_RELAYED = new Set([...HOP_BY_HOP, 'x-request-id']);
 
+const OWN_HEADERS = Symbol('own headers');
+type WithOwnHeaders = http.ServerResponse & { [OWN_HEADERS]?: string[] };
+
+/**
+ * The gateway's own headers for a proxied response (`[name, value, …]`), kept until the response
+ * is written rather than set on it: the service's answer then goes out with them in one
+ * `writeHead`, which Node writes without building a header map (one header set before makes it
+ * merge them all into its map). A response the gateway writes itself (a problem) takes them
+ * first (`setOwnHeaders`).
+ */
+export function keepOwnHeaders(res: http.ServerResponse, headers: string[]): void {
+  (res as WithOwnHeaders)[OWN_HEADERS] = headers;
+}
+
+/** Sets the headers `keepOwnHeaders` kept on the response itself: before the gateway answers it. */
+export function setOwnHeaders(res: http.ServerResponse): void {
+  const own = (res as WithOwnHeaders)[OWN_HEADERS];
+  if (!own) return;
+  (res as WithOwnHeaders)[OWN_HEADERS] = undefined;
+  for (let i = 0; i < own.length; i += 2) res.setHeader(own[i] as string, own[i + 1] as string);
+}
+
 /**
  * The service's response to the client: its status and headers (but NOT_RELAYED) in one
  * `writeHead`, from the raw header lines (Node builds a response's header object only when asked),
@@ -75,6 +97,8 @@ function relay(proxyRes: http.IncomingMessage, res: http.ServerResponse): void {
     const name = raw[i] as string;
     if (!NOT_RELAYED.has(name.toLowerCase())) headers.push(name, raw[i + 1] as string);
   }
+  const own = (res as WithOwnHeaders)[OWN_HEADERS];
+  if (own) for (const field of own) headers.push(field);
   res.writeHead(proxyRes.statusCode ?? 502, headers);
   proxyRes.once('error', () => res.destroy());
   proxyRes.pipe(res);
@@ -129,6 +153,7 @@ export function upstreamProxy(
         await options.onSettled?.(req, 502);
         if (res.headersSent) res.destroy();
         else {
+          setOwnHeaders(res);
           // The client's own body is still (slowly) arriving: this connection cannot be reused.
           if (error instanceof RequestBodyTimeout) res.setHeader('Connection', 'close');
           writeProblem(res, pathOf(req.url), upstreamProblem(upstream.name, error));
