@@ -187,7 +187,8 @@ export async function listen(handler: RequestListener, port: number, host?: stri
   const forget = function (this: http.ServerResponse) {
     inFlight.delete(this);
   };
-  server.on('request', (_req, res: http.ServerResponse) => {
+  // Before the handler, which may have answered by the time a later listener runs (a cache hit is sent at once).
+  server.prependListener('request', (_req, res: http.ServerResponse) => {
     // During shutdown, every response closes its connection so keep-alive clients reconnect elsewhere.
     if (closing) res.setHeader('Connection', 'close');
     inFlight.add(res);
