@@ -14,8 +14,8 @@ export interface Upstream {
 }
 
 /** Whether the upstream serves `path`: its prefix and everything below it (not `/api/usersx`). */
-export const servesPath = (upstream: Pick<Upstream, 'prefix'>, path: string) =>
-  path === upstream.prefix || path.startsWith(`${upstream.prefix}/`);
+export const servesPath = ({ prefix }: Pick<Upstream, 'prefix'>, path: string) =>
+  path.startsWith(prefix) && (path.length === prefix.length || path.charCodeAt(prefix.length) === 0x2f); // '/'; no string made per request
 
 /** Headers about the connection or this one delivery: never stored, never forwarded. */
 export const HOP_BY_HOP = new Set([
