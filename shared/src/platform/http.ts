@@ -122,6 +122,11 @@ export function observeResponse(
   return observation;
 }
 
+/** The request id and logger `observeRequest` or `observeResponse` gave a response: for code outside express (no `res.locals`). */
+export function observationOf(res: ServerResponse): { readonly requestId: string; readonly log: Logger } | undefined {
+  return (res as ObservedResponse)[OBSERVATION];
+}
+
 /** `res.locals.log`, made on first use; one descriptor for every request (no closure per request). */
 const LOCALS_LOG: PropertyDescriptor = {
   get(this: { [OBSERVATION]: RequestObservation }) {
