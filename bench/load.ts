@@ -3,10 +3,11 @@
  * products-service on throwaway schemas, the gateway with its Redis cache reached through a TCP
  * proxy this script controls), creates 500 products, then drives the gateway with wrk the way a
  * busy client population would: random `GET /api/products/{id}`, 10% of them merge-patch writes
- * instead, at 64, 256, 1,000 and 2,000 connections, 15 s per step. Then the same mix at 1,000
- * connections with Redis cut off for 2 s in the middle (the proxy drops every connection; the
- * shared Redis itself is never touched), second by second, with the moments of its recovery: when
- * the gateway judged Redis up again, when the cache served hits again, when goodput was back.
+ * instead, at 64, 256, 1,000 and 2,000 connections, 15 s per step. Then the same mix at the
+ * concurrency of the best step (the most goodput) with Redis cut off for 2 s in the middle (the
+ * proxy drops every connection; the shared Redis itself is never touched), second by second, with
+ * the moments of its recovery: when the gateway judged Redis up again, when the cache served hits
+ * again, when goodput was back at the best step's.
  *
  * Per step it prints goodput (2xx and 304 per second), p50/p99 latency, status counts, the cache
  * outcomes, requests shed by the gateway, the event-loop delay of every process (bench/loop-probe.ts),
@@ -16,8 +17,10 @@
  * is stopped and every schema dropped at the end.
  *
  * For experiments: LOAD_STEPS (e.g. `256,1000`), LOAD_STEP_SECONDS, LOAD_WRITE_PERCENT, LOAD_SKIP_CUT=1,
- * LOAD_LOG_LEVEL (the servers', `error` by default), LISTEN_SOCKETS (passed on to every process), and
- * the gateway's own UPSTREAM_* and REDIS_COMMAND_TIMEOUT_MS variables, passed on to it.
+ * LOAD_CUT_CONNECTIONS (instead of the best step's), LOAD_LOG_LEVEL (the servers', `error` by
+ * default), LOAD_GATEWAY_NODE_FLAGS (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`: the profile is
+ * written when the gateway stops at the end), LISTEN_SOCKETS (passed on to every process), and the
+ * gateway's own UPSTREAM_* and REDIS_COMMAND_TIMEOUT_MS variables, passed on to it.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -31,7 +34,6 @@ const STEPS = (process.env.LOAD_STEPS ?? '64,256,1000,2000').split(',').map(Numb
 const STEP_SECONDS = Number(process.env.LOAD_STEP_SECONDS ?? 15);
 const PRODUCTS = 500;
 const WRITE_PERCENT = Number(process.env.LOAD_WRITE_PERCENT ?? 10);
-const CUT_CONNECTIONS = 1_000;
 const CUT_SECONDS = 20;
 const CUT_AT_SECOND = 8;
 const CUT_FOR_MS = 2_000;
@@ -48,9 +50,9 @@ interface Probed {
  * Starts a server process with the event-loop probe preloaded (over an IPC channel), not pinned
  * to a core (unlike support.ts's startServer): the curve is the whole machine under load.
  */
-async function start(name: string, script: string, env: Record<string, string>): Promise<Probed> {
+async function start(name: string, script: string, env: Record<string, string>, nodeFlags: string[] = []): Promise<Probed> {
   const port = await freePort();
-  const child = spawn(process.execPath, [...nodeOptionsFor(script), '--import', './bench/loop-probe.ts', script], {
+  const child = spawn(process.execPath, [...nodeOptionsFor(script), ...nodeFlags, '--import', './bench/loop-probe.ts', script], {
     cwd: ROOT,
     // Errors only: at thousands of requests a second, a warn line per shed request is load of its own.
     env: {
@@ -346,7 +348,7 @@ function printStep(step: Step): void {
 }
 
 /** The load curve as an SVG: goodput (bars) and p99 (line) per step, and the Redis cut second by second. */
-function chart(steps: Step[], cut: { second: number; goodput: number }[], cutWindow: [number, number], meta: string): string {
+function chart(steps: Step[], cut: { second: number; goodput: number }[], cutWindow: [number, number], cutConnections: number, meta: string): string {
   const width = 860;
   const height = 360;
   const panel = { x: 60, y: 40, w: 360, h: 250 };
@@ -381,7 +383,7 @@ ${bars}
 <polyline points="${p99Points.join(' ')}" fill="none" stroke="#e45756" stroke-width="2"/>
 ${p99Labels}
 <text x="${panel.x + panel.w / 2}" y="${panel.y + panel.h + 34}" text-anchor="middle" font-size="12">concurrent connections</text>
-<text x="${right.x}" y="20" font-size="14" font-weight="bold">Redis cut for 2 s at ${CUT_CONNECTIONS} connections (2xx/s)</text>
+<text x="${right.x}" y="20" font-size="14" font-weight="bold">Redis cut for 2 s at ${cutConnections} connections (2xx/s)</text>
 <rect x="${shade(cutWindow[0])}" y="${right.y}" width="${Math.max(2, shade(cutWindow[1]) - shade(cutWindow[0]))}" height="${right.h}" fill="#f2cf5b" opacity="0.5"/>
 <line x1="${right.x}" y1="${yCut(best)}" x2="${right.x + right.w}" y2="${yCut(best)}" stroke="#999" stroke-dasharray="4 3"/>
 <text x="${right.x + right.w}" y="${yCut(best) - 4}" text-anchor="end" font-size="11" fill="#666">best step ${best}/s</text>
@@ -439,7 +441,7 @@ async function main(): Promise<void> {
       AUTH_ENABLED: 'false',
       RATE_LIMIT_ENABLED: 'false',
       ...Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith('UPSTREAM_') || name.startsWith('REDIS_COMMAND'))),
-    });
+    }, (process.env.LOAD_GATEWAY_NODE_FLAGS ?? '').split(' ').filter(Boolean));
     processes.push(gateway);
 
     const ids: string[] = [];
@@ -473,13 +475,18 @@ async function main(): Promise<void> {
       steps.push(step);
     }
     const best = Math.max(...steps.map((s) => s.goodput));
+    const bestStep = steps.find((s) => s.goodput === best)!;
+    console.log(`\nbest step: ${bestStep.connections} connections, ${best}/s`);
 
     if (process.env.LOAD_SKIP_CUT) return;
+    // The cut runs at the best step's concurrency, so that its recovery is judged against the goodput
+    // of the same client population, not of a larger or smaller one.
+    const cutConnections = Number(process.env.LOAD_CUT_CONNECTIONS ?? bestStep.connections);
     let cutAt = 0;
     let restoredAt = 0;
     // What the gateway says of Redis, four times a second from just before the cut until 8 s after.
     const cacheStates: { atMs: number; redisUp: number; owed: number }[] = [];
-    const { step: cutStep, perSecond, shedPerSecond, bypassedPerSecond, hitsPerSecond } = await runStep(CUT_CONNECTIONS, CUT_SECONDS, target, script, processes, async (startedAt) => {
+    const { step: cutStep, perSecond, shedPerSecond, bypassedPerSecond, hitsPerSecond } = await runStep(cutConnections, CUT_SECONDS, target, script, processes, async (startedAt) => {
       await new Promise((resolve) => setTimeout(resolve, startedAt + (CUT_AT_SECOND - 1) * 1000 - Date.now()));
       const sampling = (async () => {
         const until = Date.now() + 11_000;
@@ -499,7 +506,7 @@ async function main(): Promise<void> {
       await sampling;
     });
     console.log(`  the gateway on Redis (ms after Redis came back: up, owed): ${cacheStates.map((c) => `${c.atMs - restoredAt}: ${c.redisUp}, ${c.owed}`).join('; ')}`);
-    console.log(`\nRedis cut for ${CUT_FOR_MS / 1000} s at ${CUT_CONNECTIONS} connections:`);
+    console.log(`\nRedis cut for ${CUT_FOR_MS / 1000} s at ${cutConnections} connections (the best step's):`);
     printStep(cutStep);
     // Whole seconds only: the first and last are partly outside the run.
     const seconds = [...perSecond.keys()].sort((a, b) => a - b).slice(1, -1);
@@ -511,7 +518,10 @@ async function main(): Promise<void> {
       hits: hitsPerSecond.get(second) ?? 0,
     }));
     const restoredSecond = Math.floor(restoredAt / 1000);
-    const recovered = (share: number) => timeline.find((t) => t.second > restoredSecond && t.goodput >= best * share);
+    // A second after the return counts from Redis' return to that second's end (one decimal): the
+    // goodput it shows was all there by then. The second Redis came back in is not one of them.
+    const after = (t: { second: number } | undefined) => (t ? Math.round(((t.second + 1) * 1000 - restoredAt) / 100) / 10 : null);
+    const recovered = (share: number) => after(timeline.find((t) => t.second > restoredSecond && t.goodput >= best * share));
     // The key moments of the recovery: when /metrics (asked every 250 ms, answered late by a busy
     // gateway) first said Redis was up again, and the first second after the one Redis returned in
     // with at least half the cache hits per second of the seconds before the cut.
@@ -527,19 +537,20 @@ async function main(): Promise<void> {
       bestStepGoodput: best,
       perSecond: timeline.map((t) => ({ second: t.second - restoredSecond, goodput: t.goodput, shed: t.shed, bypassed: t.bypassed, hits: t.hits })),
       msToRedisJudgedUp: judgedUp ? judgedUp.atMs - restoredAt : null,
-      secondsToHitsBack: hitsBack ? hitsBack.second - restoredSecond : null,
-      secondsToBest: recovered(1) ? recovered(1)!.second - restoredSecond : null,
-      secondsTo90PercentOfBest: recovered(0.9) ? recovered(0.9)!.second - restoredSecond : null,
+      secondsToHitsBack: after(hitsBack),
+      secondsToBest: recovered(1),
+      secondsTo90PercentOfBest: recovered(0.9),
       goodputBeforeCut,
-      secondsToGoodputBeforeCut: backToBeforeCut ? backToBeforeCut.second - restoredSecond : null,
+      secondsToGoodputBeforeCut: after(backToBeforeCut),
     };
     console.log(`  per second (second 0 = the one Redis came back in), good/shed/bypassed/hits: ${recovery.perSecond.map((p) => `${p.second}: ${p.goodput}/${p.shed}/${p.bypassed}/${p.hits}`).join(', ')}`);
     console.log(
-      `  after Redis returned: judged up by the gateway ${recovery.msToRedisJudgedUp ?? 'never'} ms later (as /metrics said it); hits at half their rate before the cut again ${recovery.secondsToHitsBack ?? 'never'} s later`,
+      `  after Redis returned: judged up by the gateway ${recovery.msToRedisJudgedUp ?? 'never'} ms later (as /metrics said it); hits at half their rate before the cut again by ${recovery.secondsToHitsBack ?? 'never'} s after`,
     );
-    console.log(`  back to the best step's goodput (${best}/s) ${recovery.secondsToBest ?? 'never'} s after Redis returned; to 90% of it: ${recovery.secondsTo90PercentOfBest ?? 'never'} s; to this run's own goodput before the cut (${goodputBeforeCut}/s on average): ${recovery.secondsToGoodputBeforeCut ?? 'never'} s`);
+    console.log(
+      `  a whole second at the best step's goodput (${best}/s, ${bestStep.connections} connections) again by ${recovery.secondsToBest ?? 'never'} s after Redis returned; at 90% of it by ${recovery.secondsTo90PercentOfBest ?? 'never'} s; at this run's own goodput before the cut (${goodputBeforeCut}/s on average) by ${recovery.secondsToGoodputBeforeCut ?? 'never'} s`,
+    );
 
-    const bestStep = steps.find((s) => s.goodput === best)!;
     const at = (connections: number) => steps.find((s) => s.connections === connections);
     const verdicts = {
       'goodput at 1000 ≥ 90% of best': at(1000) ? at(1000)!.goodput >= 0.9 * best : null,
@@ -550,9 +561,8 @@ async function main(): Promise<void> {
       'every non-2xx documented (503 with Retry-After, 409, 412)': [...steps, cutStep].every((s) =>
         Object.entries(s.statuses).every(([status, n]) => Number(status) < 300 || status === '304' || status === '409' || status === '412' || (status === '503' && n === s.retryAfter503)),
       ),
-      'back to the best goodput within 5 s of Redis returning': recovery.secondsToBest !== null && recovery.secondsToBest <= 5,
+      "a second at the best step's goodput within 5 s of Redis returning": recovery.secondsToBest !== null && recovery.secondsToBest <= 5,
     };
-    console.log(`\nbest step: ${bestStep.connections} connections, ${best}/s`);
     console.table(verdicts);
 
     const results = {
@@ -561,14 +571,14 @@ async function main(): Promise<void> {
       loadAverageAfter: os.loadavg(),
       settings: { products: PRODUCTS, writePercent: WRITE_PERCENT, stepSeconds: STEP_SECONDS, clientTimeout: CLIENT_TIMEOUT, wrkThreads: 2 },
       steps,
-      redisCut: { connections: CUT_CONNECTIONS, seconds: CUT_SECONDS, step: cutStep, recovery, gatewayOnRedis: cacheStates.map((c) => ({ msAfterReturn: c.atMs - restoredAt, redisUp: c.redisUp, owed: c.owed })) },
+      redisCut: { connections: cutConnections, seconds: CUT_SECONDS, step: cutStep, recovery, gatewayOnRedis: cacheStates.map((c) => ({ msAfterReturn: c.atMs - restoredAt, redisUp: c.redisUp, owed: c.owed })) },
       verdicts,
     };
     await mkdir(new URL('results/', import.meta.url), { recursive: true });
     await writeFile(new URL('results/load.json', import.meta.url), `${JSON.stringify(results, null, 2)}\n`);
     const cutWindow: [number, number] = [Math.floor(cutAt / 1000), restoredSecond];
     const meta = `npm run load, ${results.date.slice(0, 16)}Z, ${machine}; ${WRITE_PERCENT}% writes, ${STEP_SECONDS} s per step`;
-    await writeFile(new URL('../docs/load-curve.svg', import.meta.url), chart(steps, timeline, cutWindow, meta));
+    await writeFile(new URL('../docs/load-curve.svg', import.meta.url), chart(steps, timeline, cutWindow, cutConnections, meta));
     console.log('written to bench/results/load.json and docs/load-curve.svg');
     console.log(`\nFor the README:\n\n${markdown(steps, cutStep, recovery)}`);
   } finally {

@@ -3,6 +3,7 @@
  * migrations, and graceful shutdown with requests in flight.
  */
 import http from 'node:http';
+import net from 'node:net';
 import { defaultToken, TEST_RULES, testPublicKeyPem } from '../support/auth.js';
 import { client, expectProblem } from '../support/http.js';
 import { run, startWorkspace } from '../support/process.js';
@@ -134,6 +135,25 @@ describe('shutdown on SIGTERM', () => {
     expect(response.headers.connection).toBe('close');
     expect(await users.exited).toEqual({ code: 0, signal: null });
     expect(users.lines).toContainEqual(expect.objectContaining({ msg: 'shutdown complete' }));
+  });
+
+  it('answers a request that completes during the drain, even one answered at once, with Connection: close, and exits 0', async () => {
+    const users = await startWorkspace('users-service', { DATABASE_URL: databaseUrl('users') });
+    // Half a request: the connection is busy, so the drain waits for it instead of closing it.
+    const socket = net.connect(users.port, '127.0.0.1');
+    let received = '';
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
+    const closed = new Promise((resolve) => socket.once('close', resolve));
+    await new Promise<void>((resolve) => socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n', () => resolve()));
+    expect((await client(users.url).get('/healthz')).status).toBe(200); // the server has read the first half by now
+
+    users.child.kill('SIGTERM');
+    await users.logged((line) => line.msg === 'shutting down: draining in-flight requests');
+    socket.write('\r\n');
+    await closed;
+    expect(received).toMatch(/^HTTP\/1\.1 200 /);
+    expect(received.toLowerCase()).toContain('connection: close');
+    expect(await users.exited).toEqual({ code: 0, signal: null });
   });
 
   it('gives up on requests still in flight after SHUTDOWN_TIMEOUT_MS and exits 0', async () => {

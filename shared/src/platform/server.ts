@@ -126,6 +126,41 @@ const LISTEN_BACKLOG = 4_096;
  */
 export const DEFAULT_LISTEN_SOCKETS = 64;
 
+/** How long a turn of the event loop may go on before a request asks it to end (see endLongPollPhases). */
+const LONG_TURN_MS = 50;
+
+let longTurnCheck: (() => void) | undefined;
+
+/**
+ * libuv's poll phase takes up to 1,024 ready sockets from epoll and, when it got that many, polls
+ * again at once, up to 48 times, before the loop goes on to its timers, setImmediate callbacks,
+ * deferred I/O callbacks (a refused loopback connect is one) and closed handles. A server with more
+ * than a thousand connections that each have a request waiting (2,000 clients of the load curve)
+ * stays in that phase for 48 × 1,024 requests: 4 to 13 s measured, the 2,000-connection "stall" of
+ * the gateway, during which none of those ran (its Redis clients, cut off, did not reconnect for
+ * 11 s). The phase ends early when a signal comes in (libuv: "event loop should cycle now"), so a
+ * request that finds the loop has not turned for LONG_TURN_MS sends its own process SIGURG (ignored
+ * by default, used by nothing else here), at most once per turn. Linux only; no package does this.
+ */
+function endLongPollPhases(): () => void {
+  if (longTurnCheck) return longTurnCheck;
+  if (process.platform !== 'linux') return (longTurnCheck = () => undefined);
+  let turnedAt = performance.now();
+  let signalled = false;
+  setInterval(() => {
+    turnedAt = performance.now();
+    signalled = false;
+  }, LONG_TURN_MS / 5).unref();
+  // A listener makes libuv watch the signal (and Node does not keep the process alive for it).
+  process.on('SIGURG', () => undefined);
+  longTurnCheck = () => {
+    if (signalled || performance.now() - turnedAt < LONG_TURN_MS) return;
+    signalled = true;
+    process.kill(process.pid, 'SIGURG');
+  };
+  return longTurnCheck;
+}
+
 function listenOn(server: net.Server, options: net.ListenOptions): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -183,11 +218,14 @@ export async function listen(handler: RequestListener, port: number, host?: stri
   );
   const inFlight = new Set<http.ServerResponse>();
   let closing = false;
+  const endLongTurn = endLongPollPhases();
   // One listener for every response (no closure per request: see observeRequest in http.ts).
   const forget = function (this: http.ServerResponse) {
     inFlight.delete(this);
   };
-  server.on('request', (_req, res: http.ServerResponse) => {
+  // Before the handler, which may have answered by the time a later listener runs (a cache hit is sent at once).
+  server.prependListener('request', (_req, res: http.ServerResponse) => {
+    endLongTurn();
     // During shutdown, every response closes its connection so keep-alive clients reconnect elsewhere.
     if (closing) res.setHeader('Connection', 'close');
     inFlight.add(res);
