@@ -3,7 +3,7 @@ import { baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, refuse
 import type { Logger } from '@app/shared/platform/logger';
 import type { RequestHandler } from 'express';
 import { cachedReads, type CachedUpstream } from './cache/cached-reads.js';
-import { withCacheHotPath } from './cache/hot-path.js';
+import { misses, withCacheHotPath } from './cache/hot-path.js';
 import type { ResponseCache } from './cache/response-cache.js';
 import { CacheScopes } from './cache/scope.js';
 import { AccessPolicy } from './auth/policy.js';
@@ -13,6 +13,7 @@ import { sendRateLimitHeaders, withGuard, type GuardSettings } from './guard.js'
 import { GatewayMetrics } from './metrics.js';
 import { ReplicaHealth, upstreamAgent, type ResolveEndpoints } from './upstream-agent.js';
 import { openApiRoutes } from './openapi.js';
+import { withProxyPath, type ProxyHop } from './proxy-path.js';
 import { servesPath, upstreamProxy, type Upstream } from './upstream.js';
 
 export interface GatewayDependencies {
@@ -41,7 +42,8 @@ const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /**
  * The gateway: the front door (every target in its canonical form), the guard (CORS, token and
- * scope, rate limit), cache hits (before express),
+ * scope, rate limit), cache hits (before express), the proxy hop for every request a cache fill
+ * does not answer (before express too: proxy-path.ts),
  * then express: 404 for a target with no canonical form (never cached), its own health and metrics endpoints,
  * cached reads, one proxy per service, and 404 for the rest. It does not listen.
  */
@@ -79,10 +81,15 @@ export function createApp({
   // client hears back, so nobody reads the old data from the cache after that. One whose outcome is
   // unknown (5xx, timeout, connection lost) may still land until the services' write deadline: what
   // it affects stays out of the cache until then.
-  const invalidateWrites = async (req: IncomingMessage, status: number) => {
-    if (!cache || !WRITES.has(req.method ?? '') || (status >= 400 && status < 500)) return;
-    await cache.invalidate(scopes.written(requestTargets.get(req)), status >= 500 ? { holdMs: serviceWriteDeadlineMs } : {});
+  const invalidateWrites = (req: IncomingMessage, status: number): Promise<void> | undefined => {
+    if (!cache || !WRITES.has(req.method ?? '') || (status >= 400 && status < 500)) return undefined;
+    return cache.invalidate(scopes.written(requestTargets.get(req)), status >= 500 ? { holdMs: serviceWriteDeadlineMs } : {});
   };
+  const hops: ProxyHop[] = targets.map(({ upstream, agent, limit }) => ({
+    serves: (path) => servesPath(upstream, path),
+    proxy: upstreamProxy(upstream, { deadlines, agent, onSettled: invalidateWrites }),
+    limit,
+  }));
 
   const app = baseApp();
   app.use(sendRateLimitHeaders);
@@ -98,12 +105,11 @@ export function createApp({
   app.use('/api', refuseOversizedBodies);
   app.use(cachedReads({ cache, upstreamFor, deadlines, metrics }));
   app.use(shedBeyondLimit((path) => upstreamFor(path)?.limit, metrics.shed));
-  for (const { upstream, agent } of targets) {
-    app.use(upstreamProxy(upstream, { deadlines, agent, onSettled: invalidateWrites }));
-  }
+  for (const { proxy } of hops) app.use(proxy);
   app.use(notFound);
   app.use(problemHandler());
-  const served = cache ? withCacheHotPath(app, { cache, scopes, logger, metrics }) : app;
+  const proxied = withProxyPath(app, { hops, isCacheMiss: (req) => misses.has(req), logger, metrics });
+  const served = cache ? withCacheHotPath(proxied, { cache, scopes, logger, metrics }) : proxied;
   const policy = new AccessPolicy(scopes, new Set(guard.publicProductReads ? ['products'] : []));
   return withFrontDoor(withGuard(served, { ...guard, policy, logger, onFinished: metrics.requestFinished }));
 }

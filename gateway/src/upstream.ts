@@ -1,9 +1,8 @@
 import http from 'node:http';
 import https from 'node:https';
-import { sendProblem } from '@app/shared/platform/http';
+import { observationOf, writeProblem } from '@app/shared/platform/http';
 import { HttpProblem } from '@app/shared/platform/problem';
-import type { Request, Response } from 'express';
-import { createProxyMiddleware, debugProxyErrorsPlugin, proxyEventsPlugin } from 'http-proxy-middleware';
+import { createProxyMiddleware, proxyEventsPlugin } from 'http-proxy-middleware';
 import { retireAgedSocket } from './upstream-agent.js';
 
 export interface Upstream {
@@ -56,6 +55,58 @@ export interface Deadlines {
   requestBodyMs: number;
 }
 
+/** Response headers of a service the gateway does not relay: hop-by-hop ones, and the request id it sets itself. */
+const NOT_RELAYED = new Set([...HOP_BY_HOP, 'x-request-id']);
+
+const OWN_HEADERS = Symbol('own headers');
+type WithOwnHeaders = http.ServerResponse & { [OWN_HEADERS]?: string[] };
+
+/**
+ * The gateway's own headers for a proxied response (`[name, value, …]`), kept until the response
+ * is written rather than set on it: the service's answer then goes out with them in one
+ * `writeHead`, which Node writes without building a header map (one header set before makes it
+ * merge them all into its map). A response the gateway writes itself (a problem) takes them
+ * first (`setOwnHeaders`).
+ */
+export function keepOwnHeaders(res: http.ServerResponse, headers: string[]): void {
+  (res as WithOwnHeaders)[OWN_HEADERS] = headers;
+}
+
+/** Sets the headers `keepOwnHeaders` kept on the response itself: before the gateway answers it. */
+export function setOwnHeaders(res: http.ServerResponse): void {
+  const own = (res as WithOwnHeaders)[OWN_HEADERS];
+  if (!own) return;
+  (res as WithOwnHeaders)[OWN_HEADERS] = undefined;
+  for (let i = 0; i < own.length; i += 2) res.setHeader(own[i] as string, own[i + 1] as string);
+}
+
+/**
+ * The service's response to the client: its status and headers (but NOT_RELAYED) in one
+ * `writeHead`, from the raw header lines (Node builds a response's header object only when asked),
+ * then its body.
+ */
+function relay(proxyRes: http.IncomingMessage, res: http.ServerResponse): void {
+  if (res.headersSent) {
+    // The gateway already answered (the request body deadline passed): the service's answer is moot.
+    proxyRes.resume();
+    return;
+  }
+  const raw = proxyRes.rawHeaders;
+  const headers: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i] as string;
+    if (!NOT_RELAYED.has(name.toLowerCase())) headers.push(name, raw[i + 1] as string);
+  }
+  const own = (res as WithOwnHeaders)[OWN_HEADERS];
+  if (own) for (const field of own) headers.push(field);
+  res.writeHead(proxyRes.statusCode ?? 502, headers);
+  proxyRes.once('error', () => res.destroy());
+  proxyRes.pipe(res);
+}
+
+/** What the proxy hands a failure to: answers it (problem+json), or cuts the response under way. */
+export type ProxyNext = (error?: unknown) => void;
+
 /**
  * A keep-alive proxy to one service. Paths go through unchanged. A request body that has not
  * arrived within `deadlines.requestBodyMs` is the client's fault (408, connection closed); an
@@ -63,59 +114,56 @@ export interface Deadlines {
  * is cut off (504), and one whose body then stalls is cut (the client sees the connection cut);
  * one that cannot be reached is a 502.
  * `onSettled` runs once the request is settled (the service answered with `status`, or it failed:
- * 502) and before the client hears back: the cache invalidates writes there.
+ * 502) and before the client hears back: the cache invalidates writes there (a promise to wait
+ * for; undefined when there is nothing to do).
+ * A plain `(req, res, next)` handler on Node's own request and response: express mounts it, and so
+ * does the proxy path before express (proxy-path.ts). The request must have been observed
+ * (`observeRequest`), for its request id and logger.
  */
 export function upstreamProxy(
   upstream: Upstream,
-  options: { deadlines: Deadlines; agent: http.Agent; onSettled?: (req: http.IncomingMessage, status: number) => Promise<void> },
-) {
+  options: { deadlines: Deadlines; agent: http.Agent; onSettled?: (req: http.IncomingMessage, status: number) => Promise<void> | undefined },
+): (req: http.IncomingMessage, res: http.ServerResponse, next: ProxyNext) => void {
   return createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
-    target: upstream.url,
+    // A URL, not a string: http-proxy-middleware and httpxy would each parse the string again for every request.
+    target: new URL(upstream.url),
     agent: options.agent,
     xfwd: true,
     selfHandleResponse: true,
     pathFilter: (path) => servesPath(upstream, path),
-    // The default plugins without the logger plugin: for every response it built the target's URL
-    // and a log line for a logger that writes nothing (the gateway logs requests itself). Errors
-    // are answered by `on.error` below.
+    // Only the plugin that subscribes `on` below. The logger plugin built the target's URL and a log
+    // line per response for a logger that writes nothing (the gateway logs requests itself); the
+    // debug plugin added two listeners per request that only write to `debug`, off in production.
     ejectPlugins: true,
-    plugins: [debugProxyErrorsPlugin, proxyEventsPlugin],
+    plugins: [proxyEventsPlugin],
     on: {
       proxyReq: (proxyReq, req, res) => {
-        proxyReq.setHeader('X-Request-Id', (res as Response).locals.requestId);
+        proxyReq.setHeader('X-Request-Id', observationOf(res as http.ServerResponse)?.requestId ?? '');
         superviseUpstreamRequest(proxyReq, options.deadlines, req);
       },
-      proxyRes: async (proxyRes, req, res) => {
-        await options.onSettled?.(req, proxyRes.statusCode ?? 502);
-        if (res.headersSent) {
-          // The gateway already answered (the request body deadline passed): the service's answer is moot.
-          proxyRes.resume();
-          return;
-        }
-        res.statusCode = proxyRes.statusCode ?? 502;
-        // Hop-by-hop headers describe the service's connection, not the client's: Node sets its own.
-        for (const [name, value] of Object.entries(proxyRes.headers)) {
-          if (value !== undefined && !HOP_BY_HOP.has(name)) res.setHeader(name, value);
-        }
-        proxyRes.once('error', () => res.destroy());
-        proxyRes.pipe(res);
+      proxyRes: (proxyRes, req, res) => {
+        const settled = options.onSettled?.(req, proxyRes.statusCode ?? 502);
+        if (settled) void settled.then(() => relay(proxyRes, res));
+        else relay(proxyRes, res);
       },
-      // httpxy hands failures only to this listener (never to express's `next`), so it answers here.
+      // httpxy hands failures only to this listener (never to `next`), so it answers here.
       error: async (error, req, res) => {
         if (!('setHeader' in res)) return;
-        const response = res as Response;
-        response.locals.log.warn({ upstream: upstream.name, err: error }, 'upstream request failed');
+        observationOf(res)?.log.warn({ upstream: upstream.name, err: error }, 'upstream request failed');
         await options.onSettled?.(req, 502);
-        if (response.headersSent) response.destroy();
+        if (res.headersSent) res.destroy();
         else {
+          setOwnHeaders(res);
           // The client's own body is still (slowly) arriving: this connection cannot be reused.
-          if (error instanceof RequestBodyTimeout) response.setHeader('Connection', 'close');
-          sendProblem(req as Request, response, upstreamProblem(upstream.name, error));
+          if (error instanceof RequestBodyTimeout) res.setHeader('Connection', 'close');
+          writeProblem(res, pathOf(req.url), upstreamProblem(upstream.name, error));
         }
       },
     },
   });
 }
+
+const pathOf = (url: string | undefined) => (url ?? '/').split('?', 1)[0] ?? '/';
 
 /**
  * What every request to a service gets: its socket retired once old (see upstream-agent.ts) and
