@@ -1,21 +1,52 @@
 /**
- * `npm run bench:gateway-ab -- <before-checkout> [--cache on|off] [--runs N] [--seconds S]`: the
- * gateway of this checkout (after) against the gateway of another built checkout (before, e.g.
+ * `npm run bench:gateway-ab -- <before-checkout> [--cache on|off] [--guard off|on] [--before-guard off|on] [--runs N] [--seconds S]`:
+ * the gateway of this checkout (after) against the gateway of another built checkout (before, e.g.
  * /work/main), side by side in one run: one products-service, both gateways in front of it, and
  * wrk runs interleaved A, B, A, B… (the machine is shared and noisy: interleaving spreads the
- * noise over both). Prints requests/s and p50/p99 of each run and the medians, and each gateway's
- * resident memory at the end. Uses the bench's helpers (bench/support.ts): servers on core 0, wrk
- * on core 1.
+ * noise over both). `--guard on` runs the gateways with authentication and rate limits on and a
+ * bearer token on every request (as `npm run bench` does); `--before-guard` sets the before gateway
+ * apart, so `-- . --before-guard off --guard on` says what the protections cost in this checkout.
+ * Prints requests/s and p50/p99 of each run, the medians, each gateway's CPU time per request over
+ * its own runs, and its resident memory at the end. Uses the bench's helpers (bench/support.ts):
+ * servers on core 0, wrk on core 1.
  */
 import { parseArgs } from 'node:util';
-import { cleanUpOnSignals, dropSchemas, ensureDebianTools, freePort, median, REDIS_URL, rssMiB, schemaUrl, startNode, stopAll, throwawaySchema, wrk, type LoadResult } from '../bench/support.ts';
+import {
+  cleanUpOnSignals,
+  cpuMicros,
+  dropSchemas,
+  ensureDebianTools,
+  freePort,
+  GUARD_OFF,
+  guardOn,
+  median,
+  REDIS_URL,
+  rssMiB,
+  schemaUrl,
+  startNode,
+  stopAll,
+  throwawaySchema,
+  wrk,
+  type LoadResult,
+} from '../bench/support.ts';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { cache: { type: 'string', default: 'off' }, runs: { type: 'string', default: '4' }, seconds: { type: 'string', default: '5' }, connections: { type: 'string', default: '64' } },
+  options: {
+    cache: { type: 'string', default: 'off' },
+    guard: { type: 'string', default: 'off' },
+    'before-guard': { type: 'string' },
+    runs: { type: 'string', default: '4' },
+    seconds: { type: 'string', default: '5' },
+    connections: { type: 'string', default: '64' },
+  },
 });
 const before = positionals[0];
-if (!before) throw new Error('usage: npm run bench:gateway-ab -- <before-checkout> [--cache on|off] [--runs N] [--seconds S]');
+const onOff = (value: string) => value === 'on' || value === 'off';
+const guard = { before: values['before-guard'] ?? values.guard, after: values.guard };
+if (!before || !onOff(values.cache) || !onOff(guard.before) || !onOff(guard.after)) {
+  throw new Error('usage: npm run bench:gateway-ab -- <before-checkout> [--cache on|off] [--guard off|on] [--before-guard off|on] [--runs N] [--seconds S]');
+}
 const runs = Number(values.runs);
 const seconds = Number(values.seconds);
 const connections = Number(values.connections);
@@ -32,35 +63,43 @@ try {
   });
   if (created.status !== 201) throw new Error(`could not create the product: ${created.status}`);
   const path = created.headers.get('location')!;
-  // Authentication and rate limits off: this compares the cache and proxy paths of two builds.
-  const env = {
+  const guarded = await guardOn();
+  const setup = (on: string) => (on === 'on' ? guarded : { env: GUARD_OFF, headers: {} });
+  const env = (on: string) => ({
     USERS_SERVICE_URL: products.url,
     PRODUCTS_SERVICE_URL: products.url,
     REDIS_URL,
     CACHE_ENABLED: values.cache === 'on' ? 'true' : 'false',
-    AUTH_ENABLED: 'false',
-    RATE_LIMIT_ENABLED: 'false',
-  };
+    ...setup(on).env,
+  });
   const gateways = {
-    before: await startNode('gateway (before)', `${before}/gateway/dist/main.js`, env, await freePort()),
-    after: await startNode('gateway (after)', 'gateway/dist/main.js', env, await freePort()),
+    before: await startNode('gateway (before)', `${before}/gateway/dist/main.js`, env(guard.before), await freePort()),
+    after: await startNode('gateway (after)', 'gateway/dist/main.js', env(guard.after), await freePort()),
   };
   const results: Record<keyof typeof gateways, LoadResult[]> = { before: [], after: [] };
-  for (const gateway of Object.values(gateways)) await wrk(`${gateway.url}${path}`, { seconds: 2, connections });
+  const cpu = { before: 0, after: 0 };
+  const load = (which: keyof typeof gateways, runSeconds: number) => wrk(`${gateways[which].url}${path}`, { seconds: runSeconds, connections, headers: setup(guard[which]).headers });
+  for (const which of ['before', 'after'] as const) await load(which, 2);
   for (let run = 0; run < runs; run++) {
     // Alternate which goes first, so neither always runs on a machine the other just warmed.
     const order = run % 2 === 0 ? (['before', 'after'] as const) : (['after', 'before'] as const);
     for (const which of order) {
-      const result = await wrk(`${gateways[which].url}${path}`, { seconds, connections });
+      const cpuBefore = cpuMicros(gateways[which].pids());
+      const result = await load(which, seconds);
+      const micros = cpuMicros(gateways[which].pids()) - cpuBefore;
+      cpu[which] += micros;
       results[which].push(result);
-      console.log(`run ${run + 1} ${which.padEnd(6)} ${String(result.requestsPerSecond).padStart(6)} req/s  p50 ${result.p50Ms} ms  p99 ${result.p99Ms} ms  non-2xx ${result.non2xx}`);
+      console.log(
+        `run ${run + 1} ${which.padEnd(6)} ${String(result.requestsPerSecond).padStart(6)} req/s  ${(micros / Math.max(result.requests, 1)).toFixed(1).padStart(5)} µs CPU/req  p50 ${result.p50Ms} ms  p99 ${result.p99Ms} ms  non-2xx ${result.non2xx}`,
+      );
     }
   }
   console.log(`\nGET ${path} through the gateway, cache ${values.cache}, wrk -t1 -c${connections}, ${runs} × ${seconds} s each, interleaved; medians:`);
   for (const which of ['before', 'after'] as const) {
     const r = results[which];
+    const requests = r.reduce((sum, x) => sum + x.requests, 0);
     console.log(
-      `${which.padEnd(6)} ${median(r.map((x) => x.requestsPerSecond))} req/s  p50 ${median(r.map((x) => x.p50Ms))} ms  p99 ${median(r.map((x) => x.p99Ms))} ms  RSS ${rssMiB(gateways[which].pids())} MiB`,
+      `${which.padEnd(6)} (guard ${guard[which].padEnd(3)}) ${median(r.map((x) => x.requestsPerSecond))} req/s  ${(cpu[which] / Math.max(requests, 1)).toFixed(1)} µs CPU/req  p50 ${median(r.map((x) => x.p50Ms))} ms  p99 ${median(r.map((x) => x.p99Ms))} ms  RSS ${rssMiB(gateways[which].pids())} MiB`,
     );
   }
 } finally {

@@ -13,8 +13,6 @@ import type { RateLimitOutcome, RateLimits } from './rate-limit.js';
 /** The verified subject, for the services: they trust it because only the gateway can reach them. */
 export const SUBJECT_HEADER = 'x-auth-subject';
 const REALM = 'Bearer realm="api"';
-// RFC 6750: `Bearer` and a b64token.
-const BEARER = /^Bearer +([A-Za-z0-9._~+/-]+=*) *$/i;
 
 export interface GuardSettings {
   /** Verifies bearer tokens; undefined when authentication is off (AUTH_ENABLED=false). */
@@ -57,10 +55,31 @@ function without(headers: IncomingHttpHeaders, name: string): IncomingHttpHeader
   return kept;
 }
 
-const underApi = (path: string) => path === '/api' || path.startsWith('/api/');
+/** Whether the guard decides on `req`: every request under `/api`, canonical or not (those are 404s, counted like any). */
+function underApi(req: IncomingMessage): boolean {
+  const target = requestTargets.get(req);
+  // A canonical target is under /api exactly when it names an API resource (front-door.ts).
+  if (target) return target.api !== undefined;
+  const path = pathOf(req);
+  return path === '/api' || path.startsWith('/api/');
+}
+
+const pathOf = (req: IncomingMessage) => requestTargets.get(req)?.path ?? (req.url ?? '/').split('?', 1)[0] ?? '/';
+
+/** A request the guard answers itself, and the caller whose budget it counts against (a 403's, known; a 401's, anonymous). */
+class Refusal {
+  constructor(
+    readonly problem: HttpProblem,
+    readonly principal?: Principal,
+  ) {}
+}
+
+/** Who is calling: a verified principal allowed this request, nobody (anonymous, allowed), or a refusal. */
+type Authorisation = Principal | undefined | Refusal;
 
 const unauthorized = (detail: string, challenge: string) => new HttpProblem('unauthorized', detail, { headers: { 'WWW-Authenticate': challenge } });
 const quoted = (text: string) => `"${text.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"`;
+const missingToken = (scope: string) => new Refusal(unauthorized(`This request needs an access token with the ${scope} scope (Authorization: Bearer <token>)`, `${REALM}, scope="${scope}"`));
 
 /**
  * What the gateway decides before anything else looks at a request: CORS (preflights are answered
@@ -69,6 +88,9 @@ const quoted = (text: string) => `"${text.replaceAll('\\', '\\\\').replaceAll('"
  * `next` (the cache's hot path, then express) with the verified subject in `X-Auth-Subject` and
  * without the token: the services trust the gateway, and a resource is the same for every caller,
  * so the cache serves authorised requests like any other.
+ *
+ * A request with a remembered token and a budget leased here is decided synchronously, with no
+ * closure, promise or refusal made for it: this runs on every cache hit.
  */
 export function withGuard(
   next: RequestListener,
@@ -88,107 +110,107 @@ export function withGuard(
         })
       : undefined;
 
-  type Authorisation = { principal?: Principal; problem?: HttpProblem };
-  const scopeProblem = (scope: string | undefined, principal: Principal | undefined): Authorisation => {
-    if (scope === undefined) return { principal };
-    if (!principal) return { problem: unauthorized(`This request needs an access token with the ${scope} scope (Authorization: Bearer <token>)`, `${REALM}, scope="${scope}"`) };
-    if (!principal.scopes.has(scope)) {
-      return {
-        principal,
-        problem: new HttpProblem('insufficient-scope', `This request needs the ${scope} scope, which the access token does not grant`, {
-          headers: { 'WWW-Authenticate': `${REALM}, error="insufficient_scope", scope="${scope}"` },
-        }),
-      };
-    }
-    return { principal };
+  /** The verified caller, with its subject for the services: a refusal when its token lacks the scope. */
+  const admit = (req: IncomingMessage, principal: Principal, scope: string | undefined): Principal | Refusal => {
+    req.headers[SUBJECT_HEADER] = principal.subject;
+    if (scope === undefined || principal.scopes.has(scope)) return principal;
+    const problem = new HttpProblem('insufficient-scope', `This request needs the ${scope} scope, which the access token does not grant`, {
+      headers: { 'WWW-Authenticate': `${REALM}, error="insufficient_scope", scope="${scope}"` },
+    });
+    return new Refusal(problem, principal);
   };
-  const tokenProblem = (error: unknown): Authorisation => {
-    if (error instanceof InvalidToken) return { problem: unauthorized(error.message, `${REALM}, error="invalid_token", error_description=${quoted(error.message)}`) };
-    if (error instanceof KeysUnavailable) return { problem: problems.unavailable('The keys to verify access tokens are unavailable; try again shortly', error) };
+  const tokenProblem = (error: unknown): Refusal => {
+    if (error instanceof InvalidToken) return new Refusal(unauthorized(error.message, `${REALM}, error="invalid_token", error_description=${quoted(error.message)}`));
+    if (error instanceof KeysUnavailable) return new Refusal(problems.unavailable('The keys to verify access tokens are unavailable; try again shortly', error));
     throw error;
   };
 
   /**
-   * Who the caller is and whether it may make this request: the problem to answer with, if any.
-   * Synchronous for a token verified before (the usual case): only a new token waits for jose.
+   * Who the caller is and whether it may make this request. Synchronous for a token verified before
+   * (the usual case): only a new token waits for jose.
    */
   function authorise(req: IncomingMessage): Authorisation | Promise<Authorisation> {
-    if (!tokens) return {};
+    if (!tokens) return undefined;
     const scope = policy.requiredScope(req.method ?? 'GET', requestTargets.get(req));
     const header = req.headers.authorization;
+    if (header === undefined) return scope === undefined ? undefined : missingToken(scope);
     // The token stops here: the services get the verified subject instead.
-    if (header !== undefined) req.headers = without(req.headers, 'authorization');
-    const token = header === undefined ? undefined : BEARER.exec(header)?.[1];
-    if (token === undefined) return scopeProblem(scope, undefined);
-    const known = tokens.remembered(token);
-    const verified = (principal: Principal) => {
-      req.headers[SUBJECT_HEADER] = principal.subject;
-      return scopeProblem(scope, principal);
-    };
-    if (known) return verified(known);
-    return tokens.verify(token).then(verified, tokenProblem);
+    req.headers = without(req.headers, 'authorization');
+    const known = tokens.remembered(header);
+    if (known) return admit(req, known, scope);
+    return tokens.verify(header).then((principal) => {
+      if (principal) return admit(req, principal, scope);
+      // Not a bearer token: the request is anonymous.
+      return scope === undefined ? undefined : missingToken(scope);
+    }, tokenProblem);
   }
 
-  /** Takes the request from its caller's budget and sets the rate limit headers: the 429 when over it. */
-  function limit(req: IncomingMessage, res: ServerResponse, { principal, problem }: Authorisation): HttpProblem | undefined | Promise<HttpProblem | undefined> {
-    if (!limits) return problem;
+  /** Takes the request from its caller's budget: the problem to answer with (a 429 when over it), if any. */
+  function limit(req: IncomingMessage, res: ServerResponse, authorisation: Authorisation): HttpProblem | undefined | Promise<HttpProblem | undefined> {
+    const refusal = authorisation instanceof Refusal ? authorisation : undefined;
+    if (!limits) return refusal?.problem;
+    const principal = refusal ? refusal.principal : (authorisation as Principal | undefined);
     const method = req.method ?? 'GET';
     const budget = method === 'GET' || method === 'HEAD' || method === 'OPTIONS' ? 'read' : 'write';
     const client = principal ? `sub:${principal.subject}` : `addr:${proxyaddr(req, trustHop)}`;
-    const answer = (outcome: RateLimitOutcome): HttpProblem | undefined => {
-      if (outcome.allowed && !problem) {
-        (req as LimitedRequest)[LIMIT_HEADERS] = outcome.headers;
-        return undefined;
-      }
-      // The guard answers this one itself.
-      for (const name in outcome.headers) res.setHeader(name, outcome.headers[name] as string);
-      const retryAfter = outcome.headers['Retry-After'];
-      if (outcome.allowed || retryAfter === undefined) return problem;
-      return new HttpProblem('rate-limited', `Over the budget of ${budget} requests for this client; retry after ${retryAfter} s`, {
-        headers: { 'Retry-After': retryAfter },
-      });
-    };
     const outcome = limits.consume(budget, client);
-    return outcome instanceof Promise ? outcome.then(answer) : answer(outcome);
+    if (outcome instanceof Promise) return outcome.then((settled) => limited(req, res, settled, budget, refusal));
+    return limited(req, res, outcome, budget, refusal);
   }
 
-  /**
-   * The problem to answer `req` with, or undefined when it may go on. Synchronous when the token is
-   * remembered and the caller's budget has a lease here: then a request costs no promise at all.
-   */
+  /** Sets the RateLimit headers: kept on the request for a request let through, on the response for one refused. */
+  function limited(req: IncomingMessage, res: ServerResponse, outcome: RateLimitOutcome, budget: string, refusal: Refusal | undefined): HttpProblem | undefined {
+    if (outcome.allowed && !refusal) {
+      (req as LimitedRequest)[LIMIT_HEADERS] = outcome.headers;
+      return undefined;
+    }
+    // The guard answers this one itself.
+    for (const name in outcome.headers) res.setHeader(name, outcome.headers[name] as string);
+    const retryAfter = outcome.headers['Retry-After'];
+    if (outcome.allowed || retryAfter === undefined) return refusal?.problem;
+    return new HttpProblem('rate-limited', `Over the budget of ${budget} requests for this client; retry after ${retryAfter} s`, {
+      headers: { 'Retry-After': retryAfter },
+    });
+  }
+
+  /** The problem to answer `req` with, or undefined when it may go on. */
   function decide(req: IncomingMessage, res: ServerResponse): HttpProblem | undefined | Promise<HttpProblem | undefined> {
     const authorisation = authorise(req);
-    return authorisation instanceof Promise ? authorisation.then((known) => limit(req, res, known)) : limit(req, res, authorisation);
+    return authorisation instanceof Promise ? authorisation.then((settled) => limit(req, res, settled)) : limit(req, res, authorisation);
   }
 
-  const guarded: RequestListener = (req, res) => {
-    const path = (req.url ?? '/').split('?', 1)[0] ?? '/';
-    if (!underApi(path)) {
+  const proceed = (req: IncomingMessage, res: ServerResponse, problem: HttpProblem | undefined) => {
+    if (!problem) {
       next(req, res);
       return;
     }
-    const proceed = (problem: HttpProblem | undefined) => {
-      if (!problem) {
-        next(req, res);
-        return;
-      }
-      observeRequest(logger, req, res, onFinished);
-      writeProblem(res, path, problem);
-    };
-    const fail = (error: unknown) => {
-      const { log } = observeRequest(logger, req, res, onFinished);
-      log.error({ err: error }, 'the gateway could not authorise a request');
-      writeProblem(res, path, new HttpProblem('internal', 'An unexpected error occurred'));
-    };
+    observeRequest(logger, req, res, onFinished);
+    writeProblem(res, pathOf(req), problem);
+  };
+  const fail = (req: IncomingMessage, res: ServerResponse, error: unknown) => {
+    const { log } = observeRequest(logger, req, res, onFinished);
+    log.error({ err: error }, 'the gateway could not authorise a request');
+    writeProblem(res, pathOf(req), new HttpProblem('internal', 'An unexpected error occurred'));
+  };
+
+  const guarded: RequestListener = (req, res) => {
+    if (!underApi(req)) {
+      next(req, res);
+      return;
+    }
     let decision: ReturnType<typeof decide>;
     try {
       decision = decide(req, res);
     } catch (error) {
-      fail(error);
+      fail(req, res, error);
       return;
     }
-    if (decision instanceof Promise) decision.then(proceed, fail);
-    else proceed(decision);
+    if (decision instanceof Promise) {
+      decision.then(
+        (problem) => proceed(req, res, problem),
+        (error: unknown) => fail(req, res, error),
+      );
+    } else proceed(req, res, decision);
   };
 
   return (req, res) => {

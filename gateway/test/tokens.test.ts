@@ -22,17 +22,30 @@ describe('TokenVerifier', () => {
 
   it('remembers a verified token until it expires, and never a refused one', async () => {
     const verifier = new TokenVerifier({ publicKey }, rules);
-    const token = await sign(privateKey);
-    expect(verifier.remembered(token)).toBeUndefined();
-    expect(await verifier.verify(token)).toEqual({ subject: 'alice', scopes: new Set(['users:read']) });
-    expect(verifier.remembered(token)).toEqual({ subject: 'alice', scopes: new Set(['users:read']) });
+    const header = `Bearer ${await sign(privateKey)}`;
+    expect(verifier.remembered(header)).toBeUndefined();
+    expect(await verifier.verify(header)).toEqual({ subject: 'alice', scopes: new Set(['users:read']) });
+    expect(verifier.remembered(header)).toEqual({ subject: 'alice', scopes: new Set(['users:read']) });
     // Expired 10 s ago: still inside the clock tolerance, so accepted, but not remembered.
-    const almostExpired = await sign(privateKey, { expiresIn: -10 });
+    const almostExpired = `Bearer ${await sign(privateKey, { expiresIn: -10 })}`;
     await verifier.verify(almostExpired);
     expect(verifier.remembered(almostExpired)).toBeUndefined();
-    const expired = await sign(privateKey, { expiresIn: -120 });
+    const expired = `Bearer ${await sign(privateKey, { expiresIn: -120 })}`;
     await expect(verifier.verify(expired)).rejects.toThrow(InvalidToken);
     expect(verifier.remembered(expired)).toBeUndefined();
+  });
+
+  it('remembers only the very header it verified, not one that ends the same', async () => {
+    const verifier = new TokenVerifier({ publicKey }, rules);
+    const token = await sign(privateKey);
+    await verifier.verify(`Bearer ${token}`);
+    const [header, payload, signature] = token.split('.');
+    // Another payload with the verified token's signature: the same last characters, not its header.
+    const forged = `Bearer ${header}.${payload}x.${signature}`;
+    expect(verifier.remembered(forged)).toBeUndefined();
+    await expect(verifier.verify(forged)).rejects.toThrow(InvalidToken);
+    expect(verifier.remembered(`Bearer ${token}`)).toMatchObject({ subject: 'alice' });
+    expect(await verifier.verify(`Basic ${token}`)).toBeUndefined();
   });
 
   it('fetches a JWKS once, again for an unknown kid, and not more than once per cooldown', async () => {
@@ -48,14 +61,14 @@ describe('TokenVerifier', () => {
     try {
       const cooldownMs = 300;
       const verifier = new TokenVerifier({ jwksUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks.json`, refetchCooldownMs: cooldownMs }, rules);
-      await verifier.verify(await sign(keys[0]!.privateKey, { kid: 'one' }));
-      await verifier.verify(await sign(keys[0]!.privateKey, { kid: 'one', expiresIn: 1800 }));
+      await verifier.verify(`Bearer ${await sign(keys[0]!.privateKey, { kid: 'one' })}`);
+      await verifier.verify(`Bearer ${await sign(keys[0]!.privateKey, { kid: 'one', expiresIn: 1800 })}`);
       expect(fetches).toBe(1);
       // A key rotated in: within the cooldown, tokens naming an unknown kid are refused without a fetch...
       keys.push({ kid: 'two', ...generateKeyPairSync('ec', { namedCurve: 'P-256' }) });
-      const rotated = await sign(keys[1]!.privateKey, { kid: 'two' });
+      const rotated = `Bearer ${await sign(keys[1]!.privateKey, { kid: 'two' })}`;
       await expect(verifier.verify(rotated)).rejects.toThrow(InvalidToken);
-      await expect(verifier.verify(await sign(keys[1]!.privateKey, { kid: 'unknown' }))).rejects.toThrow(InvalidToken);
+      await expect(verifier.verify(`Bearer ${await sign(keys[1]!.privateKey, { kid: 'unknown' })}`)).rejects.toThrow(InvalidToken);
       expect(fetches).toBe(1);
       // ...and after it, the first such token makes the verifier fetch the set again and finds the key.
       await new Promise((resolve) => setTimeout(resolve, cooldownMs + 50));

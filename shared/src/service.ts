@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
 import { commonConfig, count, flag, loadConfig, milliseconds, port, seconds, url } from './platform/config.js';
-import { answerFailure, baseApp, canonicalTargetsOnly, healthRoutes, Lifecycle, notFound, observeRequest, problemHandler, requestContext } from './platform/http.js';
+import { answerFailure, baseApp, canonicalTargetsOnly, healthRoutes, Lifecycle, notFound, observeResponse, problemHandler, requestContext } from './platform/http.js';
 import { createLogger, type Logger } from './platform/logger.js';
 import { migrate } from './platform/migrate.js';
 import { Database, DEFAULT_WRITE_DEADLINE_MS } from './platform/mysql.js';
@@ -93,8 +93,12 @@ function withItemReads(app: RequestListener, resource: ResourceRoutes, logger: L
       app(req, res);
       return;
     }
-    const observed = observeRequest(logger, req, res);
-    resource.readItem(req, res, id).catch((error: unknown) => answerFailure(res, url, error, observed.log));
+    // The read writes X-Request-Id with its other headers; a failure's problem sets it itself.
+    const observed = observeResponse(logger, req, res);
+    resource.readItem(req, res, id, observed.requestId).catch((error: unknown) => {
+      if (!res.headersSent) res.setHeader('X-Request-Id', observed.requestId);
+      answerFailure(res, url, error, observed.log);
+    });
   };
 }
 

@@ -12,6 +12,9 @@ import type { CacheScopes } from '../cache/scope.js';
  * resource it is then served from.
  */
 export class AccessPolicy {
+  /** Each resource's scopes, made once: a string made per request is hashed anew by every lookup. */
+  readonly #scopes = new Map<string, { read: string; write: string }>();
+
   constructor(
     private readonly routes: Pick<CacheScopes, 'route'>,
     private readonly publicReads: ReadonlySet<string>,
@@ -23,6 +26,12 @@ export class AccessPolicy {
     if (resource === undefined) return undefined;
     const reading = method === 'GET' || method === 'HEAD';
     if (reading && this.publicReads.has(resource)) return undefined;
-    return `${resource}:${reading ? 'read' : 'write'}`;
+    let scopes = this.#scopes.get(resource);
+    if (!scopes) {
+      // Only resources with a route get here: as many as there are upstreams.
+      scopes = { read: `${resource}:read`, write: `${resource}:write` };
+      this.#scopes.set(resource, scopes);
+    }
+    return reading ? scopes.read : scopes.write;
   }
 }

@@ -160,11 +160,13 @@ export function sendProblem(req: Request, res: Response, problem: HttpProblem): 
   writeProblem(res, req.originalUrl.split('?', 1)[0] ?? '/', problem);
 }
 
+export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
+
 /** A JSON response: what express's `res.json` sends, without its content negotiation and conversions. */
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const json = JSON.stringify(body);
   res.statusCode = status;
-  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.setHeader('Content-Type', JSON_CONTENT_TYPE);
   res.setHeader('Content-Length', Buffer.byteLength(json));
   res.end(json);
 }

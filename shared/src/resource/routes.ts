@@ -3,7 +3,7 @@ import type { Request, RequestHandler, Response, Router } from 'express';
 import type { z } from 'zod';
 import { headers, json, parameters, problemResponse, routerOf, type Endpoint } from '../api-description/openapi.js';
 import { EXAMPLE_ID, resourceSchemas, validationExample } from '../api-description/resource-openapi.js';
-import { BODY_LIMIT, sendJson } from '../platform/http.js';
+import { BODY_LIMIT, JSON_CONTENT_TYPE, sendJson } from '../platform/http.js';
 import { idempotencyProblems, idempotent, type IdempotencyStore, type StoredResponse } from './idempotency.js';
 import { HttpProblem, problems } from '../platform/problem.js';
 import { conditionsOf, DEFAULT_LIMIT, etagOf, evaluatePreconditions, listQuerySchema, representation, type ResourceDefinition, type ResourceService, type Stored } from './rules.js';
@@ -17,8 +17,8 @@ export interface ResourceRoutes {
   path: string;
   /** `path` (list, create) and `path/:id` (read, replace, patch, delete). */
   router: Router;
-  /** GET/HEAD `path/{id}`: what the router runs for it, as a plain node:http handler. */
-  readItem(req: IncomingMessage, res: ServerResponse, id: string): Promise<void>;
+  /** GET/HEAD `path/{id}`: what the router runs for it, as a plain node:http handler; the response echoes `requestId`. */
+  readItem(req: IncomingMessage, res: ServerResponse, id: string, requestId: string): Promise<void>;
 }
 
 function sendResource<F>(res: ServerResponse, stored: Stored<F>, status = 200) {
@@ -26,20 +26,24 @@ function sendResource<F>(res: ServerResponse, stored: Stored<F>, status = 200) {
   sendJson(res, status, representation(stored));
 }
 
-/** GET/HEAD of an item, as a plain node:http handler. */
+/**
+ * GET/HEAD of an item, as a plain node:http handler. Its response is written whole by one
+ * `writeHead` with every header, X-Request-Id included: with no `setHeader` before it, Node writes
+ * the headers without building its header map (setHeader was 6% of a read's CPU time).
+ */
 const itemReader =
   <F extends Record<string, unknown>>(service: ResourceService<F, unknown>) =>
-  async (req: IncomingMessage, res: ServerResponse, id: string) => {
+  async (req: IncomingMessage, res: ServerResponse, id: string, requestId: string) => {
     const stored = await service.get(id);
     const etag = etagOf(stored.version);
-    res.setHeader('Cache-Control', 'no-cache');
     if (evaluatePreconditions(conditionsOf(req.headers), etag, 'read') === 'not-modified') {
-      res.statusCode = 304;
-      res.setHeader('ETag', etag);
-      res.end();
+      res.writeHead(304, ['ETag', etag, 'Cache-Control', 'no-cache', 'X-Request-Id', requestId]).end();
       return;
     }
-    sendResource(res, stored);
+    const body = JSON.stringify(representation(stored));
+    res
+      .writeHead(200, ['Content-Type', JSON_CONTENT_TYPE, 'Content-Length', Buffer.byteLength(body), 'ETag', etag, 'Cache-Control', 'no-cache', 'X-Request-Id', requestId])
+      .end(body);
   };
 
 /** What the handlers run on; absent when only the description is wanted. */
@@ -93,7 +97,7 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
   /** The response to a write as it is sent, and stored for a retry with the same Idempotency-Key. */
   const written = (stored: Stored<F>, status: number, more: Record<string, string> = {}): StoredResponse => ({
     status,
-    headers: { ...more, 'Content-Type': 'application/json; charset=utf-8', ETag: etagOf(stored.version) },
+    headers: { ...more, 'Content-Type': JSON_CONTENT_TYPE, ETag: etagOf(stored.version) },
     body: JSON.stringify(representation(stored)),
   });
 
@@ -162,7 +166,7 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
             412: problem(412, problems.preconditionFailed()),
             ...failures(at),
           },
-          ...handled(({ service }) => (req: Request, res: Response) => itemReader(service)(req, res, req.params.id as string)),
+          ...handled(({ service }) => (req: Request, res: Response) => itemReader(service)(req, res, req.params.id as string, res.locals.requestId)),
         },
         PUT: {
           operationId: `replace${Name}`,
