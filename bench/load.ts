@@ -27,7 +27,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import { TcpProxy } from '../test/support/tcp-proxy.ts';
-import { cleanUpOnSignals, dropSchemas, ensureDebianTools, freePort, nodeOptionsFor, REDIS_URL as REDIS, ROOT, schemaUrl, throwawaySchema } from './support.ts';
+import { cleanUpOnSignals, cpuMicros, dropSchemas, ensureDebianTools, freePort, nodeOptionsFor, REDIS_URL as REDIS, ROOT, schemaUrl, throwawaySchema } from './support.ts';
 
 const REDIS_URL = new URL(REDIS);
 const STEPS = (process.env.LOAD_STEPS ?? '64,256,1000,2000').split(',').map(Number);
@@ -283,15 +283,38 @@ interface Step {
   memory: Record<string, { rssMb: number; peakMb: number } | undefined>;
   /** The gateway's accept queues, sampled twice a second: the most connections waiting, and when they were last seen waiting. */
   acceptQueue: { max: number; lastWaitingSecond: number | null };
+  /** CPU time (user + system) each process used during the step, in seconds: where the two cores went. */
+  cpuSeconds: Record<string, number>;
+  /** The gateway's CPU time per request answered, in µs. */
+  gatewayCpuMicrosPerRequest: number;
 }
+
+/** The processes whose CPU time a step reports: the stack, the shared databases, and this script (the Redis proxy). */
+function cpuPids(processes: Probed[]): Record<string, number | undefined> {
+  return {
+    ...Object.fromEntries(processes.map((p) => [p.name, p.child.pid])),
+    'mariadbd (shared)': pidOf('mariadbd'),
+    'redis-server (shared)': pidOf('redis-server'),
+    'load script (Redis proxy)': process.pid,
+  };
+}
+
+const cpuOf = (pids: Record<string, number | undefined>) => Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, pid === undefined ? 0 : cpuMicros([pid])]));
 
 async function runStep(connections: number, seconds: number, target: string, script: string, processes: Probed[], during?: (startedAt: number) => Promise<void>) {
   const before = await gatewayCounters(processes.find((p) => p.name === 'gateway')!);
   await Promise.all(processes.map(loopDelay)); // resets each process's histogram
+  const pids = cpuPids(processes);
+  const cpuBefore = cpuOf(pids);
   const startedAt = Date.now();
   const run = await wrk(target, connections, seconds, script);
   let wrkMemory: Step['memory'][string];
-  const sampler = setInterval(() => (wrkMemory = memory(run.pid) ?? wrkMemory), 1_000);
+  // wrk's CPU time is read while it runs (its /proc entry goes when it exits): up to a second short.
+  let wrkCpuMicros = 0;
+  const sampler = setInterval(() => {
+    wrkMemory = memory(run.pid) ?? wrkMemory;
+    if (run.pid !== undefined) wrkCpuMicros = Math.max(wrkCpuMicros, cpuMicros([run.pid]));
+  }, 1_000);
   const gatewayPort = Number(new URL(processes.find((p) => p.name === 'gateway')!.url).port);
   const queue: Step['acceptQueue'] = { max: 0, lastWaitingSecond: null };
   const queueSampler = setInterval(() => {
@@ -301,6 +324,7 @@ async function runStep(connections: number, seconds: number, target: string, scr
   }, 500);
   await during?.(startedAt);
   await run.finished;
+  const cpuAfter = cpuOf(pids);
   clearInterval(sampler);
   clearInterval(queueSampler);
   const eventLoopDelay = Object.fromEntries(await Promise.all(processes.map(async (p) => [p.name, await loopDelay(p)] as const)));
@@ -327,6 +351,11 @@ async function runStep(connections: number, seconds: number, target: string, scr
       'mariadbd (shared)': memory(pidOf('mariadbd')),
     },
     acceptQueue: queue,
+    cpuSeconds: {
+      ...Object.fromEntries(Object.keys(pids).map((name) => [name, Math.round((cpuAfter[name]! - cpuBefore[name]!) / 1e4) / 100])),
+      wrk: Math.round(wrkCpuMicros / 1e4) / 100,
+    },
+    gatewayCpuMicrosPerRequest: Math.round((cpuAfter.gateway! - cpuBefore.gateway!) / Math.max(1, result.requests)),
   };
   return { step, perSecond: result.goodPerSecond, shedPerSecond: result.shedPerSecond, bypassedPerSecond: result.bypassedPerSecond, hitsPerSecond: result.hitsPerSecond };
 }
@@ -343,6 +372,9 @@ function printStep(step: Step): void {
   const { max, lastWaitingSecond } = step.acceptQueue;
   console.log(
     `  connections waiting for the gateway to take them in (its accept queues): at most ${max}${lastWaitingSecond === null ? '' : `, the last seen ${lastWaitingSecond} s into the step`}`,
+  );
+  console.log(
+    `  CPU seconds: ${Object.entries(step.cpuSeconds).map(([name, seconds]) => `${name} ${seconds}`).join(', ')}; the gateway's per request: ${step.gatewayCpuMicrosPerRequest} µs`,
   );
   console.log(`  RSS (MB, now/peak): ${Object.entries(step.memory).map(([name, m]) => `${name} ${m ? `${m.rssMb}/${m.peakMb}` : '-'}`).join(', ')}`);
 }
