@@ -15,7 +15,7 @@ const pool = mysql.createPool({
   supportBigNumbers: true,
   bigNumberStrings: true,
 });
-const SELECT = 'SELECT id, version, created_at, updated_at, sku, name, description, price_amount, price_currency, stock FROM products WHERE id = ?';
+const SELECT = 'SELECT version, created_at, updated_at, sku, name, description, price_amount, price_currency, stock FROM products WHERE id = ?';
 const ITEM = '/api/products/';
 
 const server = http.createServer((req, res) => {

@@ -14,6 +14,11 @@ export interface ProxyHop {
   limit: ConcurrencyLimit;
 }
 
+function hopFor(hops: readonly ProxyHop[], path: string): ProxyHop | undefined {
+  for (const hop of hops) if (hop.serves(path)) return hop;
+  return undefined;
+}
+
 /** A body declared larger than the limit: express refuses it (413) before anything reaches a service. */
 const declaresOversizedBody = (req: IncomingMessage) => {
   const declared = req.headers['content-length'];
@@ -39,7 +44,7 @@ export function withProxyPath(
   return (req, res) => {
     const target = requestTargets.get(req);
     const path = target?.path;
-    const hop = path === undefined ? undefined : hops.find((one) => one.serves(path));
+    const hop = path === undefined ? undefined : hopFor(hops, path);
     if (!hop || path === undefined || isCacheMiss(req) || declaresOversizedBody(req)) {
       app(req, res);
       return;

@@ -14,8 +14,8 @@ export interface Upstream {
 }
 
 /** Whether the upstream serves `path`: its prefix and everything below it (not `/api/usersx`). */
-export const servesPath = (upstream: Pick<Upstream, 'prefix'>, path: string) =>
-  path === upstream.prefix || path.startsWith(`${upstream.prefix}/`);
+export const servesPath = ({ prefix }: Pick<Upstream, 'prefix'>, path: string) =>
+  path.startsWith(prefix) && (path.length === prefix.length || path.charCodeAt(prefix.length) === 0x2f); // '/'; no string made per request
 
 /** Headers about the connection or this one delivery: never stored, never forwarded. */
 export const HOP_BY_HOP = new Set([
@@ -124,11 +124,10 @@ export function upstreamProxy(
   upstream: Upstream,
   options: { deadlines: Deadlines; agent: http.Agent; onSettled?: (req: http.IncomingMessage, status: number) => Promise<void> | undefined },
 ): (req: http.IncomingMessage, res: http.ServerResponse, next: ProxyNext) => void {
-  return createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
+  const proxy = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
     // A URL, not a string: http-proxy-middleware and httpxy would each parse the string again for every request.
     target: new URL(upstream.url),
     agent: options.agent,
-    xfwd: true,
     selfHandleResponse: true,
     pathFilter: (path) => servesPath(upstream, path),
     // Only the plugin that subscribes `on` below. The logger plugin built the target's URL and a log
@@ -137,10 +136,7 @@ export function upstreamProxy(
     ejectPlugins: true,
     plugins: [proxyEventsPlugin],
     on: {
-      proxyReq: (proxyReq, req, res) => {
-        proxyReq.setHeader('X-Request-Id', observationOf(res as http.ServerResponse)?.requestId ?? '');
-        superviseUpstreamRequest(proxyReq, options.deadlines, req);
-      },
+      proxyReq: (proxyReq, req) => superviseUpstreamRequest(proxyReq, options.deadlines, req),
       proxyRes: (proxyRes, req, res) => {
         const settled = options.onSettled?.(req, proxyRes.statusCode ?? 502);
         if (settled) void settled.then(() => relay(proxyRes, res));
@@ -161,6 +157,16 @@ export function upstreamProxy(
       },
     },
   });
+  return (req, res, next) => {
+    // What the service hears besides the request: its id, and the client's address (as a cache fill
+    // sends them). Set on the request's headers, which the proxy copies: no header set on its
+    // request after that (nor httpxy's xfwd, which also added X-Forwarded-Port, -Proto and -Host).
+    const requestId = observationOf(res)?.requestId;
+    if (requestId !== undefined) req.headers['x-request-id'] = requestId;
+    const client = req.socket.remoteAddress;
+    if (req.headers['x-forwarded-for'] === undefined && client !== undefined) req.headers['x-forwarded-for'] = client;
+    proxy(req, res, next);
+  };
 }
 
 const pathOf = (url: string | undefined) => (url ?? '/').split('?', 1)[0] ?? '/';
@@ -174,24 +180,33 @@ const pathOf = (url: string | undefined) => (url ?? '/').split('?', 1)[0] ?? '/'
  */
 function superviseUpstreamRequest(request: http.ClientRequest, deadlines: Deadlines, incoming?: http.IncomingMessage): void {
   retireAgedSocket(request);
+  let stalled: 'request body' | 'headers' | 'body';
   let deadline: NodeJS.Timeout | undefined;
-  const cutAfter = (ms: number, error: () => Error) => {
-    clearTimeout(deadline);
-    deadline = setTimeout(() => request.destroy(error()), ms);
+  let deadlineMs = 0;
+  const cut = () => request.destroy(stalled === 'request body' ? new RequestBodyTimeout(deadlines.requestBodyMs) : new UpstreamTimeout(deadlines.upstreamMs, stalled));
+  // One timer, restarted from the next phase on when its allowance is the same (headers, then body).
+  const cutAfter = (phase: typeof stalled) => {
+    stalled = phase;
+    const ms = phase === 'request body' ? deadlines.requestBodyMs : deadlines.upstreamMs;
+    if (deadline !== undefined && ms === deadlineMs) deadline.refresh();
+    else {
+      clearTimeout(deadline);
+      deadline = setTimeout(cut, ms);
+      deadlineMs = ms;
+    }
   };
-  const awaitHeaders = () => cutAfter(deadlines.upstreamMs, () => new UpstreamTimeout(deadlines.upstreamMs, 'headers'));
-  if (!incoming || incoming.complete) awaitHeaders();
+  if (!incoming || incoming.complete) cutAfter('headers');
   else {
-    cutAfter(deadlines.requestBodyMs, () => new RequestBodyTimeout(deadlines.requestBodyMs));
+    cutAfter('request body');
     incoming.once('end', () => {
-      if (!request.destroyed) awaitHeaders();
+      if (!request.destroyed) cutAfter('headers');
     });
   }
   let responded = false;
   request.once('response', (response: http.IncomingMessage) => {
     responded = true;
     if (response.complete) clearTimeout(deadline);
-    else cutAfter(deadlines.upstreamMs, () => new UpstreamTimeout(deadlines.upstreamMs, 'body'));
+    else cutAfter('body');
     response.once('close', () => clearTimeout(deadline));
   });
   request.once('close', () => {

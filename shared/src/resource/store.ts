@@ -28,6 +28,7 @@ function binToUuid(bin: Buffer): string {
 
 export class MySqlStore<F, Filter> implements ResourceStore<F, Filter> {
   readonly #select: string;
+  readonly #selectById: string;
   readonly #insert: string;
   readonly #update: string;
 
@@ -36,7 +37,10 @@ export class MySqlStore<F, Filter> implements ResourceStore<F, Filter> {
     private readonly mapping: TableMapping<F, Filter>,
   ) {
     const { table, columns } = mapping;
-    this.#select = `SELECT id, version, created_at, updated_at, ${columns.join(', ')} FROM ${table}`;
+    const stored = `version, created_at, updated_at, ${columns.join(', ')}`;
+    this.#select = `SELECT id, ${stored} FROM ${table}`;
+    // An item read has its id already: not sent back (fewer bytes, one column less to parse).
+    this.#selectById = `SELECT ${stored} FROM ${table} WHERE id = ?`;
     this.#insert = `INSERT INTO ${table} (id, version, created_at, updated_at, ${columns.join(', ')}) VALUES (${Array(columns.length + 4).fill('?').join(', ')})`;
     this.#update = `UPDATE ${table} SET version = ?, updated_at = ?, ${columns.map((c) => `${c} = ?`).join(', ')} WHERE id = ? AND version = ?`;
   }
@@ -50,8 +54,8 @@ export class MySqlStore<F, Filter> implements ResourceStore<F, Filter> {
   }
 
   async find(id: string): Promise<Stored<F> | undefined> {
-    const [row] = await this.db.query(`${this.#select} WHERE id = ?`, [uuidToBin(id)]);
-    return row && this.#fromRow(row);
+    const row = (await this.db.query(this.#selectById, [uuidToBin(id)]))[0];
+    return row && this.#fromRow(row, id);
   }
 
   async insert(resource: Stored<F>): Promise<void> {
@@ -87,9 +91,10 @@ export class MySqlStore<F, Filter> implements ResourceStore<F, Filter> {
     }
   }
 
-  #fromRow(row: RowDataPacket): Stored<F> {
+  /** The resource a row holds; `id` when the row has none (an item read), in the form the API uses. */
+  #fromRow(row: RowDataPacket, id = binToUuid(row.id as Buffer)): Stored<F> {
     return {
-      id: binToUuid(row.id as Buffer),
+      id,
       version: Number(row.version),
       createdAt: row.created_at as Date,
       updatedAt: row.updated_at as Date,
