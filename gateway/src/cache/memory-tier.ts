@@ -21,6 +21,12 @@ export const HEARTBEAT_TIMEOUT_MS = 1_500;
 /** What an entry costs besides its body and headers (the object, the key, LRU bookkeeping). */
 const ENTRY_OVERHEAD_BYTES = 256;
 
+/** An entry held here: with its header list made once, and its own copy of its scope's generation key (see `held`). */
+interface HeldEntry extends CachedResponse {
+  headerList: readonly string[];
+  generationKey: string;
+}
+
 /** A tracked read of a generation key under way: an invalidation of that key (or a reset) spoils it. */
 interface GenerationRead {
   spoiled: boolean;
@@ -49,7 +55,7 @@ interface GenerationRead {
  * lru-cache bounds the entries by bytes (maxSize), least recently used first.
  */
 export class MemoryTier {
-  readonly #entries: LRUCache<string, CachedResponse>;
+  readonly #entries: LRUCache<string, HeldEntry>;
   /** The current generation of each scope (by generation key) known to be current and not held. */
   readonly #generations = new LRUCache<string, string>({ max: MAX_GENERATIONS });
   readonly #reads = new Map<string, GenerationRead>();
@@ -70,7 +76,7 @@ export class MemoryTier {
     readonly maxBytes: number,
     private readonly logger: Logger,
   ) {
-    this.#entries = new LRUCache<string, CachedResponse>({
+    this.#entries = new LRUCache<string, HeldEntry>({
       maxSize: maxBytes,
       sizeCalculation: (entry) => entrySize(entry),
     });
@@ -100,11 +106,15 @@ export class MemoryTier {
     return this.#entries.calculatedSize;
   }
 
-  /** The entry for `scope`, if held and its generation is still the current one. No I/O. */
+  /**
+   * The entry for `scope`, if held and its generation is still the current one. No I/O. Its
+   * generation is looked up by the entry's own generation key, hashed once, rather than the scope's,
+   * a new string on every request that each lookup would hash again.
+   */
   held(scope: ReadScope): CachedResponse | undefined {
     if (!this.#tracking) return undefined;
     const entry = this.#entries.get(scope.entryKey);
-    if (entry === undefined || this.#generations.get(scope.generationKey) !== entry.generation) return undefined;
+    if (entry === undefined || this.#generations.get(entry.generationKey) !== entry.generation) return undefined;
     return entry;
   }
 
@@ -119,7 +129,7 @@ export class MemoryTier {
       if (this.#tracking && this.#generations.get(scope.generationKey) === entry.generation) {
         // A copy: the body may be a slice of a much larger socket buffer, which it would keep alive.
         // The header list is made once here rather than on every hit.
-        this.#entries.set(scope.entryKey, { ...entry, body: Buffer.from(entry.body), headerList: headerList(entry.headers) });
+        this.#entries.set(scope.entryKey, { ...entry, body: Buffer.from(entry.body), headerList: headerList(entry.headers), generationKey: scope.generationKey });
       }
     };
     if (this.#generations.get(scope.generationKey) === entry.generation) install();

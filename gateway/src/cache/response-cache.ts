@@ -68,7 +68,8 @@ export class ResponseCache {
 
   /** Whether a read or fill of `scope` may use Redis: Redis is up and nothing is owed for this scope. */
   #usable(scope: ReadScope): boolean {
-    return this.#health.up && !this.#owed.has(scope.generationKey) && !this.#owedHolds.has(scope.holdKey);
+    // Nothing owed, nothing to look up: a lookup would hash the scope's keys, new strings each request.
+    return this.#health.up && (this.#settled || (!this.#owed.has(scope.generationKey) && !this.#owedHolds.has(scope.holdKey)));
   }
 
   /** A fresh entry held in this gateway's memory: no round trip. */
