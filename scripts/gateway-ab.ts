@@ -24,6 +24,8 @@ import {
   rssMiB,
   schemaUrl,
   startNode,
+  startOptions,
+  startServer,
   stopAll,
   throwawaySchema,
   wrk,
@@ -73,7 +75,9 @@ try {
     ...setup(on).env,
   });
   const gateways = {
-    before: await startNode('gateway (before)', `${before}/gateway/dist/main.js`, env(guard.before), await freePort()),
+    // With this checkout's start options (startNode gives them only to this checkout's entry points):
+    // without them the before gateway ran with V8's default heap sizing, not as deployed.
+    before: await startServer('gateway (before)', process.execPath, [...startOptions('gateway'), `${before}/gateway/dist/main.js`], { env: env(guard.before), port: await freePort() }),
     after: await startNode('gateway (after)', 'gateway/dist/main.js', env(guard.after), await freePort()),
   };
   const results: Record<keyof typeof gateways, LoadResult[]> = { before: [], after: [] };
