@@ -149,7 +149,9 @@ describe.each(cases)('$name through the gateway', (resource) => {
     });
 
     it('answers 404 for an unknown or malformed id', async () => {
-      expectProblem(await api.get(`${resource.path}/${UNKNOWN_ID}`), 404, 'not-found');
+      const missing = await api.get(`${resource.path}/${UNKNOWN_ID}`);
+      expectProblem(missing, 404, 'not-found');
+      expect(missing.headers.get('cache-control')).toBe('no-cache');
       expectProblem(await api.get(`${resource.path}/not-a-uuid`), 404, 'not-found');
       expectProblem(await api.get(`${resource.path}/${UNKNOWN_ID.toUpperCase()}`), 404, 'not-found');
       expectProblem(await api.get(`${resource.path}/%E0%A4%A`), 404, 'not-found');
@@ -298,7 +300,9 @@ describe.each(cases)('$name through the gateway', (resource) => {
 
     it('answers 400 to a bad limit, a bad cursor or an unknown parameter', async () => {
       for (const query of ['limit=0', 'limit=201', 'limit=abc', 'limit=1&limit=2', 'cursor=bm9wZQ', 'sort=name']) {
-        expectProblem(await api.get(`${resource.path}?${query}`), 400, 'validation');
+        const refused = await api.get(`${resource.path}?${query}`);
+        expectProblem(refused, 400, 'validation');
+        expect(refused.headers.get('cache-control')).toBe('no-cache');
       }
     });
   });

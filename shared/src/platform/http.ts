@@ -150,6 +150,10 @@ export function requestContext(logger: Logger, onFinished?: (request: FinishedRe
 export function writeProblem(res: ServerResponse, instance: string, problem: HttpProblem): void {
   res.statusCode = problem.status;
   for (const [name, value] of Object.entries(problem.extras.headers ?? {})) res.setHeader(name, value);
+  // Every answer to a GET or HEAD says how it may be kept (docs/api.md), a problem too; one that
+  // set its own (the health endpoints' no-store) keeps it.
+  const method = res.req?.method;
+  if ((method === 'GET' || method === 'HEAD') && !res.hasHeader('Cache-Control')) res.setHeader('Cache-Control', 'no-cache');
   const body = JSON.stringify(problem.toJSON(instance));
   res.setHeader('Content-Type', 'application/problem+json; charset=utf-8');
   res.setHeader('Content-Length', Buffer.byteLength(body));
