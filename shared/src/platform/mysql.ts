@@ -87,79 +87,11 @@ class PoolError extends Error {
   }
 }
 
-/** What mysql2 reports when a statement outlives its `timeout`: the same code, for statements timed here. */
-class QueryTimeout extends Error {
-  readonly code = 'PROTOCOL_SEQUENCE_TIMEOUT';
-  constructor(timeoutMs: number) {
-    super(`Query inactivity timeout (${timeoutMs} ms)`);
-  }
-}
-
 /** True when `error` is MySQL's duplicate-key error for the unique index `indexName`. */
 export function isDuplicateKey(error: unknown, indexName: string): boolean {
   const { code, message } = error as { code?: string; message?: string };
   // MySQL 8 names the key `table.index`, MariaDB just `index`.
   return code === 'ER_DUP_ENTRY' && typeof message === 'string' && new RegExp(`[.']${indexName}'`).test(message);
-}
-
-/** A wait that `Timeouts` ends at its deadline unless it is ended before. */
-interface Wait {
-  deadline: number;
-  onTimeout: (() => void) | undefined;
-  older: Wait | undefined;
-  newer: Wait | undefined;
-}
-
-/**
- * Waits that all time out after the same `timeoutMs`, on one timer: a timer set and cleared for
- * every acquisition and statement cost 1-2 µs of a read's CPU time. With one timeout for all, the
- * waits expire in the order they began, so the oldest decides when the timer fires. The timer does
- * not keep the process alive: what is waited for (a socket) does.
- */
-class Timeouts {
-  #oldest: Wait | undefined;
-  #newest: Wait | undefined;
-  #armed = false;
-
-  constructor(private readonly timeoutMs: number) {}
-
-  /** A wait that calls `onTimeout` `timeoutMs` from now, unless `end` comes first. */
-  start(onTimeout: () => void): Wait {
-    const wait: Wait = { deadline: performance.now() + this.timeoutMs, onTimeout, older: this.#newest, newer: undefined };
-    if (this.#newest) this.#newest.newer = wait;
-    else this.#oldest = wait;
-    this.#newest = wait;
-    if (!this.#armed) this.#arm(this.timeoutMs);
-    return wait;
-  }
-
-  /** Ends `wait`; false when it had timed out already. */
-  end(wait: Wait): boolean {
-    if (wait.onTimeout === undefined) return false;
-    wait.onTimeout = undefined;
-    if (wait.older) wait.older.newer = wait.newer;
-    else this.#oldest = wait.newer;
-    if (wait.newer) wait.newer.older = wait.older;
-    else this.#newest = wait.older;
-    wait.older = wait.newer = undefined;
-    return true;
-  }
-
-  #arm(ms: number): void {
-    this.#armed = true;
-    setTimeout(this.#expire, ms).unref();
-  }
-
-  readonly #expire = (): void => {
-    this.#armed = false;
-    const now = performance.now();
-    for (let oldest = this.#oldest; oldest && oldest.deadline <= now; oldest = this.#oldest) {
-      const { onTimeout } = oldest;
-      this.end(oldest);
-      onTimeout?.();
-    }
-    if (this.#oldest) this.#arm(Math.max(1, Math.ceil(this.#oldest.deadline - now)));
-  };
 }
 
 /**
@@ -173,14 +105,9 @@ export class Database {
   readonly #transaction = new AsyncLocalStorage<Transaction>();
   /** The write deadline (performance.now() time) of the request the current async context serves. */
   readonly #requestDeadline = new AsyncLocalStorage<number>();
-  readonly #acquireTimeouts: Timeouts;
-  /** Statements bounded by the query timeout alone (those bounded by a write deadline are timed by mysql2). */
-  readonly #statementTimeouts: Timeouts;
 
   constructor(url: string, limits: Partial<DatabaseLimits> = {}) {
     this.#limits = { ...defaultLimits, ...limits };
-    this.#acquireTimeouts = new Timeouts(this.#limits.acquireTimeoutMs);
-    this.#statementTimeouts = new Timeouts(this.#limits.queryTimeoutMs);
     this.#pool = mysql.createPool({
       uri: url,
       connectionLimit: this.#limits.connectionLimit,
@@ -334,27 +261,16 @@ export class Database {
     done: (error: unknown, result?: unknown, timedOut?: boolean) => void,
     transaction?: Transaction,
   ): void {
-    const deadline = transaction?.deadline;
-    const finish = (error: unknown, result: unknown) => {
-      if (!error) {
-        done(undefined, result);
-        return;
-      }
-      const timedOut = isQueryTimeout(error);
-      if (timedOut && transaction) transaction.timedOut = true;
-      done(this.#classify(error, deadline), undefined, timedOut);
-    };
     try {
-      if (deadline !== undefined) {
-        connection[kind]({ sql, values, timeout: this.#timeoutBefore(deadline) }, finish);
-        return;
-      }
-      const wait = this.#statementTimeouts.start(() => finish(new QueryTimeout(this.#limits.queryTimeoutMs), undefined));
-      const settled = (error: unknown, result: unknown) => {
-        if (this.#statementTimeouts.end(wait)) finish(error, result);
-      };
-      if (kind === 'execute') connection.execute(sql, values, settled);
-      else connection.query(sql, values, settled);
+      connection[kind]({ sql, values, timeout: this.#timeoutBefore(transaction?.deadline) }, (error: unknown, result: unknown) => {
+        if (!error) {
+          done(undefined, result);
+          return;
+        }
+        const timedOut = isQueryTimeout(error);
+        if (timedOut && transaction) transaction.timedOut = true;
+        done(this.#classify(error, transaction?.deadline), undefined, timedOut);
+      });
     } catch (error) {
       done(error);
     }
@@ -362,18 +278,25 @@ export class Database {
 
   /** A pooled connection, or an error when none is free within the acquire timeout or the queue is full. */
   #acquire(callback: (error: unknown, connection?: PoolConnection) => void): void {
-    const wait = this.#acquireTimeouts.start(() =>
-      callback(new PoolError('POOL_ACQUIRE_TIMEOUT', `no database connection within ${this.#limits.acquireTimeoutMs} ms`)),
-    );
+    let gaveUp = false;
+    const timer = setTimeout(() => {
+      gaveUp = true;
+      callback(new PoolError('POOL_ACQUIRE_TIMEOUT', `no database connection within ${this.#limits.acquireTimeoutMs} ms`));
+    }, this.#limits.acquireTimeoutMs);
     this.#pool.getConnection((error, connection) => {
-      // A connection that arrives after we gave up goes straight back to the pool.
-      if (this.#acquireTimeouts.end(wait)) callback(error, connection);
-      else connection?.release();
+      if (gaveUp) {
+        // A connection that arrives after we gave up goes straight back to the pool.
+        connection?.release();
+        return;
+      }
+      clearTimeout(timer);
+      callback(error, connection);
     });
   }
 
   /** A statement's timeout: the query timeout, or less to stop at `deadline`. */
-  #timeoutBefore(deadline: number): number {
+  #timeoutBefore(deadline: number | undefined): number {
+    if (deadline === undefined) return this.#limits.queryTimeoutMs;
     return Math.max(1, Math.min(this.#limits.queryTimeoutMs, Math.ceil(deadline - performance.now())));
   }
 
