@@ -163,13 +163,23 @@ export function upstreamProxy(
     // request after that (nor httpxy's xfwd, which also added X-Forwarded-Port, -Proto and -Host).
     const requestId = observationOf(res)?.requestId;
     if (requestId !== undefined) req.headers['x-request-id'] = requestId;
-    const client = req.socket.remoteAddress;
-    if (req.headers['x-forwarded-for'] === undefined && client !== undefined) req.headers['x-forwarded-for'] = client;
+    req.headers['x-forwarded-for'] = forwardedFor(req.headers['x-forwarded-for'], req.socket.remoteAddress);
     proxy(req, res, next);
   };
 }
 
 const pathOf = (url: string | undefined) => (url ?? '/').split('?', 1)[0] ?? '/';
+
+/**
+ * X-Forwarded-For as the service gets it: what came in, with the address the gateway heard the
+ * request from added at the end, as every proxy does; the service trusts the last entry, never a
+ * list the client wrote alone.
+ */
+function forwardedFor(received: string | string[] | undefined, peer: string | undefined): string | undefined {
+  const chain = Array.isArray(received) ? received.join(', ') : received;
+  if (peer === undefined) return chain;
+  return chain ? `${chain}, ${peer}` : peer;
+}
 
 /**
  * What every request to a service gets: its socket retired once old (see upstream-agent.ts) and
@@ -232,7 +242,7 @@ export function fetchFromUpstream(
 ): Promise<FetchedResponse> {
   const headers: http.OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(request.headers)) if (!NOT_FORWARDED.has(name)) headers[name] = value;
-  headers['x-forwarded-for'] ??= request.remoteAddress;
+  headers['x-forwarded-for'] = forwardedFor(request.headers['x-forwarded-for'], request.remoteAddress);
   headers['x-request-id'] = request.requestId;
   const get = upstream.url.startsWith('https:') ? https.get : http.get;
   return new Promise((resolve, reject) => {

@@ -182,4 +182,13 @@ describe('what the services get', () => {
     expect(seen[0]).not.toHaveProperty('authorization');
     expect(seen[1]).not.toHaveProperty('x-auth-subject');
   });
+
+  it("X-Forwarded-For with the client's address added after whatever the client sent, on a proxied write and on a cache fill", async () => {
+    seen.length = 0;
+    const token = await testToken({ scopes: ['products:write'] });
+    await fetch(`${gateway.url}/api/products`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'x-forwarded-for': '203.0.113.9' }, body: '{}' });
+    await fetch(`${gateway.url}/api/products?limit=7`, { headers: { 'x-forwarded-for': '203.0.113.9' } });
+    await fetch(`${gateway.url}/api/products?limit=8`);
+    expect(seen.map((headers) => headers['x-forwarded-for'])).toEqual(['203.0.113.9, 127.0.0.1', '203.0.113.9, 127.0.0.1', '127.0.0.1']);
+  });
 });
