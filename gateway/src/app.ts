@@ -3,6 +3,7 @@ import { baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, refuse
 import type { Logger } from '@app/shared/platform/logger';
 import type { RequestHandler } from 'express';
 import { cachedReads, type CachedUpstream } from './cache/cached-reads.js';
+import { Fills } from './cache/fills.js';
 import { misses, withCacheHotPath } from './cache/hot-path.js';
 import type { ResponseCache } from './cache/response-cache.js';
 import { CacheScopes } from './cache/scope.js';
@@ -103,13 +104,14 @@ export function createApp({
   app.use(healthRoutes(lifecycle));
   // Before anything reaches a service: a declared body over the limit is refused at once.
   app.use('/api', refuseOversizedBodies);
-  app.use(cachedReads({ cache, upstreamFor, deadlines, metrics }));
+  const fills = new Fills();
+  app.use(cachedReads({ cache, fills, upstreamFor, deadlines, metrics }));
   app.use(shedBeyondLimit((path) => upstreamFor(path)?.limit, metrics.shed));
   for (const { proxy } of hops) app.use(proxy);
   app.use(notFound);
   app.use(problemHandler());
   const proxied = withProxyPath(app, { hops, isCacheMiss: (req) => misses.has(req), logger, metrics });
-  const served = cache ? withCacheHotPath(proxied, { cache, scopes, logger, metrics }) : proxied;
+  const served = cache ? withCacheHotPath(proxied, { cache, fills, scopes, logger, metrics }) : proxied;
   const policy = new AccessPolicy(scopes, new Set(guard.publicProductReads ? ['products'] : []));
   return withFrontDoor(withGuard(served, { ...guard, policy, logger, onFinished: metrics.requestFinished }));
 }

@@ -260,6 +260,28 @@ describe('request collapsing', () => {
     const metrics = (await api.get('/metrics')).text;
     expect(metrics).toMatch(/gateway_cache_outcomes_total\{outcome="collapsed"\} [1-9]/);
   });
+
+  it('answers every request waiting for a fill whose first request was shed: none waits for a fetch that never starts', async () => {
+    // One read in flight to a service at a time: a held fill of one user takes it.
+    const narrow = await startGateway({ usersUrl: upstream.url, productsUrl: users.url, cache: cacheOptions, concurrency: { limit: 2, writeShare: 0.5 } });
+    const through = client(narrow.url);
+    try {
+      const [busy, user] = [await createUser(), await createUser()];
+      await through.get(user.location);
+      expect((await through.patch(user.location, { name: 'Renewed' })).status).toBe(200); // its entry is old now
+      const held = upstream.hold((method, path) => method === 'GET' && path === busy.location);
+      const busyRead = through.get(busy.location);
+      await held.reached;
+      const reads = await Promise.all(Array.from({ length: 10 }, () => through.get(user.location, deadline())));
+      for (const read of reads) expectProblem(read, 503, 'service-unavailable');
+      held.release();
+      expect((await busyRead).status).toBe(200);
+      const read = await through.get(user.location);
+      expect({ status: read.status, name: read.body.name }).toEqual({ status: 200, name: 'Renewed' });
+    } finally {
+      await narrow.close();
+    }
+  });
 });
 
 describe('stale-if-error', () => {

@@ -131,6 +131,40 @@ describe('hits from memory', () => {
     expect(await counts()).toEqual(after);
   });
 
+  it('learns an entry from the lookup that found it, and a fill from the lookup that missed: no second read of the generation', async () => {
+    const target = new URL(redisUrl());
+    const proxy = await new TcpProxy({ host: target.hostname, port: Number(target.port || 6379) }).start();
+    const replica = await startGateway({ usersUrl: users.url, productsUrl: users.url, cache: { memoryRedisUrls: { subscriber: redisUrl(), tracked: proxy.rewrite(redisUrl()) } } });
+    const through = client(replica.url);
+    try {
+      const filledHere = await createUser();
+      await api.get(filledHere.location); // the item has a generation…
+      expect((await api.patch(filledHere.location, { name: 'Renewed' })).status).toBe(200); // …and a new one since its entry
+      const filledElsewhere = await createUser();
+      await api.get(filledElsewhere.location); // another replica fills Redis
+      for (let attempt = 0; attempt < 50 && (await redis.exists(itemScope(filledElsewhere.location).entryKey)) === 0; attempt++) await new Promise((resolve) => setTimeout(resolve, 10));
+
+      // From now on nothing read on the tier's own connection comes back in time: whatever the
+      // replica learns, it learns from its lookups on the cache's connection.
+      proxy.replyDelayMs = 10_000;
+      expect((await through.get(filledHere.location)).headers.get('x-cache')).toBe('MISS');
+      expect(memoryOf(replica).held(itemScope(filledHere.location))).toBeDefined();
+      expect((await through.get(filledHere.location)).headers.get('x-cache')).toBe('HIT');
+
+      expect((await through.get(filledElsewhere.location)).headers.get('x-cache')).toBe('HIT');
+      expect(memoryOf(replica).held(itemScope(filledElsewhere.location))).toBeDefined();
+
+      // What it learnt that way is still dropped by a write through another replica.
+      expect((await api.patch(filledHere.location, { name: 'Written elsewhere' })).status).toBe(200);
+      await untilDropped(replica, filledHere.location);
+      expect((await through.get(filledHere.location)).body.name).toBe('Written elsewhere');
+    } finally {
+      proxy.replyDelayMs = 0;
+      await replica.close();
+      await proxy.cut();
+    }
+  });
+
   it('keeps no more bytes than it is given, least recently used out first', async () => {
     const small = await startGateway({ usersUrl: users.url, productsUrl: users.url, cache: { memoryBytes: 2_000 } });
     const through = client(small.url);

@@ -5,6 +5,7 @@ import type { ConcurrencyLimit } from '../concurrency-limit.js';
 import type { GatewayMetrics } from '../metrics.js';
 import { fetchFromUpstream, upstreamProblem, type Deadlines, type FetchedResponse, type Upstream } from '../upstream.js';
 import { isStorable, sendHeld, storableHeaders } from './entry.js';
+import type { Fills } from './fills.js';
 import { misses } from './hot-path.js';
 import type { ResponseCache } from './response-cache.js';
 
@@ -18,17 +19,19 @@ export interface CachedUpstream {
 /**
  * GET and HEAD under /api that the hot path did not answer. Every such response says how the cache
  * took part (`X-Cache`). A miss is fetched once per key and generation however many requests want
- * it at the same moment (request collapsing), stored when storable, and shared; when the service
- * fails, an entry that expired less than CACHE_STALE_SECONDS ago is served instead (STALE).
+ * it at the same moment (request collapsing, `fills`), stored when storable, and shared; when the
+ * service fails, an entry that expired less than CACHE_STALE_SECONDS ago is served instead (STALE).
+ * A request the hot path already waited on a fill for (which failed, or answered 5xx) is answered
+ * here from that same fill.
  */
 export function cachedReads(options: {
   cache: ResponseCache | undefined;
+  fills: Fills;
   upstreamFor: (path: string) => CachedUpstream | undefined;
   deadlines: Deadlines;
   metrics: GatewayMetrics;
 }): RequestHandler {
-  const { cache, upstreamFor, deadlines, metrics } = options;
-  const flights = new Map<string, Promise<FetchedResponse>>();
+  const { cache, fills, upstreamFor, deadlines, metrics } = options;
 
   return async (req, res, next) => {
     if ((req.method !== 'GET' && req.method !== 'HEAD') || !(req.path === '/api' || req.path.startsWith('/api/'))) {
@@ -54,8 +57,7 @@ export function cachedReads(options: {
       return true;
     };
 
-    const flightKey = `${scope.entryKey}\n${generation}`;
-    let flight = flights.get(flightKey);
+    let flight = miss.fill ?? fills.started(scope, generation);
     const leads = flight === undefined;
     if (!flight) {
       const release = target.limit.tryAcquire(false);
@@ -72,18 +74,17 @@ export function cachedReads(options: {
         { path: req.originalUrl, headers: req.headers, requestId: (res as Response).locals.requestId, remoteAddress: req.socket.remoteAddress },
         { deadlines, agent: target.agent },
       );
-      flights.set(flightKey, flight);
-      flight
+      // The slot is the service's: given back once its answer is read, not after the store in Redis
+      // (a whole event-loop turn more under load, when a cut Redis comes back and every entry needs a fill).
+      const stored = flight
+        .finally(release)
         .then(async (fetched) => {
           if (isStorable(fetched.status, fetched.headers)) {
             await cache.store(scope, { generation, storedAt: cache.now(), status: fetched.status, headers: storableHeaders(fetched.headers), body: fetched.body });
           }
         })
-        .catch(() => undefined)
-        .finally(() => {
-          release();
-          flights.delete(flightKey);
-        });
+        .catch(() => undefined);
+      fills.start(scope, generation, flight, stored);
     }
 
     let fetched: FetchedResponse;

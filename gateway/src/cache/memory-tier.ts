@@ -27,26 +27,40 @@ interface HeldEntry extends CachedResponse {
   generationKey: string;
 }
 
-/** A tracked read of a generation key under way: an invalidation of that key (or a reset) spoils it. */
-interface GenerationRead {
-  spoiled: boolean;
-  done: Promise<void>;
+/** The reads of one scope's hold and generation under way, and how many invalidations of the scope came meanwhile. */
+interface ScopeWatch {
+  reads: number;
+  invalidations: number;
+}
+
+/** A read of a scope's hold and generation, sent while the tier tracked (see `watch`). */
+export interface ScopeRead {
+  readonly generationKey: string;
+  readonly session: number;
+  /** The scope's invalidations counted when the read was sent: any more when it ends spoil it. */
+  readonly invalidations: number;
+  readonly watch: ScopeWatch;
 }
 
 /**
  * Hot cache entries in this gateway's memory, in front of Redis, exactly as correct as Redis itself:
  * an entry is served only while its generation is known to be the current one and its scope known
  * not to be held (scope.ts), and both are known only through Redis server-assisted client-side
- * caching. A scope's generation and hold keys are read (one MGET) on a dedicated connection with
- * `CLIENT TRACKING on REDIRECT <id>` (RESP2), the id being a second connection SUBSCRIBEd to
- * `__redis__:invalidate`, so a write through any replica (which renews a generation, and may set a
- * hold) makes Redis tell every replica to forget what it knew of that scope.
+ * caching in broadcasting mode: a dedicated connection turns on
+ * `CLIENT TRACKING on REDIRECT <id> BCAST PREFIX g:{ PREFIX h:{` (RESP2), the id being a second
+ * connection SUBSCRIBEd to `__redis__:invalidate`, so every change of a generation or hold key (a
+ * write through any replica renews a generation, and may set a hold) makes Redis tell every replica
+ * to forget what it knew of that scope. Broadcasting rather than tracking the keys each connection
+ * reads: a scope's hold and generation may then be learnt from a read on any connection, so the
+ * cache's own lookup (one MGET of hold, generation and entry) installs what it finds without a second
+ * round trip on a tracked connection, which costs a whole event-loop turn under load.
  *
  * The race: the reply to a read and an invalidation of the same key arrive on two connections, in
- * no guaranteed order. So a generation is installed only when the read was sent while tracking was
- * on (in the same session: no connection lost or re-tracked since) and no invalidation of either key
- * arrived between sending the read and installing the result. Redis tracks the key from the moment
- * it serves the read, so any later write sends an invalidation, which then removes it.
+ * no guaranteed order. So a generation is installed only when the read was sent after tracking was
+ * on (in the same session: no connection lost or re-tracked since; tracking is on once Redis has
+ * answered CLIENT TRACKING, so Redis serves any read sent later with tracking on) and no invalidation
+ * of either key arrived between sending the read and installing the result (`watch`). Redis
+ * broadcasts every later change, which then removes it.
  *
  * When either connection is lost, everything in memory is dropped and hits go back to Redis round
  * trips until both are back and tracking is on again: invalidations sent meanwhile may be lost, so
@@ -58,7 +72,10 @@ export class MemoryTier {
   readonly #entries: LRUCache<string, HeldEntry>;
   /** The current generation of each scope (by generation key) known to be current and not held. */
   readonly #generations = new LRUCache<string, string>({ max: MAX_GENERATIONS });
-  readonly #reads = new Map<string, GenerationRead>();
+  /** By generation key, while reads of the scope are under way. */
+  readonly #watches = new Map<string, ScopeWatch>();
+  /** This tier's own generation reads under way (`learn`), one per scope, by generation key. */
+  readonly #reads = new Map<string, Promise<void>>();
   /** Bumped whenever what was learnt can no longer be trusted (a connection lost, a flush). */
   #session = 0;
   #tracking = false;
@@ -119,8 +136,39 @@ export class MemoryTier {
   }
 
   /**
-   * Keeps `entry` (which Redis holds, or which was just stored there) in memory if its generation is
-   * the current one, as read on the tracked connection. In the background: the caller never waits.
+   * To be called right before a read of `scope`'s hold and generation is sent, on any connection;
+   * `learnGeneration` installs what it read, unless an invalidation of the scope (or a reset) came in
+   * between. Undefined while the tier does not track: nothing read now may be installed.
+   */
+  watch(scope: WriteScope): ScopeRead | undefined {
+    if (!this.#tracking) return undefined;
+    const key = scope.generationKey;
+    let watch = this.#watches.get(key);
+    if (watch === undefined) {
+      watch = { reads: 0, invalidations: 0 };
+      this.#watches.set(key, watch);
+    }
+    watch.reads += 1;
+    return { generationKey: key, session: this.#session, invalidations: watch.invalidations, watch };
+  }
+
+  /**
+   * Ends `read` (once, whatever came of it): `generation` is what it found current with no hold, or
+   * null (held, none, or the read failed). Installed only if nothing spoilt the read meanwhile.
+   */
+  learnGeneration(read: ScopeRead, generation: string | null): void {
+    const { watch, generationKey } = read;
+    watch.reads -= 1;
+    if (watch.reads === 0 && this.#watches.get(generationKey) === watch) this.#watches.delete(generationKey);
+    if (generation !== null && this.#tracking && read.session === this.#session && read.invalidations === watch.invalidations) {
+      this.#generations.set(generationKey, generation);
+    }
+  }
+
+  /**
+   * Keeps `entry` (which Redis holds, or which is being stored there) in memory if its generation is
+   * the current one: as a lookup just learnt it, or else as read here. In the background: the caller
+   * never waits.
    */
   learn(scope: ReadScope, entry: CachedResponse): void {
     if (!this.#tracking) return;
@@ -157,35 +205,29 @@ export class MemoryTier {
     this.subscriber.disconnect();
   }
 
-  /** One tracked read per scope at a time; what it reads is installed unless something spoilt it. */
+  /** One read per scope at a time (on the tier's own connection, which lookups do not use). */
   #readGeneration(scope: WriteScope): Promise<void> {
     const key = scope.generationKey;
     const under = this.#reads.get(key);
-    if (under) return under.done;
-    const session = this.#session;
-    const read: GenerationRead = { spoiled: false, done: Promise.resolve() };
-    read.done = this.tracked.mget(scope.holdKey, key).then(
-      ([hold, generation]) => {
-        if (this.#reads.get(key) === read) this.#reads.delete(key);
-        const current = !read.spoiled && session === this.#session && this.#tracking;
-        if (current && hold === null && generation !== null && generation !== undefined) this.#generations.set(key, generation);
-      },
-      () => {
-        if (this.#reads.get(key) === read) this.#reads.delete(key);
-      },
+    if (under) return under;
+    const read = this.watch(scope);
+    if (read === undefined) return Promise.resolve();
+    const done = this.tracked.mget(scope.holdKey, key).then(
+      ([hold, generation]) => this.learnGeneration(read, hold === null ? (generation ?? null) : null),
+      () => this.learnGeneration(read, null),
     );
-    this.#reads.set(key, read);
-    return read.done;
+    const settled = done.finally(() => {
+      if (this.#reads.get(key) === settled) this.#reads.delete(key);
+    });
+    this.#reads.set(key, settled);
+    return settled;
   }
 
-  /** Forgets what is known of a scope (by its generation key), and spoils a read of it under way. */
+  /** Forgets what is known of a scope (by its generation key), and spoils its reads under way. */
   #forgetScope(generationKey: string): void {
     this.#generations.delete(generationKey);
-    const read = this.#reads.get(generationKey);
-    if (read) {
-      read.spoiled = true;
-      this.#reads.delete(generationKey);
-    }
+    const watch = this.#watches.get(generationKey);
+    if (watch) watch.invalidations += 1;
   }
 
   /** A key Redis says changed: a generation key, or a hold key (which stands for its scope). */
@@ -253,7 +295,14 @@ export class MemoryTier {
     if (redirect === undefined || this.tracked.status !== 'ready') return;
     const session = this.#session;
     try {
-      await this.tracked.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', String(redirect));
+      // Redis names the keys with the prefix in front; ioredis adds it to key arguments only. Off
+      // first, in the same round trip: a connection still tracking (a new subscriber) refuses the
+      // same prefixes again.
+      const prefix = this.tracked.options.keyPrefix ?? '';
+      await Promise.all([
+        this.tracked.call('CLIENT', 'TRACKING', 'OFF'),
+        this.tracked.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', String(redirect), 'BCAST', 'PREFIX', `${prefix}g:{`, 'PREFIX', `${prefix}h:{`),
+      ]);
     } catch (error) {
       this.logger.warn({ err: error }, 'could not turn on Redis client tracking: the in-memory cache is off');
       return;
@@ -274,7 +323,8 @@ export class MemoryTier {
   #dropAll(): void {
     this.#entries.clear();
     this.#generations.clear();
-    for (const read of this.#reads.values()) read.spoiled = true;
+    // Reads under way keep their watch: the session they were sent in is over, which spoils them.
+    this.#watches.clear();
     this.#reads.clear();
   }
 }

@@ -41,6 +41,8 @@ export class ResponseCache {
   /** Holds not yet set in Redis: key → until when (Date.now() ms). */
   readonly #owedHolds = new Map<string, number>();
   #settling: Promise<void> | undefined;
+  /** Ends the settling loop's pause between two attempts, while it pauses. */
+  #wakeSettle: (() => void) | undefined;
   readonly #health: RedisHealth;
   readonly now: () => number;
 
@@ -53,7 +55,11 @@ export class ResponseCache {
   ) {
     this.now = settings.now ?? Date.now;
     this.#health = new RedisHealth(redis, logger, { ...defaultBreakerSettings, ...settings.breaker });
-    redis.on('ready', () => void this.#settle());
+    redis.on('ready', () => {
+      // Pay what is owed on the turn Redis is back, not after the retry pause under way.
+      this.#wakeSettle?.();
+      void this.#settle();
+    });
   }
 
   /** For /metrics: whether Redis is judged up, and how many renewals and holds are owed. */
@@ -80,21 +86,27 @@ export class ResponseCache {
 
   /**
    * One round trip; undefined when the cache cannot be used for this scope now, or the scope is held.
-   * A current, fresh entry is also kept in memory.
+   * The memory tier learns the generation it finds (so a fill of this scope goes into memory as soon
+   * as it is fetched), and keeps a current, fresh entry.
    */
   async lookup(scope: ReadScope): Promise<Lookup | undefined> {
     if (!this.#usable(scope)) return undefined;
+    const read = this.memory?.watch(scope);
+    let found: (Buffer | null)[];
     try {
-      const [hold, generation, stored] = await this.#health.run((redis) => redis.mgetBuffer(scope.holdKey, scope.generationKey, scope.entryKey));
-      if (hold !== null) return undefined;
-      const current = generation?.toString() ?? null;
-      const entry = stored ? decode(stored) : undefined;
-      if (!entry || entry.generation !== current) return { generation: current };
-      if (this.isFresh(entry)) this.memory?.learn(scope, entry);
-      return { generation: current, entry };
+      found = await this.#health.run((redis) => redis.mgetBuffer(scope.holdKey, scope.generationKey, scope.entryKey));
     } catch {
+      if (read) this.memory?.learnGeneration(read, null);
       return undefined;
     }
+    const [hold, generation, stored] = found;
+    const current = generation?.toString() ?? null;
+    if (read) this.memory?.learnGeneration(read, hold === null ? current : null);
+    if (hold !== null) return undefined;
+    const entry = stored ? decode(stored) : undefined;
+    if (!entry || entry.generation !== current) return { generation: current };
+    if (this.isFresh(entry)) this.memory?.learn(scope, entry);
+    return { generation: current, entry };
   }
 
   ageSeconds(entry: CachedResponse): number {
@@ -126,11 +138,15 @@ export class ResponseCache {
     }
   }
 
+  /**
+   * Stores a fill in Redis, and in memory at once when its generation is known current there (as its
+   * lookup found it): the requests that come while the SET is under way are hits from memory already.
+   */
   async store(scope: ReadScope, entry: CachedResponse): Promise<void> {
     if (!this.#usable(scope)) return;
+    this.memory?.learn(scope, entry);
     const lifetime = this.settings.ttlSeconds + this.settings.staleSeconds;
-    const stored = await this.#health.run((redis) => redis.set(scope.entryKey, encode(entry), 'EX', lifetime)).catch(() => undefined);
-    if (stored) this.memory?.learn(scope, entry);
+    await this.#health.run((redis) => redis.set(scope.entryKey, encode(entry), 'EX', lifetime)).catch(() => undefined);
   }
 
   /**
@@ -187,7 +203,16 @@ export class ResponseCache {
           for (const key of owed) if (!failed.has(key)) this.#owed.delete(key);
           if (this.#settled) this.logger.info('owed cache invalidations made: every scope is cached again');
         }
-        if (!this.#settled) await new Promise((resolve) => setTimeout(resolve, 200).unref());
+        if (!this.#settled) {
+          await new Promise<void>((resolve) => {
+            const pause = setTimeout(resolve, 200).unref();
+            this.#wakeSettle = () => {
+              clearTimeout(pause);
+              resolve();
+            };
+          });
+          this.#wakeSettle = undefined;
+        }
       }
     })().finally(() => (this.#settling = undefined));
     return this.#settling;
