@@ -9,7 +9,10 @@
  *
  * Every server runs on core 0 and wrk on core 1 (taskset) where the machine has two cores, so the
  * ratios compare one core with one core. Each target: a warm-up, then BENCH_RUNS runs of
- * BENCH_SECONDS with `wrk -t1 -c64`, in rounds over all targets; the median run counts. Prints requests/s, p50/p99, non-2xx,
+ * BENCH_SECONDS with `wrk -t1 -c64`, in rounds over all targets, each run started on a quiet core
+ * (`settle`); the median run counts. Each gateway runs as two processes, measured alike: two
+ * identical gateway processes differed by up to 12% in throughput for their whole life, enough
+ * to decide a ratio between two configurations. Prints requests/s, p50/p99, non-2xx,
  * each server's CPU time per request and memory, and the ratios the project's speed claims rest on;
  * writes bench/results/latest.json and bench/results/latest.svg (`--publish`: also docs/bench.svg,
  * the chart the README shows).
@@ -35,6 +38,7 @@ import {
   REDIS_URL,
   rssMiB,
   schemaUrl,
+  settle,
   startNode,
   stopAll,
   throwawaySchema,
@@ -52,27 +56,28 @@ interface Target {
   key: string;
   label: string;
   group: ChartRow['group'];
-  server: Server;
+  /** Its server; for a gateway, two processes of the same configuration, each measured every round. */
+  servers: Server[];
   /** Request headers of its own (a bearer token). */
   headers?: Record<string, string>;
 }
 
 interface Figures extends LoadResult {
-  /** The target's own server process(es): CPU time per request, and resident memory after the runs. */
+  /** The target's own server process(es): CPU time per request, and resident memory after the runs (the larger instance's). */
   cpuMicrosPerRequest: number;
   rssMiB: number;
   runs: LoadResult[];
 }
 
 /**
- * Every target's warm-up, then RUNS rounds that each run every target once, every other round in
- * reverse order: the runs of one target are spread over the whole bench, so a burst of other work on
- * the machine falls on all targets alike instead of on whichever was being measured, and no target
- * always runs right after the same one. CPU time is counted over a target's own runs.
+ * Every target's warm-up, then RUNS rounds that each run every target (each of its processes) once,
+ * every other round in reverse order: the runs of one target are spread over the whole bench, so a
+ * burst of other work on the machine falls on all targets alike instead of on whichever was being
+ * measured, and no target always runs right after the same one. CPU time is counted over a target's own runs.
  */
 async function measureAll(targets: Target[], path: string, headers: (target: Target) => Record<string, string>): Promise<Record<string, Figures>> {
   const options = (target: Target) => ({ connections: CONNECTIONS, headers: headers(target) });
-  for (const target of targets) await wrk(`${target.server.url}${path}`, { ...options(target), seconds: WARM_UP_SECONDS });
+  for (const target of targets) for (const server of target.servers) await wrk(`${server.url}${path}`, { ...options(target), seconds: WARM_UP_SECONDS });
   const runs = new Map<string, LoadResult[]>(targets.map((t) => [t.key, []]));
   const cpu = new Map<string, number>(targets.map((t) => [t.key, 0]));
   for (let round = 1; round <= RUNS; round++) {
@@ -81,11 +86,14 @@ async function measureAll(targets: Target[], path: string, headers: (target: Tar
     // both gateways share collecting the garbage of the run before, say) falls on each target of a
     // pair alike, not always on the second.
     for (const target of round % 2 === 1 ? targets : targets.toReversed()) {
-      const before = cpuMicros(target.server.pids());
-      const result = await wrk(`${target.server.url}${path}`, { ...options(target), seconds: SECONDS });
-      cpu.set(target.key, cpu.get(target.key)! + cpuMicros(target.server.pids()) - before);
-      runs.get(target.key)!.push(result);
-      process.stdout.write(` ${target.key} ${result.requestsPerSecond}`);
+      for (const server of target.servers) {
+        await settle();
+        const before = cpuMicros(server.pids());
+        const result = await wrk(`${server.url}${path}`, { ...options(target), seconds: SECONDS });
+        cpu.set(target.key, cpu.get(target.key)! + cpuMicros(server.pids()) - before);
+        runs.get(target.key)!.push(result);
+        process.stdout.write(` ${target.key} ${result.requestsPerSecond}`);
+      }
     }
     process.stdout.write('\n');
   }
@@ -101,7 +109,7 @@ async function measureAll(targets: Target[], path: string, headers: (target: Tar
       non2xx: own.reduce((sum, r) => sum + r.non2xx, 0),
       socketErrors: own.reduce((sum, r) => sum + r.socketErrors, 0),
       cpuMicrosPerRequest: Math.round((cpu.get(target.key)! / Math.max(requests, 1)) * 10) / 10,
-      rssMiB: rssMiB(target.server.pids()),
+      rssMiB: Math.max(...target.servers.map((server) => rssMiB(server.pids()))),
       runs: own,
     };
   }
@@ -143,29 +151,31 @@ async function compare(publish: boolean): Promise<void> {
     // budget no run reaches: what is measured is checking the token and counting the request).
     const guarded = await guardOn();
     const authorised = guarded.headers;
-    const uncached = await startNode('gateway, cache off', 'gateway/dist/main.js', { ...gatewayEnv, ...GUARD_OFF, CACHE_ENABLED: 'false' }, await freePort());
-    const cached = await startNode('gateway, warm cache', 'gateway/dist/main.js', { ...gatewayEnv, ...GUARD_OFF, CACHE_ENABLED: 'true' }, await freePort());
-    const uncachedGuarded = await startNode('gateway, cache off, auth', 'gateway/dist/main.js', { ...gatewayEnv, ...guarded.env, CACHE_ENABLED: 'false' }, await freePort());
-    const cachedGuarded = await startNode('gateway, warm cache, auth', 'gateway/dist/main.js', { ...gatewayEnv, ...guarded.env, CACHE_ENABLED: 'true' }, await freePort());
+    const gateways = async (name: string, env: Record<string, string>) =>
+      Promise.all([1, 2].map(async (n) => startNode(`${name} #${n}`, 'gateway/dist/main.js', { ...gatewayEnv, ...env }, await freePort())));
+    const uncached = await gateways('gateway, cache off', { ...GUARD_OFF, CACHE_ENABLED: 'false' });
+    const cached = await gateways('gateway, warm cache', { ...GUARD_OFF, CACHE_ENABLED: 'true' });
+    const uncachedGuarded = await gateways('gateway, cache off, auth', { ...guarded.env, CACHE_ENABLED: 'false' });
+    const cachedGuarded = await gateways('gateway, warm cache, auth', { ...guarded.env, CACHE_ENABLED: 'true' });
     const nginx = await startNginx(products.url, { plain: await freePort(), cached: await freePort() });
     closeNginx = nginx.close;
     const ceiling = await startNode('ceiling', 'bench/servers/ceiling.ts', { RESPONSE: JSON.stringify({ body, headers: answered }) }, await freePort());
     const headers: Record<string, string> = {};
-    await warm(`${cached.url}${path}`, headers);
-    await warm(`${cachedGuarded.url}${path}`, { ...headers, ...authorised });
+    for (const gateway of cached) await warm(`${gateway.url}${path}`, headers);
+    for (const gateway of cachedGuarded) await warm(`${gateway.url}${path}`, { ...headers, ...authorised });
     await warm(`${nginx.cached.url}${path}`, headers);
 
     const targets: Target[] = [
-      { key: 'service', label: 'products-service straight', group: 'ours', server: products },
-      { key: 'floor', label: 'floor: node:http + mysql2', group: 'reference', server: floor },
+      { key: 'service', label: 'products-service straight', group: 'ours', servers: [products] },
+      { key: 'floor', label: 'floor: node:http + mysql2', group: 'reference', servers: [floor] },
       // Each "auth + limits" run right after its plain one: side by side in the same run.
-      { key: 'gatewayCacheOff', label: 'gateway, cache off', group: 'ours', server: uncached },
-      { key: 'gatewayCacheOffGuarded', label: 'gateway, cache off, auth + limits', group: 'ours', server: uncachedGuarded, headers: authorised },
-      { key: 'gatewayWarm', label: 'gateway, warm cache', group: 'ours', server: cached },
-      { key: 'gatewayWarmGuarded', label: 'gateway, warm cache, auth + limits', group: 'ours', server: cachedGuarded, headers: authorised },
-      { key: 'nginxProxy', label: 'nginx proxy, no cache', group: 'nginx', server: nginx.plain },
-      { key: 'nginxCache', label: 'nginx proxy_cache, warm', group: 'nginx', server: nginx.cached },
-      { key: 'ceiling', label: 'bare node:http ceiling', group: 'reference', server: ceiling },
+      { key: 'gatewayCacheOff', label: 'gateway, cache off', group: 'ours', servers: uncached },
+      { key: 'gatewayCacheOffGuarded', label: 'gateway, cache off, auth + limits', group: 'ours', servers: uncachedGuarded, headers: authorised },
+      { key: 'gatewayWarm', label: 'gateway, warm cache', group: 'ours', servers: cached },
+      { key: 'gatewayWarmGuarded', label: 'gateway, warm cache, auth + limits', group: 'ours', servers: cachedGuarded, headers: authorised },
+      { key: 'nginxProxy', label: 'nginx proxy, no cache', group: 'nginx', servers: [nginx.plain] },
+      { key: 'nginxCache', label: 'nginx proxy_cache, warm', group: 'nginx', servers: [nginx.cached] },
+      { key: 'ceiling', label: 'bare node:http ceiling', group: 'reference', servers: [ceiling] },
     ];
     console.log(
       `GET ${path} (${Buffer.byteLength(body)} bytes), wrk -t1 -c${CONNECTIONS}, median of ${RUNS} × ${SECONDS} s, ${pinning ? 'servers on core 0, wrk on core 1' : 'not pinned'}`,

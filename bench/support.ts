@@ -153,6 +153,36 @@ export function cpuMicros(pids: number[]): number {
   return total;
 }
 
+/** Busy and total time of `core` (or of the whole machine) so far, in ticks (/proc/stat). */
+function coreTicks(core: string | undefined): { busy: number; total: number } {
+  const label = core === undefined ? 'cpu ' : `cpu${core} `;
+  const line = readFileSync('/proc/stat', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(label));
+  const fields = (line ?? '').trim().split(/\s+/).slice(1).map(Number);
+  const idle = (fields[3] ?? 0) + (fields[4] ?? 0); // idle, iowait
+  const total = fields.reduce((sum, n) => sum + n, 0);
+  return { busy: total - idle, total };
+}
+
+/**
+ * Waits until the servers' core has been nearly idle (under 5% busy) for half a second, at most
+ * `maxMs`: a run then starts on a quiet core, not in the tail of the run before it (the server just
+ * measured collecting its garbage once its allocation stops, a few seconds later). Without it, the
+ * target that ran second of a pair paid for the first's tail: two identical gateways differed by
+ * 12% in one bench. Returns how long it waited.
+ */
+export async function settle(maxMs = 15_000): Promise<number> {
+  const started = Date.now();
+  for (;;) {
+    const before = coreTicks(pinning?.server);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const after = coreTicks(pinning?.server);
+    const busyShare = (after.busy - before.busy) / Math.max(1, after.total - before.total);
+    if (busyShare < 0.05 || Date.now() - started >= maxMs) return Date.now() - started;
+  }
+}
+
 /** Resident memory of `pids`, in MiB. */
 export function rssMiB(pids: number[]): number {
   let kib = 0;
