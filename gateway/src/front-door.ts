@@ -1,5 +1,5 @@
 import type { IncomingMessage, RequestListener } from 'node:http';
-import { noCanonicalForm } from '@app/shared/platform/http';
+import { noCanonicalForm, stampArrival } from '@app/shared/platform/http';
 import { requestTarget, type RequestTarget } from '@app/shared/platform/request-target';
 import type { RequestHandler } from 'express';
 import type { GatewayMetrics } from './metrics.js';
@@ -20,11 +20,14 @@ export const requestTargets = {
 /**
  * The first thing every request meets: its target is turned into its canonical form once, and
  * `req.url` becomes it, so the cache, the proxy, the metrics (and whatever decides by path later)
- * all see the one spelling the service will act on. A target with no canonical form goes on
+ * all see the one spelling the service will act on. Its arrival is stamped first, so that its
+ * duration in the log and the metrics counts whatever it waits for before it is observed (the
+ * guard's key fetch, a Redis round trip, a fill under way). A target with no canonical form goes on
  * unchanged, straight to express, which refuses it (`refuseNonCanonical`, 404) with the usual log line.
  */
 export function withFrontDoor(handler: RequestListener): RequestListener {
   return (req, res) => {
+    stampArrival(req);
     const target = requestTarget(req.url ?? '/');
     if (target) req.url = target.url;
     // Set on every request, `undefined` included, so that every request has the same shape.

@@ -1,9 +1,13 @@
 /**
  * What operators and tooling see: OPTIONS answers, the health endpoints' method rules, and the
- * request log (one line per request, never a body).
+ * request log (one line per request, never a body, its duration counted from the request's arrival).
  */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { TokenVerifier } from '../../gateway/src/auth/tokens.js';
+import { TEST_RULES, testPublicJwk } from '../support/auth.js';
 import { client, expectProblem, type Client, type TestResponse } from '../support/http.js';
-import { capturingLogger, startStack } from '../support/stack.js';
+import { capturingLogger, startGateway, startStack } from '../support/stack.js';
 
 const usersLog = capturingLogger('users-service');
 let stack: Awaited<ReturnType<typeof startStack>>;
@@ -123,5 +127,48 @@ describe('the request log', () => {
 
     const everything = JSON.stringify(usersLog.lines);
     for (const secret of [email, name, token, encodeURIComponent(email)]) expect(everything).not.toContain(secret);
+  });
+});
+
+describe("the gateway's request log", () => {
+  it("counts a request's duration from its arrival: a wait before the response is begun (here for the token keys) is in it", async () => {
+    const gatewayLog = capturingLogger('gateway');
+    let keysAsked!: () => void;
+    let releaseKeys!: () => void;
+    const asked = new Promise<void>((resolve) => (keysAsked = resolve));
+    const released = new Promise<void>((resolve) => (releaseKeys = resolve));
+    // A key set (JWKS) that answers when the test says: the gateway asks for it on the request's first token.
+    const keys = http.createServer((_req, res) => {
+      keysAsked();
+      void released.then(() => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [testPublicJwk] })));
+    });
+    await new Promise<void>((resolve) => keys.listen(0, '127.0.0.1', resolve));
+    const jwksUrl = `http://127.0.0.1:${(keys.address() as AddressInfo).port}/jwks`;
+    const gateway = await startGateway({
+      usersUrl: stack.users.url,
+      productsUrl: stack.products.url,
+      logger: gatewayLog.logger,
+      guard: { tokens: new TokenVerifier({ jwksUrl }, TEST_RULES) },
+    });
+    try {
+      const requestId = `waited-${Date.now()}`;
+      const read = client(gateway.url).get('/api/users?limit=1', { headers: { 'x-request-id': requestId } });
+      await asked; // the request has arrived, and waits for the keys
+      // Held on purpose: however fast the machine, the request waits at least this long after it arrived.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      releaseKeys();
+      expect((await read).status).toBe(200);
+      let line: Record<string, unknown> | undefined;
+      for (let attempt = 0; attempt < 100 && !line; attempt++) {
+        line = gatewayLog.lines.find((entry) => entry.requestId === requestId && 'status' in entry);
+        if (!line) await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      expect(line).toMatchObject({ method: 'GET', path: '/api/users', status: 200 });
+      expect(line!.durationMs).toBeGreaterThanOrEqual(300);
+    } finally {
+      await gateway.close();
+      keys.closeAllConnections();
+      await new Promise((resolve) => keys.close(resolve));
+    }
   });
 });

@@ -11,6 +11,8 @@ export const TEST_RULES: TokenRules = { issuer: 'https://issuer.test', audience:
 
 const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
 export const testPublicKeyPem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
+/** The test key as a JWK, for a key set (JWKS) a test serves. */
+export const testPublicJwk = publicKey.export({ format: 'jwk' });
 
 export interface TokenOptions {
   scopes?: readonly string[];

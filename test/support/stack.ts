@@ -12,6 +12,7 @@ import { ResponseCache } from '../../gateway/src/cache/response-cache.js';
 import type { ConcurrencyLimitSettings } from '../../gateway/src/concurrency-limit.js';
 import type { ResolveEndpoints } from '../../gateway/src/upstream-agent.js';
 import type { GuardSettings } from '../../gateway/src/guard.js';
+import type { TokenVerifier } from '../../gateway/src/auth/tokens.js';
 import { RateLimits, type RateLimitSettings } from '../../gateway/src/rate-limit.js';
 import { createCacheClient, createSubscriberClient } from '../../gateway/src/redis.js';
 import { createApp as createProductsApp, productsService } from '../../products-service/src/app.js';
@@ -112,6 +113,8 @@ export interface GatewayCacheOptions {
 export interface GatewayGuardOptions {
   /** Verify tokens with the test key (default), or not at all (false). */
   auth?: boolean;
+  /** Verify tokens with these keys instead of the test key (e.g. a JWKS URL the test serves). */
+  tokens?: TokenVerifier;
   publicProductReads?: boolean;
   /**
    * Budgets (default: generous ones, so that only tests about limits meet them; false: none),
@@ -173,7 +176,7 @@ export async function startGateway(options: {
       logger,
     );
   const guard: GuardSettings & { publicProductReads: boolean } = {
-    tokens: guardOptions.auth === false ? undefined : testVerifier(),
+    tokens: guardOptions.auth === false ? undefined : (guardOptions.tokens ?? testVerifier()),
     limits,
     corsOrigins: guardOptions.corsOrigins ?? [],
     trustedProxyHops: guardOptions.trustedProxyHops ?? 0,

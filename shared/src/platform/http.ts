@@ -36,10 +36,22 @@ export interface FinishedRequest {
   seconds: number;
 }
 
+const ARRIVED = Symbol('arrived at');
+type StampedRequest = IncomingMessage & { [ARRIVED]?: number };
+
+/**
+ * Notes that `req` has just arrived (performance.now()), for a server that may wait for something (a
+ * Redis round trip, a fill under way) before it observes the request: its duration in the log line
+ * and the metrics then counts from here, not from the moment it is observed.
+ */
+export function stampArrival(req: IncomingMessage): void {
+  (req as StampedRequest)[ARRIVED] = performance.now();
+}
+
 /** What `observeRequest` keeps about a request until its response is done. */
 class RequestObservation {
   #log: Logger | undefined;
-  readonly started = performance.now();
+  readonly started: number;
 
   constructor(
     readonly request: IncomingMessage,
@@ -48,7 +60,9 @@ class RequestObservation {
     readonly url: string,
     private readonly logger: Logger,
     readonly onFinished: ((request: FinishedRequest) => void) | undefined,
-  ) {}
+  ) {
+    this.started = (request as StampedRequest)[ARRIVED] ?? performance.now();
+  }
 
   /** The request's logger, made on first use: a request that logs nothing never pays for it. */
   get log(): Logger {
