@@ -35,6 +35,22 @@ describe('TokenVerifier', () => {
     expect(verifier.remembered(expired)).toBeUndefined();
   });
 
+  it('forgets a remembered token once it has expired', async () => {
+    let now = Date.now();
+    const verifier = new TokenVerifier({ publicKey }, rules, () => now);
+    const token = await sign(privateKey, { expiresIn: 60 });
+    const expiresAt = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()).exp * 1000;
+    const header = `Bearer ${token}`;
+    await verifier.verify(header);
+    now = expiresAt - 1;
+    expect(verifier.remembered(header)).toMatchObject({ subject: 'alice' });
+    now = expiresAt;
+    expect(verifier.remembered(header)).toBeUndefined();
+    // Forgotten, not just hidden: the clock turned back does not bring it back.
+    now = expiresAt - 1;
+    expect(verifier.remembered(header)).toBeUndefined();
+  });
+
   it('remembers only the very header it verified, not one that ends the same', async () => {
     const verifier = new TokenVerifier({ publicKey }, rules);
     const token = await sign(privateKey);

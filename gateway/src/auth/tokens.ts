@@ -81,11 +81,15 @@ const FINGERPRINT_CHARS = 24;
  */
 export class TokenVerifier {
   readonly #keys: KeyObject | JWTVerifyGetKey;
-  readonly #verified = new LRUCache<string, { authorization: string; principal: Principal }>({ max: 10_000 });
+  // Each entry's expiry is its own, checked on lookup: lru-cache's ttl would read the clock through a
+  // timer it sets anew every millisecond under load (its ttlResolution), on every cache hit's path.
+  readonly #verified = new LRUCache<string, { authorization: string; principal: Principal; expiresAt: number }>({ max: 10_000 });
 
   constructor(
     source: KeySource,
     private readonly rules: TokenRules,
+    /** The clock a remembered token's expiry is read by (ms since the epoch). */
+    private readonly now: () => number = Date.now,
   ) {
     this.#keys = keysFrom(source);
   }
@@ -95,8 +99,12 @@ export class TokenVerifier {
    * has not expired since: no parsing, no signature check.
    */
   remembered(authorization: string): Principal | undefined {
-    const known = this.#verified.get(authorization.slice(-FINGERPRINT_CHARS));
-    return known !== undefined && known.authorization === authorization ? known.principal : undefined;
+    const fingerprint = authorization.slice(-FINGERPRINT_CHARS);
+    const known = this.#verified.get(fingerprint);
+    if (known === undefined || known.authorization !== authorization) return undefined;
+    if (known.expiresAt > this.now()) return known.principal;
+    this.#verified.delete(fingerprint);
+    return undefined;
   }
 
   /**
@@ -128,8 +136,8 @@ export class TokenVerifier {
     const scope = typeof payload.scope === 'string' ? payload.scope : '';
     const principal: Principal = { subject: payload.sub, scopes: new Set(scope.split(' ').filter((s) => s !== '')) };
     // `exp` is a required claim: jose refused the token without it.
-    const lifetimeMs = (payload.exp ?? 0) * 1000 - Date.now();
-    if (lifetimeMs > 0) this.#verified.set(authorization.slice(-FINGERPRINT_CHARS), { authorization, principal }, { ttl: lifetimeMs });
+    const expiresAt = (payload.exp ?? 0) * 1000;
+    if (expiresAt > this.now()) this.#verified.set(authorization.slice(-FINGERPRINT_CHARS), { authorization, principal, expiresAt });
     return principal;
   }
 }
