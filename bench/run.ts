@@ -10,9 +10,11 @@
  * Every server runs on core 0 and wrk on core 1 (taskset) where the machine has two cores, so the
  * ratios compare one core with one core. Each target: a warm-up, then BENCH_RUNS runs of
  * BENCH_SECONDS with `wrk -t1 -c64`, in rounds over all targets, each run started on a quiet core
- * (`settle`); the median run counts. Each gateway runs as two processes, measured alike: two
- * identical gateway processes differed by up to 12% in throughput for their whole life, enough
- * to decide a ratio between two configurations. Prints requests/s, p50/p99, non-2xx,
+ * (`settle`); the median run counts. Each gateway configuration runs as three processes, measured
+ * alike: two identical gateway processes once differed by 12% in throughput for their whole life,
+ * enough to decide a ratio between two configurations. What the protections cost is then measured
+ * in pairs as well (`measurePairs`): each process of a protected configuration at once with each
+ * of the same configuration unprotected, both on core 0, each with its own wrk. Prints requests/s, p50/p99, non-2xx,
  * each server's CPU time per request and memory, and the ratios the project's speed claims rest on;
  * writes bench/results/latest.json and bench/results/latest.svg (`--publish`: also docs/bench.svg,
  * the chart the README shows).
@@ -51,12 +53,13 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const WARM_UP_SECONDS = 2;
+const GATEWAY_PROCESSES = Number(process.env.BENCH_GATEWAY_PROCESSES ?? 3);
 
 interface Target {
   key: string;
   label: string;
   group: ChartRow['group'];
-  /** Its server; for a gateway, two processes of the same configuration, each measured every round. */
+  /** Its server; for a gateway, GATEWAY_PROCESSES processes of the same configuration, each measured every round. */
   servers: Server[];
   /** Request headers of its own (a bearer token). */
   headers?: Record<string, string>;
@@ -116,6 +119,39 @@ async function measureAll(targets: Target[], path: string, headers: (target: Tar
   return figures;
 }
 
+/** The protected configuration's throughput over the unprotected one's, run at once: each run's ratio, and their median. */
+interface PairedRatio {
+  ratio: number;
+  runs: { off: number; on: number; ratio: number }[];
+}
+
+/**
+ * What the protections cost a configuration, as a throughput ratio measured in pairs: the protected
+ * and the unprotected gateway run at the same time, each with its own wrk (both on core 1), both
+ * on core 0, which the kernel shares out evenly between them, so each answers in proportion to
+ * how little CPU time a request costs it. Whatever the machine does meanwhile falls on both alike,
+ * which one run after the other cannot promise: on a shared virtual machine the bare ceiling server
+ * answered 53,000 requests a second in one round and 17,000 two minutes later, and one at a time
+ * the ratio of the same two configurations ranged from 0.81 to 1.12 over four bench runs in one hour. Every process of one configuration meets every process of the other
+ * once, and the median of those runs counts: one process that happens to be fast or slow for its
+ * whole life moves a third of the runs, not the median.
+ */
+async function measurePairs(off: Target, on: Target, path: string, headers: (target: Target) => Record<string, string>): Promise<PairedRatio> {
+  const runs: PairedRatio['runs'] = [];
+  for (const protectedServer of on.servers) {
+    for (const server of off.servers) {
+      await settle();
+      const [offResult, onResult] = await Promise.all([
+        wrk(`${server.url}${path}`, { connections: CONNECTIONS, headers: headers(off), seconds: SECONDS }),
+        wrk(`${protectedServer.url}${path}`, { connections: CONNECTIONS, headers: headers(on), seconds: SECONDS }),
+      ]);
+      runs.push({ off: offResult.requestsPerSecond, on: onResult.requestsPerSecond, ratio: round2(onResult.requestsPerSecond / offResult.requestsPerSecond) });
+    }
+  }
+  console.log(`  ${on.key} / ${off.key}, at once: ${runs.map((r) => `${r.on}/${r.off} = ${r.ratio}`).join(', ')}`);
+  return { ratio: median(runs.map((r) => r.ratio)), runs };
+}
+
 /** Asks `url` until the response says it came from the cache (the gateway's and nginx's X-Cache). */
 async function warm(url: string, headers: Record<string, string>): Promise<void> {
   for (let attempt = 0; attempt < 50; attempt++) {
@@ -152,7 +188,7 @@ async function compare(publish: boolean): Promise<void> {
     const guarded = await guardOn();
     const authorised = guarded.headers;
     const gateways = async (name: string, env: Record<string, string>) =>
-      Promise.all([1, 2].map(async (n) => startNode(`${name} #${n}`, 'gateway/dist/main.js', { ...gatewayEnv, ...env }, await freePort())));
+      Promise.all(Array.from({ length: GATEWAY_PROCESSES }, async (_, i) => startNode(`${name} #${i + 1}`, 'gateway/dist/main.js', { ...gatewayEnv, ...env }, await freePort())));
     const uncached = await gateways('gateway, cache off', { ...GUARD_OFF, CACHE_ENABLED: 'false' });
     const cached = await gateways('gateway, warm cache', { ...GUARD_OFF, CACHE_ENABLED: 'true' });
     const uncachedGuarded = await gateways('gateway, cache off, auth', { ...guarded.env, CACHE_ENABLED: 'false' });
@@ -180,26 +216,36 @@ async function compare(publish: boolean): Promise<void> {
     console.log(
       `GET ${path} (${Buffer.byteLength(body)} bytes), wrk -t1 -c${CONNECTIONS}, median of ${RUNS} × ${SECONDS} s, ${pinning ? 'servers on core 0, wrk on core 1' : 'not pinned'}`,
     );
-    const figures = await measureAll(targets, path, (target) => ({ ...headers, ...target.headers }));
+    const requestHeaders = (target: Target) => ({ ...headers, ...target.headers });
+    const figures = await measureAll(targets, path, requestHeaders);
+    const target = (key: string) => targets.find((t) => t.key === key)!;
+    console.log(`each protected gateway process at once with each unprotected one, ${GATEWAY_PROCESSES ** 2} × ${SECONDS} s:`);
+    const paired = {
+      warm: await measurePairs(target('gatewayWarm'), target('gatewayWarmGuarded'), path, requestHeaders),
+      cacheOff: await measurePairs(target('gatewayCacheOff'), target('gatewayCacheOffGuarded'), path, requestHeaders),
+    };
 
     const f = (key: string) => figures[key]!;
-    // The issue's ratios with the gateway's protections on, as it is deployed; the last two say
-    // what the protections cost.
+    // The issue's ratios with the gateway's protections on, as it is deployed; the last four say
+    // what the protections cost: measured at once (the figures that count), and one at a time.
     const ratios = {
       'warm hit / nginx proxy_cache': round2(f('gatewayWarmGuarded').requestsPerSecond / f('nginxCache').requestsPerSecond),
       'warm hit / node:http ceiling': round2(f('gatewayWarmGuarded').requestsPerSecond / f('ceiling').requestsPerSecond),
       'gateway cache-off / nginx plain proxy': round2(f('gatewayCacheOffGuarded').requestsPerSecond / f('nginxProxy').requestsPerSecond),
       'gateway cache-off p99 / service p99': round2(f('gatewayCacheOffGuarded').p99Ms / f('service').p99Ms),
       'service / floor': round2(f('service').requestsPerSecond / f('floor').requestsPerSecond),
-      'warm hit, auth + limits on / off': round2(f('gatewayWarmGuarded').requestsPerSecond / f('gatewayWarm').requestsPerSecond),
-      'cache-off proxy, auth + limits on / off': round2(f('gatewayCacheOffGuarded').requestsPerSecond / f('gatewayCacheOff').requestsPerSecond),
+      'warm hit, auth + limits on / off': paired.warm.ratio,
+      'cache-off proxy, auth + limits on / off': paired.cacheOff.ratio,
+      'warm hit, on / off, one at a time': round2(f('gatewayWarmGuarded').requestsPerSecond / f('gatewayWarm').requestsPerSecond),
+      'cache-off proxy, on / off, one at a time': round2(f('gatewayCacheOffGuarded').requestsPerSecond / f('gatewayCacheOff').requestsPerSecond),
     };
     const results = {
       date: new Date().toISOString(),
       command: 'npm run bench',
       machine: machine(),
-      settings: { path, bytes: Buffer.byteLength(body), connections: CONNECTIONS, runs: RUNS, seconds: SECONDS, warmUpSeconds: WARM_UP_SECONDS, logLevel: 'warn' },
+      settings: { path, bytes: Buffer.byteLength(body), connections: CONNECTIONS, runs: RUNS, gatewayProcesses: GATEWAY_PROCESSES, seconds: SECONDS, warmUpSeconds: WARM_UP_SECONDS, logLevel: 'warn' },
       targets: Object.fromEntries(targets.map((t) => [t.key, { label: t.label, ...f(t.key) }])),
+      paired,
       ratios,
     };
 
@@ -213,7 +259,7 @@ async function compare(publish: boolean): Promise<void> {
       ),
     );
     console.log('ratios:');
-    for (const [name, value] of Object.entries(ratios)) console.log(`  ${name.padEnd(40)} ${value}`);
+    for (const [name, value] of Object.entries(ratios)) console.log(`  ${name.padEnd(42)} ${value}`);
 
     const rows: ChartRow[] = targets.map((t) => ({ label: t.label, requestsPerSecond: f(t.key).requestsPerSecond, p99Ms: f(t.key).p99Ms, group: t.group }));
     const m = results.machine;
