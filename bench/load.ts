@@ -54,7 +54,7 @@ interface Probed {
  * (1,000 connections, 15 s) gave anything from 5,500 to 8,100 good answers a second over five
  * steps in a row, as it happened to place the gateway and wrk's two threads; pinned, four such
  * steps stayed within 9% of each other. A curve that moves by half from one step to the next
- * shows the scheduler, not the gateway.
+ * shows the scheduler, not the gateway. (A shared machine's own drift over minutes stays.)
  */
 const CORES = pinning ? { gateway: pinning.server, others: pinning.load } : undefined;
 

@@ -14,10 +14,10 @@
  * alike: two identical gateway processes once differed by 12% in throughput for their whole life,
  * enough to decide a ratio between two configurations. What the protections cost is then measured
  * in pairs as well (`measurePairs`): each process of a protected configuration at once with each
- * of the same configuration unprotected, both on core 0, each with its own wrk. Prints requests/s, p50/p99, non-2xx,
- * each server's CPU time per request and memory, and the ratios the project's speed claims rest on;
- * writes bench/results/latest.json and bench/results/latest.svg (`--publish`: also docs/bench.svg,
- * the chart the README shows).
+ * of the same configuration unprotected, both on core 0, each with its own wrk. Prints
+ * requests/s, p50/p99, non-2xx, each server's CPU time per request and memory, and the ratios the
+ * project's speed claims rest on; writes bench/results/latest.json and bench/results/latest.svg
+ * (`--publish`: also docs/bench.svg, the chart the README shows).
  *
  * `npm run bench -- --scale`: the read endpoints at 10k and at 1M rows instead (see scale.ts).
  */
@@ -132,9 +132,10 @@ interface PairedRatio {
  * how little CPU time a request costs it. Whatever the machine does meanwhile falls on both alike,
  * which one run after the other cannot promise: on a shared virtual machine the bare ceiling server
  * answered 53,000 requests a second in one round and 17,000 two minutes later, and one at a time
- * the ratio of the same two configurations ranged from 0.81 to 1.12 over four bench runs in one hour. Every process of one configuration meets every process of the other
- * once, and the median of those runs counts: one process that happens to be fast or slow for its
- * whole life moves a third of the runs, not the median.
+ * the ratio of the same two configurations ranged from 0.81 to 1.12 over four bench runs in one
+ * hour. Every process of one configuration meets every process of the other once, and the median
+ * of those runs counts: one process that happens to be fast or slow for its whole life moves a
+ * third of the runs, not the median.
  */
 async function measurePairs(off: Target, on: Target, path: string, headers: (target: Target) => Record<string, string>): Promise<PairedRatio> {
   const runs: PairedRatio['runs'] = [];
