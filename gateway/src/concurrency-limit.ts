@@ -29,9 +29,9 @@ export const isWrite = (req: Pick<IncomingMessage, 'method'>) => WRITES.has(req.
  * A static limit, from configuration: the gateway measures a service's latency together with its
  * own event-loop delay, so a latency-driven (gradient, AIMD) limit would shrink when the gateway is
  * busy and shed requests the service had room for. A request counts here from before it is sent
- * until the service's answer has come (`releaseSlot`), so this count is never below the service's
- * own, which ends before it answers: a limit of the service's pool plus its queue means the service
- * never refuses a request for a full queue (see the README's configuration section).
+ * until after its response is read, so this count is never below the service's own: a limit of
+ * the service's pool plus its queue means the service never refuses a request for a full queue
+ * (see the README's configuration section).
  * No npm package offers this (an HTTP-level limit with a share per request class): the counting is
  * a few lines.
  */
@@ -83,13 +83,9 @@ export class ConcurrencyLimit {
   }
 }
 
-const SLOT = Symbol('concurrency slot');
-type SlotHolder = ServerResponse & { [SLOT]?: () => void };
-
 /**
- * Holds a slot of `limit` for the request until the service has answered it (`releaseSlot`), or
- * its response is done, whichever comes first (true); false when none is free (counted with
- * `onShed`: the caller answers with `limit.shedProblem()`).
+ * Holds a slot of `limit` for the request until its response is done (true); false when none is
+ * free (counted with `onShed`: the caller answers with `limit.shedProblem()`).
  */
 export function holdSlot(limit: ConcurrencyLimit, req: IncomingMessage, res: ServerResponse, onShed: (limit: ConcurrencyLimit, write: boolean) => void): boolean {
   const write = isWrite(req);
@@ -98,21 +94,8 @@ export function holdSlot(limit: ConcurrencyLimit, req: IncomingMessage, res: Ser
     onShed(limit, write);
     return false;
   }
-  (res as SlotHolder)[SLOT] = release;
   res.once('close', release);
   return true;
-}
-
-/**
- * Gives back the slot `res` holds once its service has answered (the proxy has the response's
- * head): the service is done with it. A write still renews what it affects in the cache before
- * its client hears back, and under load that takes turns of a busy event loop: holding the slot
- * through them shed writes the service had room for (at 1,000 connections in `npm run load`, the
- * 53 write slots let about 190 writes a second through, some 280 ms each, for a commit of under
- * a millisecond). A cache fill gives its slot back at the same point (cached-reads.ts).
- */
-export function releaseSlot(res: ServerResponse): void {
-  (res as SlotHolder)[SLOT]?.();
 }
 
 /**

@@ -3,7 +3,6 @@ import https from 'node:https';
 import { observationOf, writeProblem } from '@app/shared/platform/http';
 import { HttpProblem } from '@app/shared/platform/problem';
 import { createProxyMiddleware, proxyEventsPlugin } from 'http-proxy-middleware';
-import { releaseSlot } from './concurrency-limit.js';
 import { retireAgedSocket } from './upstream-agent.js';
 
 export interface Upstream {
@@ -139,7 +138,6 @@ export function upstreamProxy(
     on: {
       proxyReq: (proxyReq, req) => superviseUpstreamRequest(proxyReq, options.deadlines, req),
       proxyRes: (proxyRes, req, res) => {
-        releaseSlot(res);
         const settled = options.onSettled?.(req, proxyRes.statusCode ?? 502);
         if (settled) void settled.then(() => relay(proxyRes, res));
         else relay(proxyRes, res);
