@@ -163,7 +163,9 @@ export function upstreamProxy(
     // request after that (nor httpxy's xfwd, which also added X-Forwarded-Port, -Proto and -Host).
     const requestId = observationOf(res)?.requestId;
     if (requestId !== undefined) req.headers['x-request-id'] = requestId;
-    req.headers['x-forwarded-for'] = forwardedFor(req.headers['x-forwarded-for'], req.socket.remoteAddress);
+    const chain = forwardedFor(req.headers['x-forwarded-for'], req.socket.remoteAddress);
+    if (chain === undefined) delete req.headers['x-forwarded-for'];
+    else req.headers['x-forwarded-for'] = chain;
     proxy(req, res, next);
   };
 }
@@ -173,11 +175,13 @@ const pathOf = (url: string | undefined) => (url ?? '/').split('?', 1)[0] ?? '/'
 /**
  * X-Forwarded-For as the service gets it: what came in, with the address the gateway heard the
  * request from added at the end, as every proxy does; the service trusts the last entry, never a
- * list the client wrote alone.
+ * list the client wrote alone. A client that has hung up has no address any more (Node asks the
+ * live socket): its request still goes on (a fill serves everyone collapsed on it) with no
+ * X-Forwarded-For at all, since what it wrote itself is not to be trusted alone.
  */
 function forwardedFor(received: string | string[] | undefined, peer: string | undefined): string | undefined {
+  if (peer === undefined) return undefined;
   const chain = Array.isArray(received) ? received.join(', ') : received;
-  if (peer === undefined) return chain;
   return chain ? `${chain}, ${peer}` : peer;
 }
 
@@ -242,7 +246,8 @@ export function fetchFromUpstream(
 ): Promise<FetchedResponse> {
   const headers: http.OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(request.headers)) if (!NOT_FORWARDED.has(name)) headers[name] = value;
-  headers['x-forwarded-for'] = forwardedFor(request.headers['x-forwarded-for'], request.remoteAddress);
+  const chain = forwardedFor(request.headers['x-forwarded-for'], request.remoteAddress);
+  if (chain !== undefined) headers['x-forwarded-for'] = chain;
   headers['x-request-id'] = request.requestId;
   const get = upstream.url.startsWith('https:') ? https.get : http.get;
   return new Promise((resolve, reject) => {

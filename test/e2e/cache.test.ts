@@ -3,9 +3,11 @@
  * across gateway replicas), the read/write race, request collapsing, stale-if-error, and Redis cut
  * off and back. Real gateway, real users service (behind a proxy the test steers), real Redis.
  */
+import net from 'node:net';
 import { client, expectProblem, type Client } from '../support/http.js';
 import { HoldingProxy } from '../support/holding-proxy.js';
-import { startGateway, startUsersService, untilTracking, type RunningGateway, type RunningService } from '../support/stack.js';
+import { portOf } from '../support/raw-socket.js';
+import { capturingLogger, startGateway, startUsersService, untilTracking, type RunningGateway, type RunningService } from '../support/stack.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 
 const deadline = () => ({ signal: AbortSignal.timeout(8_000) });
@@ -280,6 +282,43 @@ describe('request collapsing', () => {
       expect({ status: read.status, name: read.body.name }).toEqual({ status: 200, name: 'Renewed' });
     } finally {
       await narrow.close();
+    }
+  });
+
+  it('still fills and stores a miss whose client hung up while it waited on Redis, and logs no error for it', async () => {
+    // Slow Redis replies keep the read waiting before its fill; no token and no rate limits, so that
+    // nothing has asked for the client's address before its connection is gone.
+    const redisUrl = new URL(process.env.TEST_REDIS_URL!);
+    const redisProxy = await new TcpProxy({ host: redisUrl.hostname, port: Number(redisUrl.port || 6379) }).start();
+    const { logger, lines } = capturingLogger('gateway');
+    const replica = await startGateway({
+      usersUrl: upstream.url,
+      productsUrl: users.url,
+      cache: { ...cacheOptions, redisUrl: redisProxy.rewrite(redisUrl.toString()) },
+      guard: { auth: false, rateLimits: false },
+      logger,
+    });
+    try {
+      const user = await createUser();
+      redisProxy.replyDelayMs = 200;
+      const reached = upstream.hold((method, path) => method === 'GET' && path === user.location);
+      const socket = net.connect(portOf(replica.url), '127.0.0.1');
+      socket.on('error', () => undefined);
+      socket.write(`GET ${user.location} HTTP/1.1\r\nHost: gateway\r\n\r\n`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      socket.resetAndDestroy();
+      const filled = await Promise.race([reached.reached.then(() => true), new Promise((resolve) => setTimeout(resolve, 3_000, false))]);
+      reached.release();
+      expect(filled).toBe(true);
+      redisProxy.replyDelayMs = 0;
+      let read = await client(replica.url, { token: null }).get(user.location);
+      for (let i = 0; i < 50 && read.headers.get('x-cache') !== 'HIT'; i++) read = await client(replica.url, { token: null }).get(user.location);
+      expect({ status: read.status, cache: read.headers.get('x-cache'), body: read.body }).toEqual({ status: 200, cache: 'HIT', body: user.body });
+      expect(upstream.count('GET', user.location)).toBe(1);
+      expect(lines.filter((line) => line.level === 'error' || line.level === 'warn')).toEqual([]);
+    } finally {
+      await replica.close();
+      await redisProxy.cut();
     }
   });
 });
