@@ -3,7 +3,8 @@
  * products-service on throwaway schemas, the gateway with its Redis cache reached through a TCP
  * proxy this script controls), creates 500 products, then drives the gateway with wrk the way a
  * busy client population would: random `GET /api/products/{id}`, 10% of them merge-patch writes
- * instead, at 64, 256, 1,000 and 2,000 connections, 15 s per step. Then the same mix at the
+ * instead, at 64, 256, 1,000 and 2,000 connections, 15 s per step, the whole ramp three times over
+ * (`ROUNDS`). Then the same mix at the
  * concurrency of the best step (the most goodput) with Redis cut off for 2 s in the middle (the
  * proxy drops every connection; the shared Redis itself is never touched), second by second, with
  * the moments of its recovery: when the gateway judged Redis up again, when the cache served hits
@@ -17,7 +18,7 @@
  * writes them to bench/results/load.json and draws the curve in docs/load-curve.svg. Every process
  * is stopped and every schema dropped at the end.
  *
- * For experiments: LOAD_STEPS (e.g. `256,1000`), LOAD_STEP_SECONDS, LOAD_WRITE_PERCENT, LOAD_SKIP_CUT=1,
+ * For experiments: LOAD_STEPS (e.g. `256,1000`), LOAD_STEP_SECONDS, LOAD_ROUNDS, LOAD_WRITE_PERCENT, LOAD_SKIP_CUT=1,
  * LOAD_CUT_CONNECTIONS (instead of the best step's), LOAD_LOG_LEVEL (the servers', `error` by
  * default), LOAD_GATEWAY_NODE_FLAGS (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`: the profile is
  * written when the gateway stops at the end), LISTEN_SOCKETS (passed on to every process), and the
@@ -33,6 +34,21 @@ import { cleanUpOnSignals, cpuMicros, dropSchemas, ensureDebianTools, freePort, 
 const REDIS_URL = new URL(REDIS);
 const STEPS = (process.env.LOAD_STEPS ?? '64,256,1000,2000').split(',').map(Number);
 const STEP_SECONDS = Number(process.env.LOAD_STEP_SECONDS ?? 15);
+/**
+ * Rounds of the whole ramp; a step's figures are those of its rounds together. This machine's speed
+ * wanders by a quarter within seconds and more over minutes: a lone loop of JSON work on an idle
+ * core did 128,000 to 212,000 turns a second over 25 s, and in one run the same 1,000 connections
+ * gave 5,600 good answers a second where they had given 7,700 two minutes before. Steps run one
+ * after the other once each compare their minutes as much as their concurrency; each step sampled
+ * at three moments a minute apart meets the same drift as the others.
+ */
+const ROUNDS = Number(process.env.LOAD_ROUNDS ?? 3);
+/** The percentiles wrk reports of each window (finer towards the tail), to pool a step's rounds by (`pooledLatency`). */
+const QUANTILES = [
+  ...Array.from({ length: 90 }, (_, i) => i + 1),
+  ...Array.from({ length: 90 }, (_, i) => Math.round((90.1 + i * 0.1) * 10) / 10),
+  ...Array.from({ length: 99 }, (_, i) => Math.round((99.01 + i * 0.01) * 100) / 100),
+];
 const PRODUCTS = 500;
 const WRITE_PERCENT = Number(process.env.LOAD_WRITE_PERCENT ?? 10);
 const CUT_SECONDS = 20;
@@ -150,6 +166,7 @@ function pidOf(program: string): number | undefined {
 function workload(ids: string[]): string {
   return `
 local ids = { ${ids.map((id) => `"${id}"`).join(', ')} }
+local quantiles = { ${QUANTILES.join(', ')} }
 local threads = {}
 function setup(thread)
   table.insert(threads, thread)
@@ -184,6 +201,7 @@ function done(summary, latency, requests)
   local e = summary.errors
   io.write(string.format("summary %d %d %d %d %d %d %d\\n", summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout))
   io.write(string.format("latency %d %d %d\\n", latency:percentile(50), latency:percentile(99), latency.max))
+  for _, p in ipairs(quantiles) do io.write(string.format("quantile %.2f %d\\n", p, latency:percentile(p))) end
   for _, thread in ipairs(threads) do
     for status, n in pairs(thread:get("statuses")) do io.write(string.format("status %d %d\\n", status, n)) end
     for cache, n in pairs(thread:get("caches")) do io.write(string.format("cache %s %d\\n", cache, n)) end
@@ -204,6 +222,8 @@ interface WrkResult {
   p50Ms: number;
   p99Ms: number;
   maxMs: number;
+  /** The latency (ms) at each of QUANTILES (percent): what lets the rounds of a step be pooled. */
+  quantiles: [percent: number, ms: number][];
   statuses: Record<string, number>;
   xCache: Record<string, number>;
   retryAfter503: number;
@@ -231,6 +251,7 @@ async function wrk(url: string, connections: number, seconds: number, script: st
     p50Ms: 0,
     p99Ms: 0,
     maxMs: 0,
+    quantiles: [],
     statuses: {},
     xCache: {},
     retryAfter503: 0,
@@ -249,6 +270,8 @@ async function wrk(url: string, connections: number, seconds: number, script: st
         result.errors = { connect: n[2]!, read: n[3]!, write: n[4]!, timeout: n[6]! };
       } else if (kind === 'latency') {
         [result.p50Ms, result.p99Ms, result.maxMs] = [n[0]! / 1000, n[1]! / 1000, n[2]! / 1000];
+      } else if (kind === 'quantile') {
+        result.quantiles.push([n[0]!, n[1]! / 1000]);
       } else if (kind === 'status') {
         result.statuses[fields[0]!] = (result.statuses[fields[0]!] ?? 0) + n[1]!;
       } else if (kind === 'cache') {
@@ -286,6 +309,8 @@ const good = (statuses: Record<string, number>) =>
 
 interface Step {
   connections: number;
+  /** Each round's window of this step (one for the cut), in the order they ran. */
+  rounds: { goodput: number; p50Ms: number; p99Ms: number; gatewayCpuMicrosPerRequest: number }[];
   goodput: number;
   requestsPerSecond: number;
   p50Ms: number;
@@ -318,7 +343,7 @@ function cpuPids(processes: Probed[]): Record<string, number | undefined> {
 
 const cpuOf = (pids: Record<string, number | undefined>) => Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, pid === undefined ? 0 : cpuMicros([pid])]));
 
-async function runStep(connections: number, seconds: number, target: string, script: string, processes: Probed[], during?: (startedAt: number) => Promise<void>) {
+async function runStep(connections: number, seconds: number, target: string, script: string, processes: Probed[], during?: (startedAt: number) => Promise<void>): Promise<Window> {
   const before = await gatewayCounters(processes.find((p) => p.name === 'gateway')!);
   await Promise.all(processes.map(loopDelay)); // resets each process's histogram
   const pids = cpuPids(processes);
@@ -347,9 +372,13 @@ async function runStep(connections: number, seconds: number, target: string, scr
   const eventLoopDelay = Object.fromEntries(await Promise.all(processes.map(async (p) => [p.name, await loopDelay(p)] as const)));
   const gateway = difference(await gatewayCounters(processes.find((p) => p.name === 'gateway')!), before);
   const { result } = run;
-  const step: Step = {
+  const goodput = Math.round(good(result.statuses) / result.seconds);
+  const gatewayCpuMicrosPerRequest = Math.round((cpuAfter.gateway! - cpuBefore.gateway!) / Math.max(1, result.requests));
+  return {
     connections,
-    goodput: Math.round(good(result.statuses) / result.seconds),
+    rounds: [{ goodput, p50Ms: result.p50Ms, p99Ms: result.p99Ms, gatewayCpuMicrosPerRequest }],
+    result,
+    goodput,
     requestsPerSecond: Math.round(result.requests / result.seconds),
     p50Ms: result.p50Ms,
     p99Ms: result.p99Ms,
@@ -372,14 +401,69 @@ async function runStep(connections: number, seconds: number, target: string, scr
       ...Object.fromEntries(Object.keys(pids).map((name) => [name, Math.round((cpuAfter[name]! - cpuBefore[name]!) / 1e4) / 100])),
       wrk: Math.round(wrkCpuMicros / 1e4) / 100,
     },
-    gatewayCpuMicrosPerRequest: Math.round((cpuAfter.gateway! - cpuBefore.gateway!) / Math.max(1, result.requests)),
+    gatewayCpuMicrosPerRequest,
   };
-  return { step, perSecond: result.goodPerSecond, shedPerSecond: result.shedPerSecond, bypassedPerSecond: result.bypassedPerSecond, hitsPerSecond: result.hitsPerSecond };
+}
+
+/** One wrk run of a step: its figures, and wrk's own result to pool rounds by. */
+type Window = Step & { result: WrkResult };
+
+const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
+const sumRecords = (records: Record<string, number>[]) => {
+  const total: Record<string, number> = {};
+  for (const record of records) for (const [name, n] of Object.entries(record)) total[name] = (total[name] ?? 0) + n;
+  return total;
+};
+
+/**
+ * The latency at `percent` of all the requests of `results` together: the first latency at which
+ * their counts up to it, each round's read off its quantiles, reach that share of them all. wrk
+ * reports percentiles of one run only, and a median of the rounds' p99s is not the p99 of the step.
+ */
+function pooledLatency(results: WrkResult[], percent: number): number {
+  const total = sum(results.map((r) => r.requests));
+  const candidates = [...new Set(results.flatMap((r) => r.quantiles.map(([, ms]) => ms)))].sort((a, b) => a - b);
+  const below = (r: WrkResult, ms: number) => Math.max(0, ...r.quantiles.filter(([, at]) => at <= ms).map(([p]) => p)) / 100;
+  return candidates.find((ms) => sum(results.map((r) => r.requests * below(r, ms))) >= (percent / 100) * total) ?? Math.max(...candidates);
+}
+
+/** A step's figures over all its rounds: counts and CPU time added up, latencies pooled, the worst event-loop delay, the last memory reading. */
+function combine(windows: Window[]): Step {
+  const results = windows.map((w) => w.result);
+  const seconds = sum(results.map((r) => r.seconds));
+  const requests = sum(results.map((r) => r.requests));
+  const last = windows.at(-1)!;
+  const worst = (name: string, field: keyof LoopDelay) => Math.max(...windows.flatMap((w) => w.eventLoopDelay[name]?.[field] ?? []));
+  return {
+    connections: last.connections,
+    rounds: windows.flatMap((w) => w.rounds),
+    goodput: Math.round(sum(results.map((r) => good(r.statuses))) / seconds),
+    requestsPerSecond: Math.round(requests / seconds),
+    p50Ms: windows.length === 1 ? last.p50Ms : pooledLatency(results, 50),
+    p99Ms: windows.length === 1 ? last.p99Ms : pooledLatency(results, 99),
+    maxMs: Math.max(...windows.map((w) => w.maxMs)),
+    statuses: sumRecords(windows.map((w) => w.statuses)),
+    retryAfter503: sum(windows.map((w) => w.retryAfter503)),
+    clientErrors: sumRecords(windows.map((w) => w.clientErrors)) as WrkResult['errors'],
+    xCache: sumRecords(windows.map((w) => w.xCache)),
+    gateway: sumRecords(windows.map((w) => w.gateway)),
+    eventLoopDelay: Object.fromEntries(
+      Object.keys(last.eventLoopDelay).map((name) => [name, windows.some((w) => w.eventLoopDelay[name]) ? { p50Ms: worst(name, 'p50Ms'), p99Ms: worst(name, 'p99Ms'), maxMs: worst(name, 'maxMs') } : undefined]),
+    ),
+    memory: last.memory,
+    acceptQueue: {
+      max: Math.max(...windows.map((w) => w.acceptQueue.max)),
+      lastWaitingSecond: windows.reduce<number | null>((latest, w) => (w.acceptQueue.lastWaitingSecond === null ? latest : Math.max(latest ?? 0, w.acceptQueue.lastWaitingSecond)), null),
+    },
+    cpuSeconds: Object.fromEntries(Object.entries(sumRecords(windows.map((w) => w.cpuSeconds))).map(([name, cpu]) => [name, Math.round(cpu * 100) / 100])),
+    gatewayCpuMicrosPerRequest: Math.round((sum(windows.map((w) => w.gatewayCpuMicrosPerRequest * w.result.requests))) / Math.max(1, requests)),
+  };
 }
 
 function printStep(step: Step): void {
   const list = (record: Record<string, number>) => Object.entries(record).map(([k, v]) => `${k}: ${v}`).join(', ');
   console.log(`\n${step.connections} connections: goodput ${step.goodput}/s (all ${step.requestsPerSecond}/s), p50 ${step.p50Ms} ms, p99 ${step.p99Ms} ms, max ${step.maxMs} ms`);
+  if (step.rounds.length > 1) console.log(`  rounds: goodput ${step.rounds.map((r) => r.goodput).join(' / ')}/s, p99 ${step.rounds.map((r) => Math.round(r.p99Ms)).join(' / ')} ms`);
   console.log(`  statuses: ${list(step.statuses)}; 503 with Retry-After: ${step.retryAfter503}; client errors: ${list(step.clientErrors)}`);
   console.log(`  X-Cache: ${list(step.xCache)}`);
   console.log(`  gateway counters: ${list(step.gateway)}`);
@@ -465,6 +549,8 @@ function markdown(steps: Step[], cut: Step, recovery: { perSecond: { second: num
     ...steps.map((s) => row(n(s.connections), s)),
     row(`${n(cut.connections)}, Redis cut 2 s`, cut),
     '',
+    `Goodput per round: ${steps.map((s) => `${n(s.connections)}: ${s.rounds.map((r) => n(r.goodput)).join(' / ')}`).join('; ')}.`,
+    '',
     `Around the cut, 2xx per second (0 = the second Redis came back in): ${recovery.perSecond.map((p) => `${p.second}: ${n(p.goodput)}`).join(', ')}.`,
   ].join('\n');
 }
@@ -519,12 +605,16 @@ async function main(): Promise<void> {
     console.log(`load average before: ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`);
 
     await runStep(64, 3, target, script, processes); // warm-up: JIT, pools, keep-alive sockets, the cache
-    const steps: Step[] = [];
-    for (const connections of STEPS) {
-      const { step } = await runStep(connections, STEP_SECONDS, target, script, processes);
-      printStep(step);
-      steps.push(step);
+    const windows = new Map<number, Window[]>(STEPS.map((connections) => [connections, []]));
+    for (let round = 1; round <= ROUNDS; round++) {
+      for (const connections of STEPS) {
+        const window = await runStep(connections, STEP_SECONDS, target, script, processes);
+        console.log(`round ${round}, ${connections} connections: goodput ${window.goodput}/s, p99 ${window.p99Ms} ms, the gateway's CPU per request ${window.gatewayCpuMicrosPerRequest} µs`);
+        windows.get(connections)!.push(window);
+      }
     }
+    const steps = STEPS.map((connections) => combine(windows.get(connections)!));
+    for (const step of steps) printStep(step);
     const best = Math.max(...steps.map((s) => s.goodput));
     const bestStep = steps.find((s) => s.goodput === best)!;
     console.log(`\nbest step: ${bestStep.connections} connections, ${best}/s`);
@@ -537,7 +627,7 @@ async function main(): Promise<void> {
     let restoredAt = 0;
     // What the gateway says of Redis, four times a second from just before the cut until 8 s after.
     const cacheStates: { atMs: number; redisUp: number; owed: number }[] = [];
-    const { step: cutStep, perSecond, shedPerSecond, bypassedPerSecond, hitsPerSecond } = await runStep(cutConnections, CUT_SECONDS, target, script, processes, async (startedAt) => {
+    const cutRun = await runStep(cutConnections, CUT_SECONDS, target, script, processes, async (startedAt) => {
       await new Promise((resolve) => setTimeout(resolve, startedAt + (CUT_AT_SECOND - 1) * 1000 - Date.now()));
       const sampling = (async () => {
         const until = Date.now() + 11_000;
@@ -561,6 +651,8 @@ async function main(): Promise<void> {
       restoredAt = Date.now();
       await sampling;
     });
+    const cutStep = combine([cutRun]);
+    const { goodPerSecond: perSecond, shedPerSecond, bypassedPerSecond, hitsPerSecond } = cutRun.result;
     console.log(`  the gateway on Redis (ms after Redis came back: up, owed): ${cacheStates.map((c) => `${c.atMs - restoredAt}: ${c.redisUp}, ${c.owed}`).join('; ')}`);
     console.log(`\nRedis cut for ${CUT_FOR_MS / 1000} s at ${cutConnections} connections (the best step's):`);
     printStep(cutStep);
