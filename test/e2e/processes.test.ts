@@ -166,10 +166,16 @@ describe('shutdown on SIGTERM', () => {
     await cutOff;
   });
 
-  it('drains the gateway too: a proxied request in flight completes', async () => {
+  it('drains the gateway too: a proxied request in flight completes, and a clean stop warns of nothing', async () => {
     const users = await startWorkspace('users-service', { DATABASE_URL: databaseUrl('users') });
-    const gateway = await startWorkspace('gateway', { USERS_SERVICE_URL: users.url, PRODUCTS_SERVICE_URL: `http://127.0.0.1:${await closedPort()}`, ...GATEWAY_AUTH });
+    const gateway = await startWorkspace('gateway', {
+      USERS_SERVICE_URL: users.url,
+      PRODUCTS_SERVICE_URL: `http://127.0.0.1:${await closedPort()}`,
+      REDIS_URL: process.env.TEST_REDIS_URL!,
+      ...GATEWAY_AUTH,
+    });
     try {
+      await gateway.logged((line) => line.msg === 'redis tracks the cache generations: the in-memory cache is on');
       const inFlight = halfSentPost(gateway.url, '/api/users', USER);
       expect((await client(gateway.url).get('/healthz')).status).toBe(200);
       gateway.child.kill('SIGINT');
@@ -177,6 +183,7 @@ describe('shutdown on SIGTERM', () => {
       inFlight.finish();
       expect((await inFlight.response).status).toBe(201);
       expect(await gateway.exited).toEqual({ code: 0, signal: null });
+      expect(gateway.lines.filter((line) => line.level === 'warn' || line.level === 'error').map((line) => line.msg)).toEqual([]);
     } finally {
       users.child.kill('SIGTERM');
       await users.exited;

@@ -200,7 +200,7 @@ export class MemoryTier {
 
   async close(): Promise<void> {
     clearInterval(this.#heartbeat);
-    this.#reset('closing');
+    this.#reset();
     this.tracked.disconnect();
     this.subscriber.disconnect();
   }
@@ -312,12 +312,13 @@ export class MemoryTier {
     this.logger.info('redis tracks the cache generations: the in-memory cache is on');
   }
 
-  #reset(reason: string): void {
+  /** Forgets everything and stops trusting what it knew; `outage` says why, none when the gateway is closing (no warning then). */
+  #reset(outage?: string): void {
     const wasTracking = this.#tracking;
     this.#tracking = false;
     this.#session += 1;
     this.#dropAll();
-    if (wasTracking) this.logger.warn({ reason }, 'the in-memory cache is off (everything in it dropped) until Redis tracking is back');
+    if (wasTracking && outage !== undefined) this.logger.warn({ reason: outage }, 'the in-memory cache is off (everything in it dropped) until Redis tracking is back');
   }
 
   #dropAll(): void {
