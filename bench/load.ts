@@ -601,7 +601,7 @@ async function main(): Promise<void> {
     await writeFile(script, workload(ids));
     const target = `${gateway.url}/`;
     const machine = `${os.cpus().length} × ${os.cpus()[0]?.model}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
-    console.log(`${PRODUCTS} products; GET /api/products/{id} with ${WRITE_PERCENT}% merge-patch writes; ${STEP_SECONDS} s per step; ${machine}`);
+    console.log(`${PRODUCTS} products; GET /api/products/{id} with ${WRITE_PERCENT}% merge-patch writes; ${ROUNDS} rounds of ${STEP_SECONDS} s per step; ${machine}`);
     console.log(`load average before: ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}`);
 
     await runStep(64, 3, target, script, processes); // warm-up: JIT, pools, keep-alive sockets, the cache
@@ -717,7 +717,7 @@ async function main(): Promise<void> {
       date: new Date().toISOString(),
       machine,
       loadAverageAfter: os.loadavg(),
-      settings: { products: PRODUCTS, writePercent: WRITE_PERCENT, stepSeconds: STEP_SECONDS, clientTimeout: CLIENT_TIMEOUT, wrkThreads: 2 },
+      settings: { products: PRODUCTS, writePercent: WRITE_PERCENT, stepSeconds: STEP_SECONDS, rounds: ROUNDS, clientTimeout: CLIENT_TIMEOUT, wrkThreads: 2 },
       steps,
       redisCut: { connections: cutConnections, seconds: CUT_SECONDS, step: cutStep, recovery, gatewayOnRedis: cacheStates.map((c) => ({ msAfterReturn: c.atMs - restoredAt, redisUp: c.redisUp, owed: c.owed })) },
       verdicts,
@@ -725,7 +725,7 @@ async function main(): Promise<void> {
     await mkdir(new URL('results/', import.meta.url), { recursive: true });
     await writeFile(new URL('results/load.json', import.meta.url), `${JSON.stringify(results, null, 2)}\n`);
     const cutWindow: [number, number] = [Math.floor(cutAt / 1000), restoredSecond];
-    const meta = `npm run load, ${results.date.slice(0, 16)}Z, ${machine}; ${WRITE_PERCENT}% writes, ${STEP_SECONDS} s per step`;
+    const meta = `npm run load, ${results.date.slice(0, 16)}Z, ${machine}; ${WRITE_PERCENT}% writes, ${ROUNDS} rounds of ${STEP_SECONDS} s per step`;
     await writeFile(new URL('../docs/load-curve.svg', import.meta.url), chart(steps, timeline, cutWindow, cutConnections, meta));
     console.log('written to bench/results/load.json and docs/load-curve.svg');
     console.log(`\nFor the README:\n\n${markdown(steps, cutStep, recovery)}`);
