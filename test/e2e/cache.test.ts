@@ -300,12 +300,19 @@ describe('request collapsing', () => {
     });
     try {
       const user = await createUser();
+      const id = user.location.split('/').pop()!;
+      let lookupSent!: () => void;
+      const looking = new Promise<void>((resolve) => (lookupSent = resolve));
+      redisProxy.tamper = (sent) => {
+        if (sent.includes(id)) lookupSent();
+        return sent;
+      };
       redisProxy.replyDelayMs = 200;
       const reached = upstream.hold((method, path) => method === 'GET' && path === user.location);
       const socket = net.connect(portOf(replica.url), '127.0.0.1');
       socket.on('error', () => undefined);
       socket.write(`GET ${user.location} HTTP/1.1\r\nHost: gateway\r\n\r\n`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await looking; // the gateway has the request and asks Redis about it: now the client hangs up
       socket.resetAndDestroy();
       const filled = await Promise.race([reached.reached.then(() => true), new Promise((resolve) => setTimeout(resolve, 3_000, false))]);
       reached.release();
