@@ -134,6 +134,17 @@ describe.each(overlays)('k8s overlay %s', (overlay) => {
       expect(container.ports).toEqual([{ name: 'http', containerPort: config.PORT, protocol: 'TCP' }]);
     });
 
+    test('the gateway sees one address per ready replica: a service behind it has a headless Service', () => {
+      const service = findObject<IService>(objects, 'Service', name);
+      if (name === 'gateway') {
+        expect(service.spec!.clusterIP).toBeUndefined();
+        return;
+      }
+      expect(service.spec!.clusterIP).toBe('None');
+      // Not-ready pods stay out of DNS, so the gateway never balances onto a replica still starting.
+      expect(service.spec!.publishNotReadyAddresses).not.toBe(true);
+    });
+
     test('non-secret settings come from its ConfigMap; credentials only through secretKeyRef', () => {
       expect(container.envFrom).toEqual([{ configMapRef: { name } }]);
       for (const [key, value] of Object.entries(findObject<IConfigMap>(objects, 'ConfigMap', name).data!)) {
