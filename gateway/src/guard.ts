@@ -168,6 +168,9 @@ export function withGuard(
     for (const name in outcome.headers) res.setHeader(name, outcome.headers[name] as string);
     const retryAfter = outcome.headers['Retry-After'];
     if (outcome.allowed || retryAfter === undefined) return refusal?.problem;
+    if (outcome.uncounted) {
+      return new HttpProblem('service-unavailable', `The ${budget} budget of this client cannot be counted now; retry after ${retryAfter} s`, { headers: { 'Retry-After': retryAfter } });
+    }
     return new HttpProblem('rate-limited', `Over the budget of ${budget} requests for this client; retry after ${retryAfter} s`, {
       headers: { 'Retry-After': retryAfter },
     });
