@@ -63,4 +63,3 @@ if wanted "$REDIS_IMAGE"; then
     --change 'ENTRYPOINT ["docker-entrypoint.sh"]' \
     --change 'CMD ["redis-server"]'
 fi
-podman image ls --format '{{.Repository}}:{{.Tag}} {{.ID}} {{.Size}}' | grep -E '^docker.io/library/(mysql:8.4|redis:7) '
