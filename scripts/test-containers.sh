@@ -61,12 +61,15 @@ provide_images() {
 
 testcontainers_ids() { podman ps -aq --filter label=org.testcontainers=true | sort; }
 
+# Without Ryuk, a run that fails or is stopped may leave its containers behind (jest's global
+# teardown stops them otherwise): those created since this script started go.
 netns=''
 veth=''
 cleanup() {
+  local status=$?
   if [ -n "$netns" ]; then ip netns delete "$netns" 2>/dev/null || true; fi
   if [ -n "$veth" ]; then ip link delete "$veth" 2>/dev/null || true; fi
-  if [ -n "${containers_before+set}" ]; then
+  if [ "$status" -ne 0 ] && [ -n "${containers_before+set}" ]; then
     comm -13 <(echo "$containers_before") <(testcontainers_ids) | xargs -r podman rm -f -v >/dev/null 2>&1 || true
   fi
 }
@@ -115,7 +118,7 @@ if [ -z "${DOCKER_HOST:-}" ] && ! engine_answers /var/run/docker.sock && command
   export TESTCONTAINERS_RYUK_DISABLED="${TESTCONTAINERS_RYUK_DISABLED:-true}"
   containers_before="$(testcontainers_ids)"
 fi
-echo "engine: ${DOCKER_HOST:-found by testcontainers (/var/run/docker.sock, ~/.testcontainers.properties, docker context)}"
+echo "engine: ${DOCKER_HOST:-whichever testcontainers finds (~/.testcontainers.properties, /var/run/docker.sock, rootless and Docker Desktop sockets)}"
 
 if [ "$(id -u)" = 0 ] && command -v ip >/dev/null 2>&1; then
   make_network_namespace

@@ -66,8 +66,8 @@ initialise() {
     echo "running $file"
     case "$file" in
       *.sh) . "$file" ;;
-      *.sql) mariadb --socket="$socket" -uroot -p"$root_password" ${MYSQL_DATABASE:+"$MYSQL_DATABASE"} <"$file" ;;
-      *.sql.gz) gunzip -c "$file" | mariadb --socket="$socket" -uroot -p"$root_password" ${MYSQL_DATABASE:+"$MYSQL_DATABASE"} ;;
+      *.sql) MYSQL_PWD="$root_password" mariadb --socket="$socket" -uroot ${MYSQL_DATABASE:+"$MYSQL_DATABASE"} <"$file" ;;
+      *.sql.gz) gunzip -c "$file" | MYSQL_PWD="$root_password" mariadb --socket="$socket" -uroot ${MYSQL_DATABASE:+"$MYSQL_DATABASE"} ;;
       *) echo "ignoring $file" ;;
     esac
   done
