@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { Logger } from '@app/shared/platform/logger';
 import { LRUCache } from 'lru-cache';
 import { createCacheClient, createSubscriberClient, type Redis } from '../redis.js';
@@ -18,8 +19,14 @@ const GENERATIONS_SHARE = 0.25;
 export const HEARTBEAT_MS = 500;
 export const HEARTBEAT_TIMEOUT_MS = 1_500;
 
-/** How long hits wait for a barrier (`afterInvalidations`) before they ask Redis instead. */
-const BARRIER_TIMEOUT_MS = 100;
+/**
+ * How long an answered ping on the subscriber lets the tier serve from memory: what a ping sent then
+ * brought back, it has, every invalidation Redis sent before that ping. Renewed in the background
+ * by the hits of a busy tier; an idle one lets it lapse (its first hit then asks Redis).
+ */
+export const LEASE_MS = 200;
+/** A write's barrier waits at most this long for every tier's acknowledgement: beyond the lease. */
+const BARRIER_WAIT_MS = LEASE_MS + 50;
 
 /**
  * What an entry or a generation costs besides the bytes of its strings and body: the objects,
@@ -69,9 +76,12 @@ export interface ScopeRead {
  * of either key arrived between sending the read and installing the result (`watch`). Redis
  * broadcasts every later change, which then removes it.
  *
- * An entry is served only after a barrier on the subscriber connection (`afterInvalidations`), so a
- * client that heard "written" from another replica never reads the old entry here, however late the
- * invalidation travels.
+ * Read-your-writes across replicas, however late an invalidation travels (a relay between a
+ * replica and Redis): before a write's response leaves, the writer publishes a barrier on Redis,
+ * which reaches every tier's subscriber behind the invalidations queued before it; each tier
+ * acknowledges it once it has applied them (`barrier`). A tier that does not acknowledge in time has
+ * let its lease lapse (`held`): it serves from memory only while a ping answered on its subscriber
+ * was sent within LEASE_MS, so it has every invalidation sent before the write's barrier waited out.
  *
  * When either connection is lost, everything in memory is dropped and hits go back to Redis round
  * trips until both are back and tracking is on again: invalidations sent meanwhile may be lost, so
@@ -96,8 +106,15 @@ export class MemoryTier {
   readonly #invalidationListeners: ((keys: readonly string[]) => void)[] = [];
   /** When the unanswered ping was sent (performance.now()), if one is. */
   #pingSentAt: number | undefined;
-  /** Hits waiting for the next barrier, which is sent at the end of this event-loop turn (`afterInvalidations`). */
-  #waiting: ((caughtUp: boolean) => void)[] | undefined;
+  /** When the last ping answered on the subscriber in this session was sent (performance.now()): the lease (`held`). */
+  #leaseFrom: number | undefined;
+  #leasing = false;
+  /** This tier's barriers (`barrier`) waiting for acknowledgements, by nonce. */
+  readonly #barriers = new Map<string, { acks: number; expected: number; done: () => void }>();
+  #nonce = 0;
+  /** Where every tier hears of barriers, and where this one hears its barriers acknowledged. */
+  readonly #barrierChannel: string;
+  readonly #ackChannel: string;
   readonly #heartbeat: NodeJS.Timeout;
 
   constructor(
@@ -117,8 +134,14 @@ export class MemoryTier {
       maxSize: generationBytes,
       sizeCalculation: (generation, key) => GENERATION_OVERHEAD_BYTES + stringBytes(key) + stringBytes(generation),
     });
-    subscriber.on('messageBuffer', (channel: Buffer, message: Buffer[] | null) => {
-      if (channel.toString() === INVALIDATIONS) this.#invalidated(message);
+    const prefix = tracked.options.keyPrefix ?? '';
+    this.#barrierChannel = `${prefix}gateway:barrier`;
+    this.#ackChannel = `${prefix}gateway:barrier-ack:${randomBytes(8).toString('hex')}`;
+    subscriber.on('messageBuffer', (channel: Buffer, message: Buffer | Buffer[] | null) => {
+      const name = channel.toString();
+      if (name === INVALIDATIONS) this.#invalidated(message as Buffer[] | null);
+      else if (name === this.#barrierChannel) this.#acknowledge(String(message));
+      else if (name === this.#ackChannel) this.#acknowledged(String(message));
     });
     subscriber.on('ready', () => void this.#listen());
     subscriber.on('close', () => {
@@ -149,55 +172,11 @@ export class MemoryTier {
    * a new string on every request that each lookup would hash again.
    */
   held(scope: ReadScope): CachedResponse | undefined {
-    if (!this.#tracking) return undefined;
+    if (!this.#tracking || !this.#leased()) return undefined;
     const entry = this.#entries.get(scope.entryKey);
     if (entry === undefined || this.#generations.get(entry.generationKey) !== entry.generation) return undefined;
     return entry;
   }
-
-  /**
-   * Calls `then(true)` once every invalidation Redis had sent before this call has been applied
-   * here; `then(false)` when that cannot be known (the tier stopped tracking, or the subscriber
-   * failed): the caller then asks Redis itself.
-   *
-   * A write through another replica renews its generation, and Redis queues the invalidation on
-   * this tier's subscriber connection before it replies to the writer; but that connection may lag
-   * behind the writer's (a relay, a proxy, a busy network), so a client told "written" by one replica
-   * could read the old entry from another's memory. A PING sent on the subscriber after the read
-   * arrived comes back behind every invalidation queued before it, in order, on the same
-   * connection: its answer is the barrier. The hits of one event-loop turn share one PING, sent at
-   * the end of the turn.
-   */
-  afterInvalidations(then: (caughtUp: boolean) => void): void {
-    if (!this.#tracking) {
-      then(false);
-      return;
-    }
-    if (this.#waiting === undefined) {
-      this.#waiting = [];
-      setImmediate(this.#sendBarrier);
-    }
-    this.#waiting.push(then);
-  }
-
-  readonly #sendBarrier = (): void => {
-    const waiting = this.#waiting ?? [];
-    this.#waiting = undefined;
-    const session = this.#session;
-    let released = false;
-    const release = (caughtUp: boolean) => {
-      if (released) return;
-      released = true;
-      clearTimeout(late);
-      for (const then of waiting) then(caughtUp && this.#tracking && session === this.#session);
-    };
-    // A subscriber that lags this much sends its hits to Redis rather than keep them waiting.
-    const late = setTimeout(() => release(false), BARRIER_TIMEOUT_MS).unref();
-    this.subscriber.ping().then(
-      () => release(true),
-      () => release(false),
-    );
-  };
 
   /**
    * To be called right before a read of `scope`'s hold and generation is sent, on any connection;
@@ -256,6 +235,31 @@ export class MemoryTier {
     for (const scope of scopes) this.#forgetScope(scope.generationKey);
   }
 
+  /**
+   * Resolves once every tier (every gateway replica's) has applied the invalidations Redis sent
+   * before now, or BARRIER_WAIT_MS later, when a tier that did not say so has let its lease lapse.
+   * Called after a write's renewals, before its response leaves.
+   */
+  async barrier(): Promise<void> {
+    const nonce = String(++this.#nonce);
+    let done!: () => void;
+    const acknowledged = new Promise<void>((resolve) => (done = resolve));
+    const barrier = { acks: 0, expected: Infinity, done };
+    this.#barriers.set(nonce, barrier);
+    const waited = setTimeout(done, BARRIER_WAIT_MS);
+    try {
+      // Redis says how many subscribers it went to (this tier's own included).
+      barrier.expected = await this.tracked.publish(this.#barrierChannel, `${this.#ackChannel} ${nonce}`);
+      if (barrier.acks >= barrier.expected) done();
+      await acknowledged;
+    } catch {
+      await acknowledged;
+    } finally {
+      clearTimeout(waited);
+      this.#barriers.delete(nonce);
+    }
+  }
+
   /** Runs `listener` with the keys of every invalidation Redis sends (for measurements). */
   onInvalidation(listener: (keys: readonly string[]) => void): void {
     this.#invalidationListeners.push(listener);
@@ -284,6 +288,37 @@ export class MemoryTier {
     });
     this.#reads.set(key, settled);
     return settled;
+  }
+
+  /** Whether the lease lets the tier serve now; renewed in the background once half spent. */
+  #leased(): boolean {
+    const age = this.#leaseFrom === undefined ? Infinity : performance.now() - this.#leaseFrom;
+    if (age > LEASE_MS / 2 && !this.#leasing) this.#renewLease();
+    return age <= LEASE_MS;
+  }
+
+  #renewLease(): void {
+    this.#leasing = true;
+    const sentAt = performance.now();
+    const session = this.#session;
+    this.subscriber.ping().then(
+      () => {
+        this.#leasing = false;
+        if (session === this.#session) this.#leaseFrom = sentAt;
+      },
+      () => (this.#leasing = false),
+    );
+  }
+
+  /** Another tier's barrier reached this one: everything Redis sent before it has been applied. */
+  #acknowledge(message: string): void {
+    const [replyTo, nonce] = message.split(' ');
+    if (replyTo !== undefined && nonce !== undefined) this.tracked.publish(replyTo, nonce).catch(() => undefined);
+  }
+
+  #acknowledged(nonce: string): void {
+    const barrier = this.#barriers.get(nonce);
+    if (barrier && ++barrier.acks >= barrier.expected) barrier.done();
   }
 
   /** Forgets what is known of a scope (by its generation key), and spoils its reads under way. */
@@ -343,7 +378,7 @@ export class MemoryTier {
     const connection = this.#subscriberConnection;
     try {
       // Both in one round trip (Redis answers CLIENT ID before it enters subscriber mode).
-      const [id] = await Promise.all([this.subscriber.client('ID'), this.subscriber.subscribe(INVALIDATIONS)]);
+      const [id] = await Promise.all([this.subscriber.client('ID'), this.subscriber.subscribe(INVALIDATIONS, this.#barrierChannel, this.#ackChannel)]);
       if (connection !== this.#subscriberConnection) return;
       this.#redirectTo = Number(id);
       await this.#track();
@@ -380,6 +415,7 @@ export class MemoryTier {
     const wasTracking = this.#tracking;
     this.#tracking = false;
     this.#session += 1;
+    this.#leaseFrom = undefined;
     this.#dropAll();
     if (wasTracking && outage !== undefined) this.logger.warn({ reason: outage }, 'the in-memory cache is off (everything in it dropped) until Redis tracking is back');
   }

@@ -89,12 +89,6 @@ export class ResponseCache {
     return entry && this.#usable(scope) && this.isFresh(entry) ? entry : undefined;
   }
 
-  /** Calls `then` once the memory tier has every invalidation Redis sent before now (memory-tier.ts). */
-  afterInvalidations(then: (caughtUp: boolean) => void): void {
-    if (this.memory) this.memory.afterInvalidations(then);
-    else then(false);
-  }
-
   /**
    * One round trip; undefined when the cache cannot be used for this scope now, or the scope is held.
    * The memory tier learns the generation it finds (so a fill of this scope goes into memory as soon
@@ -169,7 +163,8 @@ export class ResponseCache {
    * that fails is owed: retried until Redis takes it, and meanwhile only its scope is bypassed.
    * This gateway's memory forgets the scopes too, before and after (not only when Redis's
    * invalidation arrives): a read of the old generation that raced the renewal must not serve this
-   * writer's client afterwards.
+   * writer's client afterwards. And every other replica's memory has let go of them too before this
+   * resolves (the tier's barrier), so the client reads its write through any replica.
    */
   async invalidate(scopes: readonly WriteScope[], options: { holdMs?: number } = {}): Promise<void> {
     const { holdMs } = options;
@@ -178,8 +173,11 @@ export class ResponseCache {
       const until = Date.now() + holdMs;
       for (const key of await this.#hold(scopes.map((scope) => scope.holdKey), holdMs)) this.#owedHolds.set(key, Math.max(until, this.#owedHolds.get(key) ?? 0));
     }
-    for (const key of await this.#renew(scopes.map((scope) => scope.generationKey))) this.#owed.add(key);
+    const unrenewed = await this.#renew(scopes.map((scope) => scope.generationKey));
+    for (const key of unrenewed) this.#owed.add(key);
     this.memory?.forget(scopes);
+    // Every replica's memory has let go of what it renewed before its client hears back.
+    if (this.memory && unrenewed.length < scopes.length) await this.memory.barrier();
     if (this.#settled) return;
     this.logger.warn(
       { owed: this.#owed.size, owedHolds: this.#owedHolds.size },
