@@ -174,8 +174,8 @@ async function startContainers(databases: Record<'users' | 'products', ServiceDa
   await service(containers.productsB, `${replicaB}:${productsPort}:3002`, 3002, databases.products, tag('products-service'));
   await podman('run', ...common, '--name', containers.gateway, '--network', 'host',
     '--add-host', `products-service:${replicaA}`, '--add-host', `products-service:${replicaB}`,
-    '--env', `PORT=${gatewayPort}`, '--env', `USERS_SERVICE_URL=http://127.0.0.1:${usersPort}`,
-    '--env', `PRODUCTS_SERVICE_URL=http://products-service:${productsPort}`,
+    '--env', `PORT=${gatewayPort}`,
+    '--env', `GATEWAY_UPSTREAMS=users=http://127.0.0.1:${usersPort},products=http://products-service:${productsPort}`,
     // A Redis database of its own, so no other gateway's list pages meet this one's.
     '--env', `REDIS_URL=redis://127.0.0.1:6379/${1 + (randomBytes(1)[0]! % 15)}`,
     // Authentication on, with the development key (as Compose runs it).

@@ -4,9 +4,8 @@ import { fileURLToPath } from 'node:url';
 import type { IContainer, IPodTemplateSpec } from 'kubernetes-models/v1';
 import { parse } from 'yaml';
 import type { ZodObject } from 'zod';
+import { readServiceList } from '@app/shared/platform/services';
 import { configSchema as gatewayConfig } from '../../gateway/dist/config.js';
-import { configSchema as productsConfig } from '../../products-service/dist/config.js';
-import { configSchema as usersConfig } from '../../users-service/dist/config.js';
 import { type KubernetesObject, renderKustomization } from './kustomize.js';
 
 /** What the deploy tests read: the deployables, their Dockerfiles, docker-compose.yml and k8s/. */
@@ -17,16 +16,24 @@ export const repoPath = (...segments: string[]) => path.join(repoRoot, ...segmen
 
 export interface Deployable {
   /** The workspace folder, the Compose service, and the k8s Deployment, Service and image name. */
-  name: 'gateway' | 'users-service' | 'products-service';
+  name: string;
   configSchema: ZodObject;
   /** Runs migrations on start: its image carries migrations/ and its pods may take time to start. */
   migrates: boolean;
 }
 
+/** The services in services.json. */
+export const services = readServiceList();
+
+/** The gateway, and every service in services.json. */
 export const deployables: Deployable[] = [
   { name: 'gateway', configSchema: gatewayConfig, migrates: false },
-  { name: 'users-service', configSchema: usersConfig, migrates: true },
-  { name: 'products-service', configSchema: productsConfig, migrates: true },
+  ...(await Promise.all(
+    services.map(async ({ workspace }) => {
+      const { configSchema } = (await import(`../../${workspace}/dist/config.js`)) as { configSchema: ZodObject };
+      return { name: workspace, configSchema, migrates: true };
+    }),
+  )),
 ];
 
 /** The environment variables a config schema reads. */

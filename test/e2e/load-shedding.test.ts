@@ -18,7 +18,7 @@ beforeAll(async () => {
   users = await startUsersService();
   upstream = await new HoldingProxy(users.url).start();
   // 4 requests in flight to a service at most, one of them kept for writes: reads hold at most 3.
-  gateway = await startGateway({ usersUrl: upstream.url, productsUrl: users.url, cache: {}, concurrency: { limit: 4, writeShare: 0.25 } });
+  gateway = await startGateway({ upstreams: { users: upstream.url, products: users.url }, cache: {}, concurrency: { limit: 4, writeShare: 0.25 } });
   api = client(gateway.url);
 });
 afterAll(async () => {

@@ -25,7 +25,7 @@ let counter = 0;
 
 beforeAll(async () => {
   users = await startUsersService();
-  gateway = await startGateway({ usersUrl: users.url, productsUrl: users.url, cache: {} });
+  gateway = await startGateway({ upstreams: { users: users.url, products: users.url }, cache: {} });
   api = client(gateway.url);
   redis = createCacheClient(redisUrl(), testLogger, { commandTimeoutMs: 2_000, keyPrefix: process.env.TEST_REDIS_KEY_PREFIX });
   await new Promise((resolve) => redis.once('ready', resolve));
@@ -134,7 +134,7 @@ describe('hits from memory', () => {
   it('learns an entry from the lookup that found it, and a fill from the lookup that missed: no second read of the generation', async () => {
     const target = new URL(redisUrl());
     const proxy = await new TcpProxy({ host: target.hostname, port: Number(target.port || 6379) }).start();
-    const replica = await startGateway({ usersUrl: users.url, productsUrl: users.url, cache: { memoryRedisUrls: { subscriber: redisUrl(), tracked: proxy.rewrite(redisUrl()) } } });
+    const replica = await startGateway({ upstreams: { users: users.url, products: users.url }, cache: { memoryRedisUrls: { subscriber: redisUrl(), tracked: proxy.rewrite(redisUrl()) } } });
     const through = client(replica.url);
     try {
       const filledHere = await createUser();
@@ -166,7 +166,7 @@ describe('hits from memory', () => {
   });
 
   it('keeps no more bytes than it is given, least recently used out first', async () => {
-    const small = await startGateway({ usersUrl: users.url, productsUrl: users.url, cache: { memoryBytes: 2_000 } });
+    const small = await startGateway({ upstreams: { users: users.url, products: users.url }, cache: { memoryBytes: 2_000 } });
     const through = client(small.url);
     try {
       const created = [];
@@ -185,7 +185,7 @@ describe('a write through one replica evicts the entry from every replica’s me
   it(
     `write through one replica, read through the other at once: ${STALE_CHECK_ROUNDS} rounds, 0 stale reads`,
     async () => {
-      const other = await startGateway({ usersUrl: users.url, productsUrl: users.url, cache: {} });
+      const other = await startGateway({ upstreams: { users: users.url, products: users.url }, cache: {} });
       const writer = client(other.url);
       try {
         const user = await createUser();
@@ -263,8 +263,7 @@ describe('a lost connection drops the whole tier until tracking is back', () => 
     const target = new URL(redisUrl());
     const proxy = await new TcpProxy({ host: target.hostname, port: Number(target.port || 6379) }).start();
     const replica = await startGateway({
-      usersUrl: users.url,
-      productsUrl: users.url,
+      upstreams: { users: users.url, products: users.url },
       cache: { memoryRedisUrls: { subscriber: proxy.rewrite(redisUrl()), tracked: redisUrl() } },
     });
     const through = client(replica.url);
@@ -288,8 +287,7 @@ describe('a lost connection drops the whole tier until tracking is back', () => 
     const proxy = await new TcpProxy({ host: target.hostname, port: Number(target.port || 6379) }).start();
     const viaProxy = proxy.rewrite(redisUrl());
     const replica = await startGateway({
-      usersUrl: users.url,
-      productsUrl: users.url,
+      upstreams: { users: users.url, products: users.url },
       cache: { memoryRedisUrls: cutOne === 'subscriber' ? { subscriber: viaProxy, tracked: redisUrl() } : { subscriber: redisUrl(), tracked: viaProxy } },
     });
     const through = client(replica.url);
@@ -325,7 +323,7 @@ describe('a lost connection drops the whole tier until tracking is back', () => 
     const target = new URL(redisUrl());
     const proxy = await new TcpProxy({ host: target.hostname, port: Number(target.port || 6379) }).start();
     // Every connection through the proxy: the cache's and the tier's two, as one Redis outage cuts them all.
-    const replica = await startGateway({ usersUrl: users.url, productsUrl: users.url, cache: { redisUrl: proxy.rewrite(redisUrl()) } });
+    const replica = await startGateway({ upstreams: { users: users.url, products: users.url }, cache: { redisUrl: proxy.rewrite(redisUrl()) } });
     const through = client(replica.url);
     const memory = memoryOf(replica);
     const cache = replica.cache!;

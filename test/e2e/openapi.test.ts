@@ -4,8 +4,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { serviceDocument } from '@app/shared/service';
-import { productsService } from '../../products-service/src/app.js';
-import { usersService } from '../../users-service/src/app.js';
+import { service as productsService } from '../../products-service/src/app.js';
+import { service as usersService } from '../../users-service/src/app.js';
 import { OPENAPI_FILE } from '../support/contract.js';
 import { client, expectProblem, type Client } from '../support/http.js';
 import { startGateway, startStack } from '../support/stack.js';
@@ -41,7 +41,7 @@ describe('GET /openapi.json', () => {
   });
 
   it('is a 503 with Retry-After while a service has never answered for its part', async () => {
-    const gateway = await startGateway({ usersUrl: `http://127.0.0.1:${await closedPort()}`, productsUrl: stack.products.url });
+    const gateway = await startGateway({ upstreams: { users: `http://127.0.0.1:${await closedPort()}`, products: stack.products.url } });
     try {
       const problem = expectProblem(await client(gateway.url).get('/openapi.json'), 503, 'service-unavailable');
       expect(problem.detail).toBe('The API description of the users service is unavailable; try again shortly');
@@ -52,7 +52,7 @@ describe('GET /openapi.json', () => {
 
   it('keeps the last description a service gave while it is down', async () => {
     const proxy = await new TcpProxy({ host: '127.0.0.1', port: stack.users.running.port }).start();
-    const gateway = await startGateway({ usersUrl: proxy.rewrite(stack.users.url), productsUrl: stack.products.url });
+    const gateway = await startGateway({ upstreams: { users: proxy.rewrite(stack.users.url), products: stack.products.url } });
     try {
       const viaGateway = client(gateway.url);
       expect((await viaGateway.get('/openapi.json')).body).toEqual(committed);

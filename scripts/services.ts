@@ -1,0 +1,24 @@
+/**
+ * Each service in services.json with its code: its definition and app, from its build (`dist`, for
+ * scripts run by node) or its sources (`src`, for the tests, which jest compiles). Every service's
+ * src/app.ts exports `service` and `createApp`; the scaffold (scripts/new-service.ts) writes them so.
+ */
+import type { RequestListener } from 'node:http';
+import { readServiceList, type ServiceEntry } from '@app/shared/platform/services';
+import type { ServiceDefinition, ServiceDependencies } from '@app/shared/service';
+
+export interface ServiceModule {
+  entry: ServiceEntry;
+  service: ServiceDefinition;
+  createApp: (dependencies: ServiceDependencies) => RequestListener;
+}
+
+export async function serviceModules(from: 'dist' | 'src' = 'dist'): Promise<ServiceModule[]> {
+  return Promise.all(
+    readServiceList().map(async (entry) => {
+      // A relative specifier, so that jest maps the sources' `.js` to their `.ts`.
+      const module = (await import(`../${entry.workspace}/${from}/app.js`)) as Omit<ServiceModule, 'entry'>;
+      return { entry, service: module.service, createApp: module.createApp };
+    }),
+  );
+}
