@@ -14,11 +14,12 @@ export interface ServiceModule {
 }
 
 export async function serviceModules(from: 'dist' | 'src' = 'dist'): Promise<ServiceModule[]> {
-  return Promise.all(
-    readServiceList().map(async (entry) => {
-      // A relative specifier, so that jest maps the sources' `.js` to their `.ts`.
-      const module = (await import(`../${entry.workspace}/${from}/app.js`)) as Omit<ServiceModule, 'entry'>;
-      return { entry, service: module.service, createApp: module.createApp };
-    }),
-  );
+  const modules: ServiceModule[] = [];
+  // One import at a time: jest's module loader can fail imports made concurrently. A relative
+  // specifier, so that jest maps the sources' `.js` to their `.ts`.
+  for (const entry of readServiceList()) {
+    const module = (await import(`../${entry.workspace}/${from}/app.js`)) as Omit<ServiceModule, 'entry'>;
+    modules.push({ entry, service: module.service, createApp: module.createApp });
+  }
+  return modules;
 }

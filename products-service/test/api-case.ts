@@ -5,6 +5,7 @@ export const apiCase: ResourceCase = {
   valid: (n) => ({ sku: `SKU-${n}`, name: `Product ${n}`, description: 'Good.', price: { amount: '19.9', currency: 'EUR' }, stock: n }),
   echoed: (body) => ({ description: '', stock: 0, ...body, price: { amount: '19.90', currency: 'EUR' } }),
   invalid: { body: { sku: 'has space', name: 'x', price: { amount: 19.99, currency: 'eur' } }, paths: ['sku', 'price.amount', 'price.currency'] },
+  required: 'name',
   patch: { body: { price: { amount: '5.5' } }, expected: { price: { amount: '5.50', currency: 'EUR' } } },
   unique: {
     field: 'sku',

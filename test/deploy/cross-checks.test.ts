@@ -24,7 +24,7 @@ import {
   objectsOfKind,
   type Overlay,
   overlays,
-  readDockerfile,
+  deployableDockerfile,
   readEnvFile,
   renderOverlay,
   repoPath,
@@ -95,9 +95,9 @@ test('variablesRequired finds a variable without a default, so the checks above 
   expect(variablesRequired(gatewayConfig.required({ REDIS_URL: true }))).toEqual(['REDIS_URL']);
 });
 
-describe.each(deployables)('$name ports', ({ name, configSchema }) => {
+describe.each(deployables)('$name ports', ({ name, configSchema, dockerfile }) => {
   const composePort = effectiveConfig(configSchema, composeEnvironment(composeFile.services[name]!)).PORT;
-  const [exposed] = instructionArgs(readDockerfile(`${name}/Dockerfile`).at(-1)!, 'EXPOSE');
+  const [exposed] = instructionArgs(deployableDockerfile({ name, dockerfile }).at(-1)!, 'EXPOSE');
 
   test('the port the process listens on under Compose is the one the image exposes', () => {
     expect(String(composePort)).toBe(exposed);
@@ -184,7 +184,7 @@ describe('probe paths', () => {
 
   /** Every HTTP path a healthcheck or probe of the deployable asks for, by kind of check. */
   function probePaths(name: Deployable['name']) {
-    const dockerfileCheck = instructionArgs(readDockerfile(`${name}/Dockerfile`).at(-1)!, 'HEALTHCHECK').join(' ');
+    const dockerfileCheck = instructionArgs(deployableDockerfile(deployables.find((deployable) => deployable.name === name)!).at(-1)!, 'HEALTHCHECK').join(' ');
     const composeCheck = composeFile.services[name]!.healthcheck!.test.join(' ');
     const containers = overlays.map((overlay) => mainContainer(findObject(rendered[overlay], 'Deployment', name)));
     return {
@@ -214,14 +214,14 @@ describe('probe paths', () => {
   });
 });
 
-describe.each(deployables)('$name image', ({ name }) => {
+describe.each(deployables)('$name image', ({ name, dockerfile }) => {
   const composeImage = composeFile.services[name]!.image!;
   const [composeName, composeTag] = [imageName(composeImage), composeImage.slice(imageName(composeImage).length + 1)];
 
-  test('Compose builds it from its Dockerfile under the name the k8s base runs', () => {
-    expect(composeFile.services[name]!.build!.dockerfile).toBe(`${name}/Dockerfile`);
+  test('Compose builds it from its Dockerfile under the name the k8s base runs (there from a registry)', () => {
+    expect(composeFile.services[name]!.build!.dockerfile ?? 'Dockerfile').toBe(dockerfile);
     const base = renderKustomization(repoPath('k8s', 'base'));
-    expect(imageName(mainContainer(findObject(base, 'Deployment', name)).image!)).toBe(composeName);
+    expect(imageName(mainContainer(findObject(base, 'Deployment', name)).image!)).toMatch(new RegExp(`(^|/)${composeName}$`));
   });
 
   test('k8s dev runs the very image Compose builds, so `kind load` of it is all a dev cluster needs', () => {
@@ -235,9 +235,8 @@ describe.each(deployables)('$name image', ({ name }) => {
 
 test('Compose and k8s dev hold the same local credentials', () => {
   const secretData = (secretName: string) => findObject<{ stringData: Record<string, string> }>(rendered.dev, 'Secret', secretName).stringData;
-  expect(secretData('mysql')).toEqual(readEnvFile('compose/mysql.env'));
-  expect(secretData('users-service-database')).toEqual(readEnvFile('compose/users-service.env'));
-  expect(secretData('products-service-database')).toEqual(readEnvFile('compose/products-service.env'));
+  expect(secretData('mysql')).toEqual(composeEnvironment(composeFile.services.mysql!));
+  for (const { workspace } of services) expect(secretData(`${workspace}-database`)).toEqual(readEnvFile(`${workspace}/deploy/compose.env`));
   expect(secretData('gateway-redis')).toEqual(readEnvFile('compose/gateway.env'));
   expect(secretData('gateway-auth')).toEqual(readEnvFile('compose/gateway-auth.env'));
   // The development key's public half, which `npm start` uses and `npm run token` signs for.
@@ -248,8 +247,12 @@ test('k8s dev holds every ConfigMap and Secret its containers read; prod reads o
   const unresolved = (overlay: Overlay) =>
     objectsOfKind(rendered[overlay], 'Deployment').flatMap((deployment) => containerEnvironment(mainContainer(deployment), rendered[overlay]).unresolved);
   expect(unresolved('dev')).toEqual([]);
-  const documented = [...readFileSync(repoPath('docs', 'deploy.md'), 'utf8').matchAll(/create secret generic (\S+)\s*\\?\s*--from-literal=(\w+)=/g)].map(
-    ([, secretName, key]) => ({ kind: 'Secret', name: secretName, key }),
+  // A command in the loop over services.json (`"$service-service-database"`) stands for one Secret per service.
+  const documented = [...readFileSync(repoPath('docs', 'deploy.md'), 'utf8').matchAll(/create secret generic (\S+)\s*\\?\s*--from-literal=(\w+)=/g)].flatMap(
+    ([, secretName, key]) =>
+      secretName!.includes('$service')
+        ? services.map(({ name }) => ({ kind: 'Secret', name: secretName!.replaceAll('"', '').replace('$service', name), key }))
+        : [{ kind: 'Secret', name: secretName, key }],
   );
   const byName = (a: { name?: string }, b: { name?: string }) => (a.name ?? '').localeCompare(b.name ?? '');
   expect(unresolved('prod').sort(byName)).toEqual(documented.sort(byName));

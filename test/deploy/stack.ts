@@ -20,21 +20,20 @@ export interface Deployable {
   configSchema: ZodObject;
   /** Runs migrations on start: its image carries migrations/ and its pods may take time to start. */
   migrates: boolean;
+  /** Its Dockerfile: the gateway's own, the root one (WORKSPACE=<name>) for every service. */
+  dockerfile: string;
 }
 
 /** The services in services.json. */
 export const services = readServiceList();
 
 /** The gateway, and every service in services.json. */
-export const deployables: Deployable[] = [
-  { name: 'gateway', configSchema: gatewayConfig, migrates: false },
-  ...(await Promise.all(
-    services.map(async ({ workspace }) => {
-      const { configSchema } = (await import(`../../${workspace}/dist/config.js`)) as { configSchema: ZodObject };
-      return { name: workspace, configSchema, migrates: true };
-    }),
-  )),
-];
+export const deployables: Deployable[] = [{ name: 'gateway', configSchema: gatewayConfig, migrates: false, dockerfile: 'gateway/Dockerfile' }];
+// One import at a time: jest's module loader can fail imports made concurrently.
+for (const { workspace } of services) {
+  const { configSchema } = (await import(`../../${workspace}/dist/config.js`)) as { configSchema: ZodObject };
+  deployables.push({ name: workspace, configSchema, migrates: true, dockerfile: 'Dockerfile' });
+}
 
 /** The environment variables a config schema reads. */
 export const variablesRead = (schema: ZodObject) => Object.keys(schema.shape);
@@ -64,7 +63,7 @@ export interface ComposeHealthcheck {
 
 export interface ComposeService {
   image?: string;
-  build?: { context: string; dockerfile: string };
+  build?: { context: string; dockerfile?: string; args?: Record<string, string> };
   command?: string[];
   environment?: Record<string, string>;
   env_file?: string[];
@@ -83,7 +82,8 @@ export interface ComposeFile {
   volumes?: Record<string, unknown>;
 }
 
-export const readComposeFile = () => parse(readFileSync(repoPath('docker-compose.yml'), 'utf8')) as unknown;
+/** docker-compose.yml as Compose reads it: `<<` merges the `x-service` template into each service. */
+export const readComposeFile = () => parse(readFileSync(repoPath('docker-compose.yml'), 'utf8'), { merge: true }) as unknown;
 
 export const compose = () => readComposeFile() as ComposeFile;
 
@@ -136,6 +136,16 @@ export function readDockerfile(file: string): DockerfileStage[] {
     }
   }
   return stages;
+}
+
+/** The Dockerfile a deployable is built from, its WORKSPACE build argument (if any) set to its name. */
+export function deployableDockerfile({ name, dockerfile }: Pick<Deployable, 'name' | 'dockerfile'>): DockerfileStage[] {
+  return readDockerfile(dockerfile).map((stage) => ({
+    ...stage,
+    instructions: stage.instructions
+      .filter(({ keyword }) => keyword !== 'ARG')
+      .map((instruction) => ({ ...instruction, args: instruction.args.replaceAll(/"?\$\{?WORKSPACE\}?"?/g, name) })),
+  }));
 }
 
 export const instructionArgs = (stage: DockerfileStage, keyword: string) =>

@@ -143,7 +143,7 @@ describe.each(cases)('$name through the gateway', (resource) => {
 
     it('requires every writable field (400)', async () => {
       const created = await create();
-      const problem = expectProblem(await api.put(created.headers.get('location')!, { name: 'Only a name' }), 400, 'validation');
+      const problem = expectProblem(await api.put(created.headers.get('location')!, { [resource.required]: resource.valid(next())[resource.required] }), 400, 'validation');
       expect(problem.errors.some((e: { message: string }) => e.message === 'is required')).toBe(true);
     });
 
@@ -180,7 +180,7 @@ describe.each(cases)('$name through the gateway', (resource) => {
     it('validates the merged result (400) and leaves the resource unchanged', async () => {
       const created = await create();
       const location = created.headers.get('location')!;
-      expectProblem(await api.patch(location, { name: null }), 400, 'validation');
+      expectProblem(await api.patch(location, { [resource.required]: null }), 400, 'validation');
       expectProblem(await api.patch(location, { unknown: 1 }), 400, 'validation');
       expect((await api.get(location)).body).toEqual(created.body);
     });

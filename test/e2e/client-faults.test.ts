@@ -202,7 +202,7 @@ describe('deadlines that name the guilty party', () => {
   }
 
   it('a request body still arriving after the body deadline is a 408 from the gateway, not a 504 blaming the service', async () => {
-    const gateway = await startGateway({ upstreams: { users: stack.users.url, products: stack.products.url }, requestBodyTimeoutMs: 300, upstreamTimeoutMs: 5_000 });
+    const gateway = await startGateway({ upstreams: stack.urls, requestBodyTimeoutMs: 300, upstreamTimeoutMs: 5_000 });
     try {
       const head = rawRequest('POST', '/api/users', { 'Content-Type': 'application/json', 'Content-Length': '40' });
       const response = await rawExchange(portOf(gateway.url), [head, '{"email":"slow@exa', 3_000], { timeoutMs: 2_500 });

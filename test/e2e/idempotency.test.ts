@@ -191,7 +191,7 @@ describe('across service replicas', () => {
 
 describe('a POST retried after the gateway timed out', () => {
   it('never creates a second resource', async () => {
-    const gateway = await startGateway({ upstreams: { users: stack.users.url, products: stack.products.url }, upstreamTimeoutMs: 300, cache: {} });
+    const gateway = await startGateway({ upstreams: stack.urls, upstreamTimeoutMs: 300, cache: {} });
     try {
       const impatient = client(gateway.url);
       const body = product();

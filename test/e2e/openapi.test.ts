@@ -41,7 +41,7 @@ describe('GET /openapi.json', () => {
   });
 
   it('is a 503 with Retry-After while a service has never answered for its part', async () => {
-    const gateway = await startGateway({ upstreams: { users: `http://127.0.0.1:${await closedPort()}`, products: stack.products.url } });
+    const gateway = await startGateway({ upstreams: { ...stack.urls, users: `http://127.0.0.1:${await closedPort()}` } });
     try {
       const problem = expectProblem(await client(gateway.url).get('/openapi.json'), 503, 'service-unavailable');
       expect(problem.detail).toBe('The API description of the users service is unavailable; try again shortly');
@@ -52,7 +52,7 @@ describe('GET /openapi.json', () => {
 
   it('keeps the last description a service gave while it is down', async () => {
     const proxy = await new TcpProxy({ host: '127.0.0.1', port: stack.users.running.port }).start();
-    const gateway = await startGateway({ upstreams: { users: proxy.rewrite(stack.users.url), products: stack.products.url } });
+    const gateway = await startGateway({ upstreams: { ...stack.urls, users: proxy.rewrite(stack.users.url) } });
     try {
       const viaGateway = client(gateway.url);
       expect((await viaGateway.get('/openapi.json')).body).toEqual(committed);

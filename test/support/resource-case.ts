@@ -11,6 +11,8 @@ export interface ResourceCase {
   /** The fields the service returns for a valid body (defaults filled in, values normalised). */
   echoed(body: Record<string, unknown>): Record<string, unknown>;
   invalid: { body: Record<string, unknown>; paths: string[] };
+  /** A field the resource cannot do without: a patch that removes it is refused. */
+  required: string;
   patch: { body: Record<string, unknown>; expected: Record<string, unknown> };
   /** The resource's unique field, if it has one: what the list filters by, and a clash with it. */
   unique?: {
@@ -24,10 +26,11 @@ export interface ResourceCase {
 
 /** Every service in services.json with its case: `name` as in the list, `path` its collection. */
 export async function resourceCases(): Promise<(ResourceCase & { name: string; path: string })[]> {
-  return Promise.all(
-    readServiceList().map(async ({ name, prefix, workspace }) => {
-      const { apiCase } = (await import(`../../${workspace}/test/api-case.js`)) as { apiCase: ResourceCase };
-      return { ...apiCase, name, path: prefix };
-    }),
-  );
+  const cases: (ResourceCase & { name: string; path: string })[] = [];
+  // One import at a time: jest's module loader can fail imports made concurrently.
+  for (const { name, prefix, workspace } of readServiceList()) {
+    const { apiCase } = (await import(`../../${workspace}/test/api-case.js`)) as { apiCase: ResourceCase };
+    cases.push({ ...apiCase, name, path: prefix });
+  }
+  return cases;
 }

@@ -233,8 +233,9 @@ export async function startStack(options: { usersLogger?: Logger; gatewayLogger?
     modules.map(async ({ entry, service, createApp }) => [entry.name, await startService(service, createApp, { logger: entry.name === 'users' ? options.usersLogger : undefined })] as const),
   );
   const services = Object.fromEntries(started) as Record<string, RunningService>;
+  const urls = Object.fromEntries(started.map(([name, service]) => [name, service.url]));
   const gateway = await startGateway({
-    upstreams: Object.fromEntries(started.map(([name, service]) => [name, service.url])),
+    upstreams: urls,
     logger: options.gatewayLogger,
     cache: options.cache,
     guard: options.guard,
@@ -243,6 +244,8 @@ export async function startStack(options: { usersLogger?: Logger; gatewayLogger?
     users: services.users!,
     products: services.products!,
     services,
+    /** Each service's URL by name, for a gateway of a test's own: `{ ...stack.urls, users: other }`. */
+    urls,
     gateway,
     close: async () => {
       await gateway.close();

@@ -5,6 +5,7 @@ export const apiCase: ResourceCase = {
   valid: (n) => ({ email: `user${n}@example.com`, name: `User ${n}` }),
   echoed: (body) => body,
   invalid: { body: { email: 'not-an-email', name: '   ' }, paths: ['email', 'name'] },
+  required: 'name',
   patch: { body: { name: 'Renamed' }, expected: { name: 'Renamed' } },
   unique: {
     field: 'email',
