@@ -221,8 +221,7 @@ describe('a write through one replica evicts the entry from every replica’s me
       }));
       const [cacheRelay, trackedRelay, subscriberRelay] = relays as [TcpProxy, TcpProxy, TcpProxy];
       const reader = await startGateway({
-        usersUrl: users.url,
-        productsUrl: users.url,
+        upstreams: { users: users.url, products: users.url },
         cache: { redisUrl: cacheRelay.rewrite(redisUrl()), memoryRedisUrls: { tracked: trackedRelay.rewrite(redisUrl()), subscriber: subscriberRelay.rewrite(redisUrl()) } },
       });
       const through = client(reader.url);
