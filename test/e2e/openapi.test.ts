@@ -4,8 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { serviceDocument } from '@app/shared/service';
-import { service as productsService } from '../../products-service/src/app.js';
-import { service as usersService } from '../../users-service/src/app.js';
+import { serviceModules } from '../../scripts/services.js';
 import { OPENAPI_FILE } from '../support/contract.js';
 import { client, expectProblem, type Client } from '../support/http.js';
 import { startGateway, startStack } from '../support/stack.js';
@@ -30,8 +29,9 @@ describe('GET /openapi.json', () => {
   });
 
   it('is served by each service for its own part (not proxied: the gateway answers its own)', async () => {
-    expect((await client(stack.users.url).get('/openapi.json')).body).toEqual(JSON.parse(JSON.stringify(serviceDocument(usersService))));
-    expect((await client(stack.products.url).get('/openapi.json')).body).toEqual(JSON.parse(JSON.stringify(serviceDocument(productsService))));
+    for (const { entry, service } of await serviceModules('src')) {
+      expect((await client(stack.services[entry.name]!.url).get('/openapi.json')).body).toEqual(JSON.parse(JSON.stringify(serviceDocument(service))));
+    }
   });
 
   it('answers HEAD, OPTIONS, and 405 for other methods', async () => {
