@@ -571,8 +571,7 @@ async function main(): Promise<void> {
     ]);
     processes.push(users, products);
     const gateway = await start('gateway', 'gateway/dist/main.js', {
-      USERS_SERVICE_URL: users.url,
-      PRODUCTS_SERVICE_URL: products.url,
+      GATEWAY_UPSTREAMS: `users=${users.url},products=${products.url}`,
       REDIS_URL: redisProxy.rewrite(REDIS_URL.toString()),
       // The curve is about the cache and the limits in front of the services: no tokens, no per-client rate limits.
       AUTH_ENABLED: 'false',

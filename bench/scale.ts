@@ -17,6 +17,8 @@ import { MySqlStore, type TableMapping } from '@app/shared/resource/store';
 import { encodeCursor } from '@app/shared/resource/rules';
 import { productsTable } from '../products-service/dist/data/products-table.js';
 import { usersTable } from '../users-service/dist/data/users-table.js';
+import { service as productsService } from '../products-service/dist/app.js';
+import { service as usersService } from '../users-service/dist/app.js';
 import { seed } from '../scripts/seed.ts';
 import {
   cleanUpOnSignals,
@@ -150,8 +152,8 @@ export async function runScale(publish: boolean): Promise<void> {
   let plans: Awaited<ReturnType<typeof explain>> = {};
   try {
     for (const { rows, products, users } of schemas) {
-      for (const [table, schema] of [['products', products], ['users', users]] as const) {
-        const ms = await seed({ databaseUrl: schemaUrl(schema), table, rows });
+      for (const [table, service, schema] of [['products', productsService, products], ['users', usersService, users]] as const) {
+        const ms = await seed({ databaseUrl: schemaUrl(schema), service, rows });
         console.log(`seeded ${rows} ${table} in ${(ms / 1000).toFixed(1)} s`);
       }
     }

@@ -68,8 +68,7 @@ try {
   const guarded = await guardOn();
   const setup = (on: string) => (on === 'on' ? guarded : { env: GUARD_OFF, headers: {} });
   const env = (on: string) => ({
-    USERS_SERVICE_URL: products.url,
-    PRODUCTS_SERVICE_URL: products.url,
+    GATEWAY_UPSTREAMS: `users=${products.url},products=${products.url}`,
     REDIS_URL,
     CACHE_ENABLED: values.cache === 'on' ? 'true' : 'false',
     ...setup(on).env,

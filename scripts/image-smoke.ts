@@ -1,5 +1,6 @@
 /**
- * `npm run image-smoke`: builds the three images from their Dockerfiles, unchanged, with podman; runs
+ * `npm run image-smoke`: builds the images (the gateway's and one per service in services.json) from
+ * their Dockerfiles, unchanged, with podman; runs
  * them read-only, as their non-root user, with every capability dropped, against the host's MySQL
  * (MariaDB) and Redis; and drives a smoke test through the containerised gateway, with two
  * products-service containers behind it. Prints build times, image sizes and each check.
@@ -25,11 +26,15 @@ import net from 'node:net';
 import { promisify } from 'node:util';
 import { importJWK, SignJWT, type JWK } from 'jose';
 import mysql from 'mysql2/promise';
+// The sources, run as they are: the list needs no build.
+import { readServiceList } from '../shared/src/platform/services.ts';
 
 const run = randomBytes(3).toString('hex');
 const prefix = `rms-smoke-${run}`;
-const deployables = ['users-service', 'products-service', 'gateway'] as const;
-type Deployable = (typeof deployables)[number];
+// Every service in services.json (from the root Dockerfile, WORKSPACE naming it) and the gateway.
+const deployables = [...readServiceList().map(({ workspace }) => workspace), 'gateway'];
+type Deployable = string;
+const dockerfileArgs = (name: Deployable) => (name === 'gateway' ? ['-f', 'gateway/Dockerfile'] : ['-f', 'Dockerfile', '--build-arg', `WORKSPACE=${name}`]);
 const tag = (name: Deployable) => `localhost/rest-microservices/${name}:smoke-${run}`;
 const mysqlAdminUrl = new URL(process.env.MYSQL_ADMIN_URL ?? 'mysql://root@127.0.0.1:3306');
 // This machine's podman runs containers with runc and these limits.
@@ -134,10 +139,10 @@ async function buildImages(): Promise<void> {
   const started = performance.now();
   for (const name of deployables) {
     const began = performance.now();
-    await podman('build', ...RUNTIME, '--format', 'docker', '--network', 'host', '--layers', '-f', `${name}/Dockerfile`, '-t', tag(name), '.');
+    await podman('build', ...RUNTIME, '--format', 'docker', '--network', 'host', '--layers', ...dockerfileArgs(name), '-t', tag(name), '.');
     console.log(`  ${name.padEnd(17)} built in ${seconds(performance.now() - began)}`);
   }
-  console.log(`  all three          ${seconds(performance.now() - started)}`);
+  console.log(`  all ${deployables.length}              ${seconds(performance.now() - started)}`);
   console.log('\n== image sizes (as `podman images` shows them)');
   const size = (image: string) => podman('image', 'ls', '--format', '{{.Size}}', image);
   for (const name of deployables) console.log(`  ${name.padEnd(17)} ${await size(tag(name))}`);
@@ -169,13 +174,14 @@ async function startContainers(databases: Record<'users' | 'products', ServiceDa
   const service = (name: string, publish: string, port: number, database: ServiceDatabase, image: string) =>
     podman('run', ...common, '--name', name, '--network', 'slirp4netns:allow_host_loopback=true', '--publish', publish,
       '--env', `PORT=${port}`, '--env', `DATABASE_URL=${databaseUrl(database)}`, image);
-  await service(containers.users, `127.0.0.1:${usersPort}:3001`, 3001, databases.users, tag('users-service'));
-  await service(containers.productsA, `${replicaA}:${productsPort}:3002`, 3002, databases.products, tag('products-service'));
-  await service(containers.productsB, `${replicaB}:${productsPort}:3002`, 3002, databases.products, tag('products-service'));
+  // Each service image listens on 8080 (its ENV PORT), as in Compose and Kubernetes.
+  await service(containers.users, `127.0.0.1:${usersPort}:8080`, 8080, databases.users, tag('users-service'));
+  await service(containers.productsA, `${replicaA}:${productsPort}:8080`, 8080, databases.products, tag('products-service'));
+  await service(containers.productsB, `${replicaB}:${productsPort}:8080`, 8080, databases.products, tag('products-service'));
   await podman('run', ...common, '--name', containers.gateway, '--network', 'host',
     '--add-host', `products-service:${replicaA}`, '--add-host', `products-service:${replicaB}`,
-    '--env', `PORT=${gatewayPort}`, '--env', `USERS_SERVICE_URL=http://127.0.0.1:${usersPort}`,
-    '--env', `PRODUCTS_SERVICE_URL=http://products-service:${productsPort}`,
+    '--env', `PORT=${gatewayPort}`,
+    '--env', `GATEWAY_UPSTREAMS=users=http://127.0.0.1:${usersPort},products=http://products-service:${productsPort}`,
     // A Redis database of its own, so no other gateway's list pages meet this one's.
     '--env', `REDIS_URL=redis://127.0.0.1:6379/${1 + (randomBytes(1)[0]! % 15)}`,
     // Authentication on, with the development key (as Compose runs it).

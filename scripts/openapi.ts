@@ -6,21 +6,20 @@
  */
 import { writeFileSync } from 'node:fs';
 import { serializeDocument, type OpenApiDocument } from '@app/shared/api-description/openapi';
-import { serviceDocument, type ServiceDefinition } from '@app/shared/service';
+import { serviceDocument } from '@app/shared/service';
 import { upstreamsFrom } from '../gateway/dist/app.js';
 import { configSchema } from '../gateway/dist/config.js';
 import { gatewayDocument } from '../gateway/dist/openapi.js';
-import { productsService } from '../products-service/dist/app.js';
-import { usersService } from '../users-service/dist/app.js';
+import { serviceModules } from './services.ts';
 
 export const OPENAPI_FILE = new URL('../openapi.json', import.meta.url);
 
 /** The document, as the gateway merges it from what each service serves. */
-export function apiDocument(): OpenApiDocument {
-  const services: Record<string, ServiceDefinition> = { users: usersService, products: productsService };
+export async function apiDocument(): Promise<OpenApiDocument> {
+  const services = new Map((await serviceModules()).map(({ entry, service }) => [entry.name, service]));
   const config = configSchema.parse({});
   const parts = upstreamsFrom(config).map((upstream) => {
-    const service = services[upstream.name];
+    const service = services.get(upstream.name);
     if (!service) throw new Error(`No service definition for the ${upstream.name} upstream`);
     // Through JSON, as the gateway receives it.
     return { upstream, document: JSON.parse(JSON.stringify(serviceDocument(service))) as OpenApiDocument };
@@ -29,6 +28,6 @@ export function apiDocument(): OpenApiDocument {
 }
 
 if (import.meta.main) {
-  writeFileSync(OPENAPI_FILE, serializeDocument(apiDocument()));
+  writeFileSync(OPENAPI_FILE, serializeDocument(await apiDocument()));
   console.log(`wrote ${OPENAPI_FILE.pathname}`);
 }

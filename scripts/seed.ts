@@ -1,47 +1,23 @@
 /**
- * `npm run seed -- --rows 1000000 [--users URL] [--products URL]`: fills the users and products
- * schemas (the services' default DATABASE_URLs unless given) with generated rows, in SQL: each
- * batch is one INSERT … SELECT over a sequence the server generates, so a million rows take seconds,
- * not a million API calls. Applies the services' migrations first. Rows are added to what is there.
+ * `npm run seed -- --rows 1000000 [--users URL] [--products URL] …`: fills the schema of every
+ * service in services.json that says how (its definition's `seed`), at the service's default
+ * DATABASE_URL unless given, with generated rows, in SQL: each batch is one INSERT … SELECT over a
+ * sequence the server generates, so a million rows take seconds, not a million API calls. Applies
+ * the services' migrations first. Rows are added to what is there.
  *
  * Ids are UUIDv7 with increasing time (one millisecond apart, ending now), so they sort like ids
  * the service makes, and a service started afterwards makes larger ones. Every row is valid for
- * the API: unique skus and emails (with a tag of this run, so seeding twice adds more), exact prices.
+ * the API: each service's columns make unique values with a tag of this run, so seeding twice adds more.
  */
 import { parseArgs } from 'node:util';
 import mysql from 'mysql2/promise';
 import { createLogger } from '@app/shared/platform/logger';
 import { migrateSchema, type ServiceDefinition } from '@app/shared/service';
-import { productsService } from '../products-service/dist/app.js';
-import { usersService } from '../users-service/dist/app.js';
+import { serviceModules } from './services.ts';
 
 /** Rows per INSERT … SELECT: 10^5, the product of five digit tables. */
 const BATCH_DIGITS = 5;
 const BATCH = 10 ** BATCH_DIGITS;
-
-/** The columns each table gets, as SQL over `n` (the row's number), `at` (its DATETIME(3)) and `tag`. */
-const TABLES = {
-  products: {
-    service: productsService,
-    columns: {
-      sku: "CONCAT('SEED-', @tag, '-', n)",
-      name: "CONCAT('Product ', n)",
-      description: "'A seeded product.'",
-      price_amount: '(n % 100000) / 100',
-      price_currency: "'EUR'",
-      stock: 'n % 1000',
-    },
-  },
-  users: {
-    service: usersService,
-    columns: {
-      email: "CONCAT('user', n, '.', @tag, '@example.com')",
-      name: "CONCAT('User ', n)",
-    },
-  },
-} satisfies Record<string, { service: ServiceDefinition; columns: Record<string, string> }>;
-
-export type SeededTable = keyof typeof TABLES;
 
 /**
  * A UUIDv7 in 16 bytes from `ms` (48-bit Unix milliseconds) and `n`: version 7, variant 10, the
@@ -58,9 +34,10 @@ function sequenceSql(start: number): string {
 }
 
 /** Adds `rows` generated rows to `table` in the schema of `databaseUrl` (migrated first); returns how long it took. */
-export async function seed(options: { databaseUrl: string; table: SeededTable; rows: number; log?: (line: string) => void }): Promise<number> {
-  const { databaseUrl, table, rows, log = () => undefined } = options;
-  const { service, columns } = TABLES[table];
+export async function seed(options: { databaseUrl: string; service: ServiceDefinition; rows: number; log?: (line: string) => void }): Promise<number> {
+  const { databaseUrl, service, rows, log = () => undefined } = options;
+  if (!service.seed) throw new Error(`${service.name} does not say how to seed it (its definition's seed)`);
+  const { table, columns } = service.seed;
   await migrateSchema(service, databaseUrl, createLogger('seed', 'warn'));
   const started = performance.now();
   const connection = await mysql.createConnection({ uri: databaseUrl });
@@ -90,18 +67,16 @@ export async function seed(options: { databaseUrl: string; table: SeededTable; r
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      rows: { type: 'string', default: '10000' },
-      users: { type: 'string', default: usersService.defaultDatabaseUrl },
-      products: { type: 'string', default: productsService.defaultDatabaseUrl },
-    },
-  });
+  const seeded = (await serviceModules()).filter(({ service }) => service.seed);
+  const options: Record<string, { type: 'string'; default: string }> = { rows: { type: 'string', default: '10000' } };
+  for (const { entry, service } of seeded) options[entry.name] = { type: 'string', default: service.defaultDatabaseUrl };
+  const values = parseArgs({ options }).values as Record<string, string>;
   const rows = Number(values.rows);
   if (!Number.isSafeInteger(rows) || rows < 1) throw new Error(`--rows must be a whole number from 1 (got "${values.rows}")`);
-  for (const [table, databaseUrl] of [['users', values.users], ['products', values.products]] as const) {
-    const ms = await seed({ databaseUrl, table, rows, log: (line) => process.stdout.write(`\r${line}`) });
-    process.stdout.write(`\n${table}: ${rows} rows added to ${new URL(databaseUrl).pathname.slice(1)} in ${(ms / 1000).toFixed(1)} s\n`);
+  for (const { entry, service } of seeded) {
+    const databaseUrl = values[entry.name]!;
+    const ms = await seed({ databaseUrl, service, rows, log: (line) => process.stdout.write(`\r${line}`) });
+    process.stdout.write(`\n${service.seed?.table}: ${rows} rows added to ${new URL(databaseUrl).pathname.slice(1)} in ${(ms / 1000).toFixed(1)} s\n`);
   }
 }
 

@@ -2,16 +2,24 @@
  * `npm run token -- --scope users:read,users:write [--sub alice] [--ttl 3600]`: prints an access
  * token signed with the development key (dev-keys/signing-key.jwk), for curl and scripts. The token
  * is alone on stdout (`TOKEN=$(npm run -s token -- --scope users:read)`); what it grants goes to
- * stderr.
+ * stderr. The scopes are those of the services in services.json; all of them by default.
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { importJWK, SignJWT, type JWK } from 'jose';
+// The sources, run as they are: the token needs no build.
+import { readServiceList } from '../shared/src/platform/services.ts';
 
-const SCOPES = ['users:read', 'users:write', 'products:read', 'products:write'];
+const SCOPES = readServiceList().flatMap(({ scopes }) => [scopes.read, scopes.write]);
+const USAGE = `usage: npm run token -- [--scope ${SCOPES.join(',')}] [--sub dev-user] [--ttl 3600]
+  --scope  comma-separated scopes to grant (default: all of the above)
+  --sub    the token's subject (default: dev-user)
+  --ttl    seconds until it expires (default: 3600)
+Prints the token alone on stdout, what it grants on stderr.`;
 
 const { values } = parseArgs({
   options: {
+    help: { type: 'boolean', short: 'h', default: false },
     scope: { type: 'string', default: SCOPES.join(',') },
     sub: { type: 'string', default: 'dev-user' },
     ttl: { type: 'string', default: '3600' },
@@ -21,12 +29,16 @@ const { values } = parseArgs({
   },
 });
 
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
 const jwk = JSON.parse(readFileSync(values.key, 'utf8')) as JWK;
 const scopes = values.scope.split(',').map((scope) => scope.trim()).filter((scope) => scope !== '');
 const unknown = scopes.filter((scope) => !SCOPES.includes(scope));
 const ttl = Number(values.ttl);
 if (unknown.length > 0 || !Number.isInteger(ttl) || ttl < 1) {
-  console.error(`usage: npm run token -- --scope ${SCOPES.join(',')} [--sub alice] [--ttl 3600]${unknown.length > 0 ? `\nunknown scopes: ${unknown.join(', ')}` : ''}`);
+  console.error(`${USAGE}${unknown.length > 0 ? `\nunknown scopes: ${unknown.join(', ')}` : ''}`);
   process.exit(2);
 }
 const token = await new SignJWT({ scope: scopes.join(' ') })

@@ -1,6 +1,7 @@
-# Creates one schema and one MySQL user per service, each user allowed only its own schema.
-# The mysql image's entrypoint sources this file once, when it initialises an empty data directory,
-# with the passwords in its environment: compose/mysql.env under Compose, the mysql Secret in k8s.
+# Creates one schema and one MySQL user per service, each user allowed only its own schema: one for
+# every <SERVICE>_DB_PASSWORD in the environment, which each service's deployment files provide
+# (<service>-service/deploy/mysql.env under Compose, its dev component's key of the mysql Secret in
+# k8s). The mysql image's entrypoint sources this file once, when it initialises an empty data directory.
 # k8s/overlays/dev/mysql.yaml carries a copy of this file; the deploy tests keep the two identical.
 
 # A string literal: backslashes and quotes escaped, so any password reaches the server unchanged
@@ -36,5 +37,6 @@ GRANT ALL PRIVILEGES ON $(grant_schema "$service").* TO $(sql_string "$service")
 SQL
 }
 
-create_service_user users
-create_service_user products
+for password_variable in $(compgen -v | grep -E '^[A-Z][A-Z0-9_]*_DB_PASSWORD$'); do
+  create_service_user "$(tr '[:upper:]' '[:lower:]' <<<"${password_variable%_DB_PASSWORD}")"
+done

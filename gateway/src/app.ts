@@ -15,10 +15,12 @@ import { GatewayMetrics } from './metrics.js';
 import { ReplicaHealth, upstreamAgent, type ResolveEndpoints } from './upstream-agent.js';
 import { openApiRoutes } from './openapi.js';
 import { withProxyPath, type ProxyHop } from './proxy-path.js';
-import { servesPath, upstreamProxy, type Upstream } from './upstream.js';
+import { ConfigError } from '@app/shared/platform/config';
+import { upstreamSettings, type ServedUpstream } from './config.js';
+import { servesPath, upstreamProxy } from './upstream.js';
 
 export interface GatewayDependencies {
-  upstreams: Upstream[];
+  upstreams: ServedUpstream[];
   upstreamTimeoutMs: number;
   /** How long a client may take to send its request body (408 after that). */
   requestBodyTimeoutMs: number;
@@ -36,7 +38,7 @@ export interface GatewayDependencies {
   /** The replicas a service's host name and port stand for: DNS unless given (tests give fixed ports). */
   resolveReplicas?: ResolveEndpoints;
   /** Authentication, scopes, rate limits and CORS, decided before the cache and express (guard.ts). */
-  guard: GuardSettings & { publicProductReads: boolean };
+  guard: GuardSettings;
 }
 
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
@@ -112,13 +114,13 @@ export function createApp({
   app.use(problemHandler());
   const proxied = withProxyPath(app, { hops, isCacheMiss: (req) => misses.has(req), requestBodyMs: requestBodyTimeoutMs, logger, metrics });
   const served = cache ? withCacheHotPath(proxied, { cache, fills, scopes, logger, metrics }) : proxied;
-  const policy = new AccessPolicy(scopes, new Set(guard.publicProductReads ? ['products'] : []));
+  const policy = new AccessPolicy(scopes, new Set(upstreams.filter(({ publicReads }) => publicReads).map(({ name }) => name)));
   return withFrontDoor(withGuard(served, { ...guard, policy, logger, onFinished: metrics.requestFinished }));
 }
 
-export function upstreamsFrom(config: { USERS_SERVICE_URL: string; PRODUCTS_SERVICE_URL: string }): Upstream[] {
-  return [
-    { name: 'users', url: config.USERS_SERVICE_URL, prefix: '/api/users' },
-    { name: 'products', url: config.PRODUCTS_SERVICE_URL, prefix: '/api/products' },
-  ];
+/** The upstreams the configuration names (see upstreamSettings); throws a ConfigError naming what is wrong. */
+export function upstreamsFrom(config: Parameters<typeof upstreamSettings>[0]): ServedUpstream[] {
+  const { upstreams, problems } = upstreamSettings(config);
+  if (problems.length > 0) throw new ConfigError(problems);
+  return upstreams;
 }

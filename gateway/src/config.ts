@@ -1,6 +1,8 @@
 import { createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto';
 import { commonConfig, count, flag, megabytes, milliseconds, port, seconds, url } from '@app/shared/platform/config';
+import { readServiceList, SERVICES_FILE, type ServiceEntry } from '@app/shared/platform/services';
 import { z } from 'zod';
+import type { Upstream } from './upstream.js';
 
 // Empty strings count as unset, as in every other variable.
 const unsetIfEmpty = (value: unknown) => (value === '' ? undefined : value);
@@ -53,13 +55,27 @@ const verificationKey = z.preprocess(
     }),
 );
 
+const isHttpUrl = (value: string) => URL.canParse(value) && ['http:', 'https:'].includes(new URL(value).protocol);
+
 const origin = z.string().refine((value) => URL.canParse(value) && new URL(value).origin === value);
 
 /** The environment the gateway reads (validated at start-up). */
 export const configSchema = z.object({
   PORT: port(8080),
-  USERS_SERVICE_URL: url(['http:', 'https:'], 'http://127.0.0.1:3001'),
-  PRODUCTS_SERVICE_URL: url(['http:', 'https:'], 'http://127.0.0.1:3002'),
+  /** The services to proxy (services.json): each one's path prefix, default port and kind of reads. */
+  SERVICES_FILE: z.preprocess(unsetIfEmpty, z.string().default(SERVICES_FILE)),
+  /** Where each listed service is, from its workspace name and port: `http://{service}:{port}` in Compose and Kubernetes. */
+  UPSTREAM_URL_TEMPLATE: z.preprocess(
+    unsetIfEmpty,
+    z
+      .string()
+      .default('http://127.0.0.1:{port}')
+      .refine((value) => isHttpUrl(value.replaceAll('{service}', 'a-service').replaceAll('{port}', '1')), {
+        message: 'must be an http or https URL, with {service} and {port} standing for each service\'s workspace and port',
+      }),
+  ),
+  /** Exceptions to the template, as `name=url` pairs: `users=http://10.0.0.5:3001,products=…`. */
+  GATEWAY_UPSTREAMS: list('', z.string().refine((pair) => /^[a-z][a-z0-9]*=/.test(pair) && isHttpUrl(pair.slice(pair.indexOf('=') + 1))), 'must be a comma-separated list of name=url, each URL http or https'),
   REDIS_URL: url(['redis:', 'rediss:'], 'redis://127.0.0.1:6379'),
   /**
    * Put in front of every key the gateway keeps in Redis (cache entries, generations, holds, rate
@@ -93,7 +109,8 @@ export const configSchema = z.object({
   AUTH_AUDIENCE: z.preprocess(unsetIfEmpty, z.string().default('rest-microservices')),
   AUTH_ALGORITHMS: list('ES256,RS256,EdDSA', z.enum(ASYMMETRIC_ALGORITHMS), `must be a comma-separated list of ${ASYMMETRIC_ALGORITHMS.join(', ')}`),
   AUTH_CLOCK_TOLERANCE_SECONDS: seconds(30, 0),
-  AUTH_PUBLIC_PRODUCT_READS: flag(false),
+  /** Services whose reads need no token (a public catalogue): only those services.json allows it for. */
+  AUTH_PUBLIC_READS: list('', z.string(), 'must be a comma-separated list of service names'),
   RATE_LIMIT_ENABLED: flag(true),
   RATE_LIMIT_READS_PER_MINUTE: count(6_000, 1, 1_000_000_000),
   RATE_LIMIT_WRITES_PER_MINUTE: count(3_000, 1, 1_000_000_000),
@@ -113,3 +130,42 @@ export function authConfigProblems(config: { AUTH_ENABLED: boolean; AUTH_PUBLIC_
 }
 
 export type GatewayConfig = z.infer<typeof configSchema>;
+
+/** A listed service as the gateway proxies it. */
+export interface ServedUpstream extends Upstream {
+  /** The gateway caches its GETs. */
+  cachedReads: boolean;
+  /** Its GETs need no token. */
+  publicReads: boolean;
+}
+
+type UpstreamConfig = Pick<GatewayConfig, 'SERVICES_FILE' | 'UPSTREAM_URL_TEMPLATE' | 'GATEWAY_UPSTREAMS' | 'AUTH_PUBLIC_READS'>;
+
+/**
+ * The upstreams: one per service in SERVICES_FILE, at UPSTREAM_URL_TEMPLATE unless GATEWAY_UPSTREAMS
+ * says otherwise; or the problems that stop the gateway from starting.
+ */
+export function upstreamSettings(config: UpstreamConfig): { upstreams: ServedUpstream[]; problems: string[] } {
+  let services: ServiceEntry[];
+  try {
+    services = readServiceList(config.SERVICES_FILE);
+  } catch (error) {
+    return { upstreams: [], problems: [`SERVICES_FILE: ${(error as Error).message}`] };
+  }
+  const byName = new Map(services.map((service) => [service.name, service]));
+  const urls = new Map(config.GATEWAY_UPSTREAMS.map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]));
+  const problems = [
+    ...[...urls.keys()].filter((name) => !byName.has(name)).map((name) => `GATEWAY_UPSTREAMS: ${name}: no such service in ${config.SERVICES_FILE}`),
+    ...config.AUTH_PUBLIC_READS.filter((name) => !byName.get(name)?.publicReads).map(
+      (name) => `AUTH_PUBLIC_READS: ${name}: ${byName.has(name) ? 'its reads may not be public (services.json)' : `no such service in ${config.SERVICES_FILE}`}`,
+    ),
+  ];
+  const upstreams = services.map((service) => ({
+    name: service.name,
+    prefix: service.prefix,
+    url: urls.get(service.name) ?? config.UPSTREAM_URL_TEMPLATE.replaceAll('{service}', service.workspace).replaceAll('{port}', String(service.port)),
+    cachedReads: service.cachedReads,
+    publicReads: config.AUTH_PUBLIC_READS.includes(service.name),
+  }));
+  return { upstreams, problems };
+}

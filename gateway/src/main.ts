@@ -2,24 +2,24 @@ import { ConfigError, loadConfig } from '@app/shared/platform/config';
 import { Lifecycle } from '@app/shared/platform/http';
 import { createLogger } from '@app/shared/platform/logger';
 import { serve } from '@app/shared/platform/server';
-import { createApp, upstreamsFrom } from './app.js';
+import { createApp } from './app.js';
 import { createMemoryTier } from './cache/memory-tier.js';
 import { TokenVerifier } from './auth/tokens.js';
 import { ResponseCache } from './cache/response-cache.js';
-import { authConfigProblems, configSchema } from './config.js';
+import { authConfigProblems, configSchema, upstreamSettings } from './config.js';
 import { RateLimits } from './rate-limit.js';
 import { createCacheClient } from './redis.js';
 
 const config = loadConfig(configSchema);
-const authProblems = authConfigProblems(config);
-if (authProblems.length > 0) {
-  process.stderr.write(`${new ConfigError(authProblems).message}\n`);
+const { upstreams, problems: upstreamProblems } = upstreamSettings(config);
+const configProblems = [...authConfigProblems(config), ...upstreamProblems];
+if (configProblems.length > 0) {
+  process.stderr.write(`${new ConfigError(configProblems).message}\n`);
   process.exit(1);
 }
 const logger = createLogger('gateway', config.LOG_LEVEL);
 process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled rejection'));
 const lifecycle = new Lifecycle();
-const upstreams = upstreamsFrom(config);
 // One Redis client for the cache and the rate limits' counters. Its own timeout is a hard stop for
 // every command; the cache judges lateness itself, after the event loop has caught up (RedisHealth),
 // so the client's stop lies beyond that: a busy gateway must not cut replies that came in time.
@@ -55,7 +55,7 @@ const limits = config.RATE_LIMIT_ENABLED
       logger,
     )
   : undefined;
-const guard = { tokens, limits, corsOrigins: config.CORS_ORIGINS, trustedProxyHops: config.TRUSTED_PROXY_HOPS, publicProductReads: config.AUTH_PUBLIC_PRODUCT_READS };
+const guard = { tokens, limits, corsOrigins: config.CORS_ORIGINS, trustedProxyHops: config.TRUSTED_PROXY_HOPS };
 await serve({
   name: 'gateway',
   handler: createApp({
@@ -79,9 +79,9 @@ await serve({
     await memory?.close();
   },
   details: {
-    upstreams: upstreams.map(({ name, url }) => ({ name, url })),
+    upstreams: upstreams.map(({ name, url, cachedReads }) => ({ name, url, cachedReads })),
     cache: cache ? { ...cache.settings, memoryBytes: memory?.maxBytes ?? 0 } : 'disabled',
-    auth: tokens ? { keys: config.AUTH_PUBLIC_KEY ? 'AUTH_PUBLIC_KEY' : config.AUTH_JWKS_URL, issuer: config.AUTH_ISSUER, audience: config.AUTH_AUDIENCE, publicProductReads: config.AUTH_PUBLIC_PRODUCT_READS } : 'disabled',
+    auth: tokens ? { keys: config.AUTH_PUBLIC_KEY ? 'AUTH_PUBLIC_KEY' : config.AUTH_JWKS_URL, issuer: config.AUTH_ISSUER, audience: config.AUTH_AUDIENCE, publicReads: config.AUTH_PUBLIC_READS } : 'disabled',
     rateLimits: limits
       ? { readsPerMinute: config.RATE_LIMIT_READS_PER_MINUTE, writesPerMinute: config.RATE_LIMIT_WRITES_PER_MINUTE, leasePoints: config.RATE_LIMIT_LEASE_POINTS }
       : 'disabled',

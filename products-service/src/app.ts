@@ -1,16 +1,17 @@
 import { MySqlStore } from '@app/shared/resource/store';
 import { createServiceApp, type ServiceDefinition, type ServiceDependencies } from '@app/shared/service';
 import { defaults } from './config.js';
-import { productsTable } from './data/products-table.js';
+import { productsSeed, productsTable } from './data/products-table.js';
 import { createProductsService } from './domain/products.js';
 import { productsApi, productsRoutes } from './routes/products.js';
 
-export const productsService: ServiceDefinition = {
+export const service: ServiceDefinition = {
   ...defaults,
   migrations: new URL('../migrations/', import.meta.url),
+  seed: productsSeed,
   api: productsApi,
   routes: (db, idempotency) => productsRoutes(createProductsService(new MySqlStore(db, productsTable)), idempotency),
 };
 
 /** The products API as an express app, from its dependencies. It does not listen. */
-export const createApp = (dependencies: ServiceDependencies) => createServiceApp(productsService, dependencies);
+export const createApp = (dependencies: ServiceDependencies) => createServiceApp(service, dependencies);

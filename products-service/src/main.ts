@@ -1,4 +1,4 @@
 import { runService } from '@app/shared/service';
-import { productsService } from './app.js';
+import { service } from './app.js';
 
-await runService(productsService);
+await runService(service);

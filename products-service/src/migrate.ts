@@ -1,4 +1,4 @@
 import { runMigrations } from '@app/shared/service';
-import { productsService } from './app.js';
+import { service } from './app.js';
 
-await runMigrations(productsService);
+await runMigrations(service);

@@ -30,6 +30,17 @@ export interface ServiceDefinition {
   routes: (db: Database, idempotency: IdempotencyStore) => ResourceRoutes;
   /** What `routes` serves, for its description: `resourceEndpoints` without a runtime. */
   api: Endpoint[];
+  /** How `npm run seed` fills its table (scripts/seed.ts); a service without one is not seeded. */
+  seed?: SeedColumns;
+}
+
+/**
+ * A table and the SQL of each of its columns (but the id, version and timestamps) over `n`, the
+ * row's number, and `@tag`, a tag of the seeding run: valid rows for the API, unique where need be.
+ */
+export interface SeedColumns {
+  table: string;
+  columns: Record<string, string>;
 }
 
 /** What a service serves: its probes, its document (sent by `send`) and its routes. */

@@ -1,7 +1,8 @@
 import { ConfigError, parseConfig } from '@app/shared/platform/config';
 import type { z } from 'zod';
 import { generateKeyPairSync, KeyObject } from 'node:crypto';
-import { authConfigProblems, configSchema as gatewaySchema } from '../../gateway/src/config.js';
+import { SERVICES_FILE } from '@app/shared/platform/services';
+import { authConfigProblems, configSchema as gatewaySchema, upstreamSettings } from '../../gateway/src/config.js';
 import { configSchema as productsSchema } from '../../products-service/src/config.js';
 import { configSchema as usersSchema } from '../../users-service/src/config.js';
 
@@ -21,8 +22,9 @@ const named = (problems: string[]) => problems.map((problem) => problem.split(':
 
 const gatewayDefaults = {
   PORT: 8080,
-  USERS_SERVICE_URL: 'http://127.0.0.1:3001',
-  PRODUCTS_SERVICE_URL: 'http://127.0.0.1:3002',
+  SERVICES_FILE: SERVICES_FILE,
+  UPSTREAM_URL_TEMPLATE: 'http://127.0.0.1:{port}',
+  GATEWAY_UPSTREAMS: [],
   REDIS_KEY_PREFIX: '',
   REDIS_URL: 'redis://127.0.0.1:6379',
   REDIS_COMMAND_TIMEOUT_MS: 1_000,
@@ -39,7 +41,7 @@ const gatewayDefaults = {
   AUTH_AUDIENCE: 'rest-microservices',
   AUTH_ALGORITHMS: ['ES256', 'RS256', 'EdDSA'],
   AUTH_CLOCK_TOLERANCE_SECONDS: 30,
-  AUTH_PUBLIC_PRODUCT_READS: false,
+  AUTH_PUBLIC_READS: [],
   RATE_LIMIT_ENABLED: true,
   RATE_LIMIT_READS_PER_MINUTE: 6000,
   RATE_LIMIT_WRITES_PER_MINUTE: 3000,
@@ -58,24 +60,46 @@ const services = [
 ];
 
 describe('the gateway configuration', () => {
+  it('proxies every service in services.json, at the template unless GATEWAY_UPSTREAMS says otherwise', () => {
+    const config = parseConfig(gatewaySchema, { UPSTREAM_URL_TEMPLATE: 'http://{service}:{port}', GATEWAY_UPSTREAMS: 'users=http://10.0.0.5:4001', AUTH_PUBLIC_READS: 'products' });
+    const { upstreams, problems } = upstreamSettings(config);
+    expect(problems).toEqual([]);
+    expect(upstreams.filter(({ name }) => ['users', 'products'].includes(name))).toEqual([
+      { name: 'users', prefix: '/api/users', url: 'http://10.0.0.5:4001', cachedReads: true, publicReads: false },
+      { name: 'products', prefix: '/api/products', url: 'http://products-service:3002', cachedReads: true, publicReads: true },
+    ]);
+  });
+
+  it('refuses a service the list does not name, and public reads the list does not allow', () => {
+    const config = parseConfig(gatewaySchema, { GATEWAY_UPSTREAMS: 'nothing=http://10.0.0.5:4001', AUTH_PUBLIC_READS: 'users,nothing' });
+    expect(upstreamSettings(config).problems).toEqual([
+      `GATEWAY_UPSTREAMS: nothing: no such service in ${SERVICES_FILE}`,
+      'AUTH_PUBLIC_READS: users: its reads may not be public (services.json)',
+      `AUTH_PUBLIC_READS: nothing: no such service in ${SERVICES_FILE}`,
+    ]);
+    expect(upstreamSettings(parseConfig(gatewaySchema, { SERVICES_FILE: '/nonexistent/services.json' })).problems).toEqual([
+      expect.stringMatching(/^SERVICES_FILE: ENOENT/),
+    ]);
+  });
+
   it('names every bad variable at once, with its value', () => {
     const problems = problemsOf(gatewaySchema, {
       PORT: 'abc',
       UPSTREAM_TIMEOUT_MS: '-1',
-      USERS_SERVICE_URL: 'ftp://x',
-      PRODUCTS_SERVICE_URL: 'not a url',
+      UPSTREAM_URL_TEMPLATE: 'ftp://{service}:{port}',
+      GATEWAY_UPSTREAMS: 'users=not a url',
       REDIS_URL: 'http://127.0.0.1:6379',
       LOG_LEVEL: 'loud',
       SHUTDOWN_TIMEOUT_MS: '1.5',
     });
     expect(named(problems)).toEqual(
-      ['LOG_LEVEL', 'PORT', 'PRODUCTS_SERVICE_URL', 'REDIS_URL', 'SHUTDOWN_TIMEOUT_MS', 'UPSTREAM_TIMEOUT_MS', 'USERS_SERVICE_URL'].sort(),
+      ['GATEWAY_UPSTREAMS', 'LOG_LEVEL', 'PORT', 'REDIS_URL', 'SHUTDOWN_TIMEOUT_MS', 'UPSTREAM_TIMEOUT_MS', 'UPSTREAM_URL_TEMPLATE'].sort(),
     );
     expect(problems).toEqual(
       expect.arrayContaining([
         'PORT: must be a port number from 0 to 65535 (got "abc")',
         'UPSTREAM_TIMEOUT_MS: must be a whole, positive number of milliseconds (got "-1")',
-        'USERS_SERVICE_URL: must be a URL with scheme http or https (got "ftp://x")',
+        'GATEWAY_UPSTREAMS: must be a comma-separated list of name=url, each URL http or https (got "users=not a url")',
         'REDIS_URL: must be a URL with scheme redis or rediss (got "http://127.0.0.1:6379")',
         'LOG_LEVEL: must be one of fatal, error, warn, info, debug, trace, silent (got "loud")',
       ]),
@@ -101,8 +125,8 @@ describe('the gateway configuration', () => {
     expect(
       parseConfig(gatewaySchema, {
         PORT: '9000',
-        USERS_SERVICE_URL: 'https://users.internal:8443',
-        PRODUCTS_SERVICE_URL: 'http://products',
+        UPSTREAM_URL_TEMPLATE: 'https://{service}.internal:{port}',
+        GATEWAY_UPSTREAMS: 'users=http://10.0.0.5:3001',
         REDIS_URL: 'rediss://cache:6380',
         UPSTREAM_TIMEOUT_MS: '250',
         REQUEST_BODY_TIMEOUT_MS: '5000',
@@ -117,7 +141,7 @@ describe('the gateway configuration', () => {
         CACHE_STALE_SECONDS: '0',
         AUTH_JWKS_URL: 'https://id.example/.well-known/jwks.json',
         AUTH_ALGORITHMS: 'RS256, PS256',
-        AUTH_PUBLIC_PRODUCT_READS: 'true',
+        AUTH_PUBLIC_READS: 'products',
         RATE_LIMIT_READS_PER_MINUTE: '100',
         TRUSTED_PROXY_HOPS: '1',
         CORS_ORIGINS: 'https://app.example,http://localhost:5173',
@@ -127,13 +151,13 @@ describe('the gateway configuration', () => {
       ...gatewayDefaults,
       AUTH_JWKS_URL: 'https://id.example/.well-known/jwks.json',
       AUTH_ALGORITHMS: ['RS256', 'PS256'],
-      AUTH_PUBLIC_PRODUCT_READS: true,
+      AUTH_PUBLIC_READS: ['products'],
       RATE_LIMIT_READS_PER_MINUTE: 100,
       TRUSTED_PROXY_HOPS: 1,
       CORS_ORIGINS: ['https://app.example', 'http://localhost:5173'],
       PORT: 9000,
-      USERS_SERVICE_URL: 'https://users.internal:8443',
-      PRODUCTS_SERVICE_URL: 'http://products',
+      UPSTREAM_URL_TEMPLATE: 'https://{service}.internal:{port}',
+      GATEWAY_UPSTREAMS: ['users=http://10.0.0.5:3001'],
       REDIS_URL: 'rediss://cache:6380',
       REDIS_COMMAND_TIMEOUT_MS: 1_000,
       UPSTREAM_TIMEOUT_MS: 250,
@@ -165,7 +189,9 @@ describe('the gateway configuration', () => {
     ['UPSTREAM_TIMEOUT_MS', '0'],
     ['UPSTREAM_TIMEOUT_MS', '1.5'],
     ['UPSTREAM_TIMEOUT_MS', 'ten'],
-    ['USERS_SERVICE_URL', '127.0.0.1:3001'],
+    ['UPSTREAM_URL_TEMPLATE', '{service}:{port}'],
+    ['GATEWAY_UPSTREAMS', 'users'],
+    ['GATEWAY_UPSTREAMS', 'users=ftp://x'],
     ['LOG_LEVEL', 'INFO'],
     ['CACHE_ENABLED', 'yes'],
     ['CACHE_TTL_SECONDS', '0'],

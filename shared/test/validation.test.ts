@@ -141,6 +141,18 @@ describe('parseOrThrow', () => {
     ]);
   });
 
+  it('says "is required" for a missing field whose schema has a message of its own', () => {
+    const counted = z.strictObject({ quantity: z.int('must be a whole number'), line: z.strictObject({ count: z.int('must be a whole number') }) });
+    expect(fieldErrorsOf(() => parseOrThrow(counted, { line: {} }))).toEqual([
+      { path: 'quantity', message: 'is required' },
+      { path: 'line.count', message: 'is required' },
+    ]);
+    expect(fieldErrorsOf(() => parseOrThrow(counted, { quantity: 1.5, line: { count: 'x' } }))).toEqual([
+      { path: 'quantity', message: 'must be a whole number' },
+      { path: 'line.count', message: 'must be a whole number' },
+    ]);
+  });
+
   it('says "must not be null" for null and "must be a JSON object" for a nested non-object', () => {
     expect(fieldErrorsOf(() => parseOrThrow(product, { sku: null, name: 'B', price: [] }))).toEqual([
       { path: 'sku', message: 'must not be null' },

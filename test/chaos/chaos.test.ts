@@ -9,8 +9,8 @@
 import { randomUUID } from 'node:crypto';
 import mysql from 'mysql2/promise';
 import { migrateSchema } from '@app/shared/service';
-import { productsService } from '../../products-service/src/app.js';
-import { usersService } from '../../users-service/src/app.js';
+import { service as productsService } from '../../products-service/src/app.js';
+import { service as usersService } from '../../users-service/src/app.js';
 import { startWorkspace, type RunningProcess } from '../support/process.js';
 import { dropSchema, startGateway, testLogger, throwawayDatabaseUrl, type RunningGateway } from '../support/stack.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
@@ -192,8 +192,7 @@ describe('chaos under load', () => {
     );
     const endpoints = (workspace: string) => replicas.filter((r) => r.workspace === workspace).map((r) => ({ host: '127.0.0.1', port: r.port }));
     gateway = await startGateway({
-      usersUrl: 'http://users-service:3001',
-      productsUrl: 'http://products-service:3002',
+      upstreams: { users: 'http://users-service:3001', products: 'http://products-service:3002' },
       upstreamTimeoutMs: 5_000,
       cache: { redisUrl: `redis://127.0.0.1:${redisProxy.port}` },
       resolveReplicas: async (hostname) => endpoints(hostname),

@@ -5,7 +5,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { Ajv } from 'ajv';
 import mysql from 'mysql2/promise';
-import { compose, composeEnvironment, deployables, readComposeFile, readEnvFile, repoPath } from './stack.js';
+import { compose, composeEnvironment, deployables, readComposeFile, repoPath } from './stack.js';
 
 /** docker-compose.yml: valid Compose, and the stack it describes starts in order and scales. */
 
@@ -23,6 +23,7 @@ function composeSpecValidator() {
 
 const file = compose();
 const services = Object.entries(file.services);
+const serviceNames = deployables.filter(({ migrates }) => migrates).map(({ name }) => name);
 
 test('docker-compose.yml validates against the Compose specification schema, which rejects unknown keys', () => {
   const validate = composeSpecValidator();
@@ -32,10 +33,11 @@ test('docker-compose.yml validates against the Compose specification schema, whi
   expect(validate(misspelt)).toBe(false);
 });
 
-test('the stack is the three deployables built from their Dockerfiles, mysql:8.4 and redis:7', () => {
-  expect(Object.keys(file.services).sort()).toEqual(['gateway', 'mysql', 'products-service', 'redis', 'users-service']);
-  for (const { name } of deployables) {
-    expect(file.services[name]!.build).toEqual({ context: '.', dockerfile: `${name}/Dockerfile` });
+test('the stack is the gateway and every service in services.json built from their Dockerfiles, mysql:8.4 and redis:7', () => {
+  expect(Object.keys(file.services).sort()).toEqual([...deployables.map(({ name }) => name), 'mysql', 'redis'].sort());
+  expect(file.services.gateway!.build).toEqual({ context: '.', dockerfile: 'gateway/Dockerfile' });
+  for (const { name } of deployables.filter(({ migrates }) => migrates)) {
+    expect(file.services[name]!.build).toEqual({ context: '.', args: { WORKSPACE: name } });
   }
   expect(file.services.mysql!.image).toBe('mysql:8.4');
   expect(file.services.redis!.image).toBe('redis:7');
@@ -53,12 +55,12 @@ test('every service has a healthcheck and a restart policy, and waits for what i
     expect(service.restart).toBe('unless-stopped');
     for (const dependency of Object.values(service.depends_on ?? {})) expect(dependency).toEqual({ condition: 'service_healthy' });
   }
-  expect(Object.keys(file.services.gateway!.depends_on!).sort()).toEqual(['products-service', 'redis', 'users-service']);
-  expect(Object.keys(file.services['users-service']!.depends_on!)).toEqual(['mysql']);
-  expect(Object.keys(file.services['products-service']!.depends_on!)).toEqual(['mysql']);
+  expect(Object.keys(file.services.gateway!.depends_on!).sort()).toEqual([...serviceNames, 'redis'].sort());
+  for (const name of serviceNames) expect(Object.keys(file.services[name]!.depends_on!)).toEqual(['mysql']);
 });
 
-test('MySQL keeps its data in a named volume and runs the init script from compose/mysql-init', () => {
+test('MySQL keeps its data in a named volume, runs the init script from compose/mysql-init, and has every service\'s password', () => {
+  expect(file.services.mysql!.env_file).toEqual(['compose/mysql.env', ...serviceNames.map((name) => `${name}/deploy/mysql.env`)]);
   expect(file.volumes).toHaveProperty('mysql-data');
   expect(file.services.mysql!.volumes).toEqual(['mysql-data:/var/lib/mysql', './compose/mysql-init:/docker-entrypoint-initdb.d:ro']);
 });
@@ -73,7 +75,8 @@ test('credentials live in the env files only: no service definition holds a pass
 });
 
 describe('the MySQL init script', () => {
-  const mysqlEnvironment = readEnvFile('compose/mysql.env');
+  // What Compose gives the mysql container: its env files, each service's password among them.
+  const mysqlEnvironment = composeEnvironment(file.services.mysql!);
 
   /** Runs the script as the mysql image's entrypoint does (sourced), printing the SQL it sends. */
   const runInitScript = (environment: Record<string, string>) =>
@@ -87,7 +90,7 @@ describe('the MySQL init script', () => {
   test('creates each service schema and a user granted that schema only, with the password of its DATABASE_URL', () => {
     const sql = runInitScript(mysqlEnvironment);
     const grants = [...sql.matchAll(/GRANT ALL PRIVILEGES ON `(\w+)`\.\* TO '(\w+)'@'%'/g)].map(([, schema, user]) => [user, schema]);
-    expect(grants).toEqual([['users', 'users'], ['products', 'products']]);
+    expect(grants.sort()).toEqual(serviceNames.map((name) => [name.replace(/-service$/, ''), name.replace(/-service$/, '')]).sort());
     for (const { name } of deployables.filter(({ migrates }) => migrates)) {
       const url = new URL(composeEnvironment(file.services[name]!).DATABASE_URL!);
       const user = url.username;
@@ -100,7 +103,7 @@ describe('the MySQL init script', () => {
 
   test('escapes quotes and backslashes in a password, and stops when a password is missing', () => {
     expect(runInitScript({ ...mysqlEnvironment, USERS_DB_PASSWORD: "it's a \\ & b" })).toContain("IDENTIFIED BY 'it''s a \\\\ & b';");
-    expect(() => runInitScript({ PRODUCTS_DB_PASSWORD: 'x' })).toThrow(/USERS_DB_PASSWORD must be set/);
+    expect(() => runInitScript({ PRODUCTS_DB_PASSWORD: '' })).toThrow(/PRODUCTS_DB_PASSWORD must be set/);
   });
 
   test('on a real server: the user logs in with the password of its DATABASE_URL, whatever it holds, and reaches its own schema only', async () => {
@@ -111,7 +114,7 @@ describe('the MySQL init script', () => {
     const password = `q'"\\\\n\`$(x)%_&é ${service}`;
     const sql = execFileSync(
       'bash',
-      ['-c', 'docker_process_sql() { cat; }; source <(sed "/^create_service_user [a-z]/d" compose/mysql-init/create-service-users.sh); create_service_user "$SERVICE"'],
+      ['-c', 'docker_process_sql() { cat; }; source compose/mysql-init/create-service-users.sh'],
       { cwd: repoPath(), env: { PATH: process.env.PATH, SERVICE: service, [`${service.toUpperCase()}_DB_PASSWORD`]: password }, encoding: 'utf8' },
     );
     const root = await mysql.createConnection({ uri: server.toString(), multipleStatements: true });

@@ -7,9 +7,8 @@ import { listen } from '@app/shared/platform/server';
 import type { IDeployment } from 'kubernetes-models/apps/v1';
 import type { IService } from 'kubernetes-models/v1';
 import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/dist/app.js';
-import { configSchema as gatewayConfig } from '../../gateway/dist/config.js';
-import { createApp as createProductsApp } from '../../products-service/dist/app.js';
-import { createApp as createUsersApp } from '../../users-service/dist/app.js';
+import { configSchema as gatewayConfig, upstreamSettings } from '../../gateway/dist/config.js';
+import { serviceModules } from '../../scripts/services.js';
 import { imageName, type KubernetesObject, renderKustomization } from './kustomize.js';
 import {
   compose,
@@ -25,10 +24,11 @@ import {
   objectsOfKind,
   type Overlay,
   overlays,
-  readDockerfile,
+  deployableDockerfile,
   readEnvFile,
   renderOverlay,
   repoPath,
+  services,
   variablesRead,
   variablesRequired,
 } from './stack.js';
@@ -40,6 +40,7 @@ import {
  */
 
 const composeFile = compose();
+const serviceApps = await serviceModules();
 const rendered = Object.fromEntries(overlays.map((overlay) => [overlay, renderOverlay(overlay)])) as Record<Overlay, KubernetesObject[]>;
 const k8sEnvironment = (overlay: Overlay, name: string) =>
   containerEnvironment(mainContainer(findObject(rendered[overlay], 'Deployment', name)), rendered[overlay]);
@@ -78,7 +79,7 @@ function effectiveEverywhere(name: Deployable['name']): [string, Record<string, 
 
 test('the gateway waits out a write at least as long as the services may still commit it', () => {
   const gateway = Object.fromEntries(effectiveEverywhere('gateway'));
-  for (const service of ['users-service', 'products-service'] as const) {
+  for (const { workspace: service } of services) {
     for (const [source, config] of effectiveEverywhere(service)) {
       expect({ source, service, gatewayKnowsAtLeast: (gateway[source]!.SERVICE_WRITE_DEADLINE_MS as number) >= (config.WRITE_DEADLINE_MS as number) }).toEqual({
         source,
@@ -94,9 +95,9 @@ test('variablesRequired finds a variable without a default, so the checks above 
   expect(variablesRequired(gatewayConfig.required({ REDIS_URL: true }))).toEqual(['REDIS_URL']);
 });
 
-describe.each(deployables)('$name ports', ({ name, configSchema }) => {
+describe.each(deployables)('$name ports', ({ name, configSchema, dockerfile }) => {
   const composePort = effectiveConfig(configSchema, composeEnvironment(composeFile.services[name]!)).PORT;
-  const [exposed] = instructionArgs(readDockerfile(`${name}/Dockerfile`).at(-1)!, 'EXPOSE');
+  const [exposed] = instructionArgs(deployableDockerfile({ name, dockerfile }).at(-1)!, 'EXPOSE');
 
   test('the port the process listens on under Compose is the one the image exposes', () => {
     expect(String(composePort)).toBe(exposed);
@@ -121,18 +122,23 @@ function hostAndPort(url: string): [string, number] {
   return [hostname, port ? Number(port) : defaults[protocol]!];
 }
 
-/** What each URL variable must reach: a deployable or a datastore, by Compose service and k8s workload. */
-const urlTargets: { deployable: Deployable['name']; variable: string; target: string; kind: 'Deployment' | 'StatefulSet' }[] = [
-  { deployable: 'gateway', variable: 'USERS_SERVICE_URL', target: 'users-service', kind: 'Deployment' },
-  { deployable: 'gateway', variable: 'PRODUCTS_SERVICE_URL', target: 'products-service', kind: 'Deployment' },
-  { deployable: 'gateway', variable: 'REDIS_URL', target: 'redis', kind: 'StatefulSet' },
-  { deployable: 'users-service', variable: 'DATABASE_URL', target: 'mysql', kind: 'StatefulSet' },
-  { deployable: 'products-service', variable: 'DATABASE_URL', target: 'mysql', kind: 'StatefulSet' },
+/** The URL the gateway proxies `service` to, from the gateway's environment. */
+const upstreamUrl = (service: string) => (environment: Record<string, string | undefined>) => {
+  const { upstreams } = upstreamSettings(effectiveConfig(gatewayConfig, environment as Record<string, string>) as Parameters<typeof upstreamSettings>[0]);
+  return upstreams.find(({ name }) => name === service)!.url;
+};
+const variable = (name: string) => (environment: Record<string, string | undefined>) => environment[name]!;
+
+/** What each URL must reach: a deployable or a datastore, by Compose service and k8s workload. */
+const urlTargets: { deployable: string; variable: string; url: (environment: Record<string, string | undefined>) => string; target: string; kind: 'Deployment' | 'StatefulSet' }[] = [
+  ...services.map(({ name, workspace }) => ({ deployable: 'gateway', variable: `the ${name} upstream`, url: upstreamUrl(name), target: workspace, kind: 'Deployment' as const })),
+  { deployable: 'gateway', variable: 'REDIS_URL', url: variable('REDIS_URL'), target: 'redis', kind: 'StatefulSet' },
+  ...services.map(({ workspace }) => ({ deployable: workspace, variable: 'DATABASE_URL', url: variable('DATABASE_URL'), target: 'mysql', kind: 'StatefulSet' as const })),
 ];
 
-describe.each(urlTargets)('$deployable $variable', ({ deployable, variable, target, kind }) => {
+describe.each(urlTargets)('$deployable $variable', ({ deployable, url, target, kind }) => {
   test(`reaches ${target} under Compose, on the port it listens on`, () => {
-    const [host, port] = hostAndPort(composeEnvironment(composeFile.services[deployable]!)[variable]!);
+    const [host, port] = hostAndPort(url(composeEnvironment(composeFile.services[deployable]!)));
     expect(host).toBe(target);
     const targetDeployable = deployables.find((candidate) => candidate.name === target);
     const listening = targetDeployable
@@ -143,7 +149,7 @@ describe.each(urlTargets)('$deployable $variable', ({ deployable, variable, targ
 
   test(`reaches the ${target} pods in k8s dev, through a Service whose port leads to theirs`, () => {
     const objects = rendered.dev;
-    const [host, port] = hostAndPort(k8sEnvironment('dev', deployable).values[variable]!);
+    const [host, port] = hostAndPort(url(k8sEnvironment('dev', deployable).values));
     const service = findObject<IService>(objects, 'Service', host);
     const workload = findObject<KubernetesObject & IDeployment>(objects, kind, target);
     expect(workload.spec!.template.metadata!.labels).toMatchObject(service.spec!.selector!);
@@ -159,6 +165,7 @@ describe('probe paths', () => {
   afterAll(() => db.close());
 
   const createApp: Record<Deployable['name'], (lifecycle: Lifecycle) => RequestListener> = {
+    ...Object.fromEntries(serviceApps.map(({ entry, createApp }) => [entry.workspace, (lifecycle: Lifecycle) => createApp({ db, logger, lifecycle })])),
     gateway: (lifecycle) =>
       createGatewayApp({
         upstreams: upstreamsFrom(gatewayConfig.parse({})),
@@ -169,17 +176,15 @@ describe('probe paths', () => {
         lifecycle,
         cache: undefined,
         concurrency: { limit: 8, writeShare: 0.25 },
-        guard: { tokens: undefined, limits: undefined, corsOrigins: [], trustedProxyHops: 0, publicProductReads: false },
+        guard: { tokens: undefined, limits: undefined, corsOrigins: [], trustedProxyHops: 0 },
       }),
-    'users-service': (lifecycle) => createUsersApp({ db, logger, lifecycle }),
-    'products-service': (lifecycle) => createProductsApp({ db, logger, lifecycle }),
   };
 
   const quotedPaths = (text: string) => [...text.matchAll(/'(\/[a-z]+)'/g)].map(([, path]) => path!);
 
   /** Every HTTP path a healthcheck or probe of the deployable asks for, by kind of check. */
   function probePaths(name: Deployable['name']) {
-    const dockerfileCheck = instructionArgs(readDockerfile(`${name}/Dockerfile`).at(-1)!, 'HEALTHCHECK').join(' ');
+    const dockerfileCheck = instructionArgs(deployableDockerfile(deployables.find((deployable) => deployable.name === name)!).at(-1)!, 'HEALTHCHECK').join(' ');
     const composeCheck = composeFile.services[name]!.healthcheck!.test.join(' ');
     const containers = overlays.map((overlay) => mainContainer(findObject(rendered[overlay], 'Deployment', name)));
     return {
@@ -196,7 +201,7 @@ describe('probe paths', () => {
     const { liveness, readiness } = probePaths(name);
     expect(liveness.length).toBeGreaterThanOrEqual(4);
     const lifecycle = new Lifecycle();
-    const running = await listen(createApp[name](lifecycle), 0, '127.0.0.1');
+    const running = await listen(createApp[name]!(lifecycle), 0, '127.0.0.1');
     const status = async (path: string) => (await fetch(`http://127.0.0.1:${running.port}${path}`)).status;
     try {
       for (const path of [...liveness, ...readiness]) expect([path, await status(path)]).toEqual([path, 200]);
@@ -209,14 +214,14 @@ describe('probe paths', () => {
   });
 });
 
-describe.each(deployables)('$name image', ({ name }) => {
+describe.each(deployables)('$name image', ({ name, dockerfile }) => {
   const composeImage = composeFile.services[name]!.image!;
   const [composeName, composeTag] = [imageName(composeImage), composeImage.slice(imageName(composeImage).length + 1)];
 
-  test('Compose builds it from its Dockerfile under the name the k8s base runs', () => {
-    expect(composeFile.services[name]!.build!.dockerfile).toBe(`${name}/Dockerfile`);
+  test('Compose builds it from its Dockerfile under the name the k8s base runs (there from a registry)', () => {
+    expect(composeFile.services[name]!.build!.dockerfile ?? 'Dockerfile').toBe(dockerfile);
     const base = renderKustomization(repoPath('k8s', 'base'));
-    expect(imageName(mainContainer(findObject(base, 'Deployment', name)).image!)).toBe(composeName);
+    expect(imageName(mainContainer(findObject(base, 'Deployment', name)).image!)).toMatch(new RegExp(`(^|/)${composeName}$`));
   });
 
   test('k8s dev runs the very image Compose builds, so `kind load` of it is all a dev cluster needs', () => {
@@ -230,9 +235,8 @@ describe.each(deployables)('$name image', ({ name }) => {
 
 test('Compose and k8s dev hold the same local credentials', () => {
   const secretData = (secretName: string) => findObject<{ stringData: Record<string, string> }>(rendered.dev, 'Secret', secretName).stringData;
-  expect(secretData('mysql')).toEqual(readEnvFile('compose/mysql.env'));
-  expect(secretData('users-service-database')).toEqual(readEnvFile('compose/users-service.env'));
-  expect(secretData('products-service-database')).toEqual(readEnvFile('compose/products-service.env'));
+  expect(secretData('mysql')).toEqual(composeEnvironment(composeFile.services.mysql!));
+  for (const { workspace } of services) expect(secretData(`${workspace}-database`)).toEqual(readEnvFile(`${workspace}/deploy/compose.env`));
   expect(secretData('gateway-redis')).toEqual(readEnvFile('compose/gateway.env'));
   expect(secretData('gateway-auth')).toEqual(readEnvFile('compose/gateway-auth.env'));
   // The development key's public half, which `npm start` uses and `npm run token` signs for.
@@ -243,8 +247,12 @@ test('k8s dev holds every ConfigMap and Secret its containers read; prod reads o
   const unresolved = (overlay: Overlay) =>
     objectsOfKind(rendered[overlay], 'Deployment').flatMap((deployment) => containerEnvironment(mainContainer(deployment), rendered[overlay]).unresolved);
   expect(unresolved('dev')).toEqual([]);
-  const documented = [...readFileSync(repoPath('docs', 'deploy.md'), 'utf8').matchAll(/create secret generic (\S+)\s*\\?\s*--from-literal=(\w+)=/g)].map(
-    ([, secretName, key]) => ({ kind: 'Secret', name: secretName, key }),
+  // A command in the loop over services.json (`"$service-service-database"`) stands for one Secret per service.
+  const documented = [...readFileSync(repoPath('docs', 'deploy.md'), 'utf8').matchAll(/create secret generic (\S+)\s*\\?\s*--from-literal=(\w+)=/g)].flatMap(
+    ([, secretName, key]) =>
+      secretName!.includes('$service')
+        ? services.map(({ name }) => ({ kind: 'Secret', name: secretName!.replaceAll('"', '').replace('$service', name), key }))
+        : [{ kind: 'Secret', name: secretName, key }],
   );
   const byName = (a: { name?: string }, b: { name?: string }) => (a.name ?? '').localeCompare(b.name ?? '');
   expect(unresolved('prod').sort(byName)).toEqual(documented.sort(byName));

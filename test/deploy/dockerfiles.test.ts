@@ -1,17 +1,21 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { deployables, effectiveConfig, instructionArgs, readDockerfile, repoPath } from './stack.js';
+import { deployableDockerfile, deployables, effectiveConfig, instructionArgs, readDockerfile, repoPath } from './stack.js';
 
-/** One image per deployable: built in one stage, run from a small, non-root last stage. */
+/**
+ * One image per deployable: built in one stage, run from a small, non-root last stage. Every service
+ * is built from the root Dockerfile (WORKSPACE names it), the gateway from its own.
+ */
 
-describe.each(deployables)('$name/Dockerfile', ({ name, configSchema, migrates }) => {
-  const stages = readDockerfile(`${name}/Dockerfile`);
+describe.each(deployables)('$name, from $dockerfile', ({ name, configSchema, migrates, dockerfile }) => {
+  const stages = deployableDockerfile({ name, dockerfile });
   const runtime = stages.at(-1)!;
   const workdir = instructionArgs(runtime, 'WORKDIR').at(-1)!;
 
   test('every stage is node:24 (slim or alpine); the first builds with npm ci, the last holds no dev dependencies', () => {
     expect(stages.length).toBeGreaterThanOrEqual(2);
     for (const stage of stages) expect(stage.from).toMatch(/^node:24(\.[\d.]+)?-(slim|alpine)$/);
-    expect(instructionArgs(stages[0]!, 'RUN')).toEqual(['npm ci', 'npm run build']);
+    const build = stages.find((stage) => stage.name === 'build')!;
+    expect(instructionArgs(build, 'RUN')).toEqual(['npm ci', 'npx tsc -b']);
     const productionInstall = stages.flatMap((stage) => instructionArgs(stage, 'RUN')).filter((run) => run.includes('--omit=dev'));
     expect(productionInstall).toEqual([`npm ci --omit=dev --workspace ${name} && mkdir -p ${name}/node_modules`]);
     // npm nests a dependency whose version differs from the hoisted one under the workspace: both folders ship.
@@ -26,6 +30,7 @@ describe.each(deployables)('$name/Dockerfile', ({ name, configSchema, migrates }
     expect(copies).toEqual(
       expect.arrayContaining([
         '--from=production-dependencies /app/node_modules /app/node_modules',
+        '--from=build /app/services.json /app/',
         `--from=build /app/${name}/dist /app/${name}/dist`,
         `--from=build /app/${name}/package.json /app/${name}/`,
         '--from=build /app/shared/dist /app/shared/dist',
@@ -48,26 +53,29 @@ describe.each(deployables)('$name/Dockerfile', ({ name, configSchema, migrates }
     // WORKDIR is /app/<workspace>, and `npm test` builds dist/ first: the entry point must exist.
     expect(workdir).toBe(`/app/${name}`);
     expect(existsSync(repoPath(name, command.at(-1)!))).toBe(true);
-    const { PORT } = effectiveConfig(configSchema, {});
+    // Every container listens on 8080: the image says so where the config's default is another port.
+    const imagePort = instructionArgs(runtime, 'ENV').find((env) => env.startsWith('PORT='))?.slice('PORT='.length);
+    const { PORT } = effectiveConfig(configSchema, imagePort === undefined ? {} : { PORT: imagePort });
+    expect(PORT).toBe(8080);
     expect(instructionArgs(runtime, 'EXPOSE')).toEqual([String(PORT)]);
   });
 
   test('HEALTHCHECK runs node against /healthz on PORT, falling back to the default port', () => {
     const [healthcheck] = instructionArgs(runtime, 'HEALTHCHECK');
-    const { PORT } = effectiveConfig(configSchema, {});
     const [, command = ''] = /^.*?CMD\s+(\[.*\])$/.exec(healthcheck ?? '') ?? [];
     const argv = JSON.parse(command) as string[];
     expect(argv.slice(0, 2)).toEqual(['node', '-e']);
-    expect(argv[2]).toContain(`(process.env.PORT || ${PORT}) + '/healthz'`);
+    expect(argv[2]).toContain(`(process.env.PORT || 8080) + '/healthz'`);
   });
 
-  test('the build stage is the same in all three Dockerfiles, so BuildKit builds it once', () => {
-    const buildStage = (dockerfile: string) => readDockerfile(dockerfile)[0];
-    expect(buildStage(`${name}/Dockerfile`)).toEqual(buildStage('gateway/Dockerfile'));
+  test('the manifests and build stages are the same as the gateway\'s, so BuildKit builds them once, and name no workspace', () => {
+    const sharedStages = (stages: ReturnType<typeof readDockerfile>) => stages.filter((stage) => stage.name === 'manifests' || stage.name === 'build');
+    expect(sharedStages(readDockerfile(dockerfile))).toEqual(sharedStages(readDockerfile('gateway/Dockerfile')));
+    expect(JSON.stringify(sharedStages(readDockerfile(dockerfile)))).not.toMatch(/users|products|gateway/);
   });
 });
 
 test('.dockerignore keeps node_modules, build output, tests, deployment files and secrets out of the context', () => {
   const ignored = readFileSync(repoPath('.dockerignore'), 'utf8').split('\n').filter((line) => line && !line.startsWith('#'));
-  expect(ignored).toEqual(expect.arrayContaining(['**/node_modules', '**/dist', '**/test', '.git', '.env', 'compose', 'k8s']));
+  expect(ignored).toEqual(expect.arrayContaining(['**/node_modules', '**/dist', '**/test', '.git', '.env', 'compose', 'k8s', '**/deploy']));
 });

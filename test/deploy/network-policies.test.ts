@@ -1,10 +1,10 @@
 import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { type Connection, type Endpoint, inCidr, isAllowed, podEndpoint } from './network-policy.js';
-import { findObject, objectsOfKind, type Overlay, renderOverlay } from './stack.js';
+import { findObject, objectsOfKind, type Overlay, renderOverlay, services } from './stack.js';
 
 /**
  * Isolation, as the NetworkPolicies of each overlay decide it: only the gateway reaches the
- * services, only the services reach MySQL, only the gateway reaches Redis, and the gateway alone
+ * services (every one in services.json), only the services reach MySQL, only the gateway reaches Redis, and the gateway alone
  * takes traffic from outside the namespace.
  */
 
@@ -19,7 +19,7 @@ const ingressController: Endpoint = { pod: { namespace: 'ingress-controller', la
 const internet: Endpoint = { ip: '203.0.113.7' };
 
 /** The endpoints of one overlay: its pods, and (prod) the managed datastores at an address of their allowed range. */
-function endpointsOf(overlay: Overlay) {
+function endpointsOf(overlay: Overlay): { policies: INetworkPolicy[]; endpoints: Record<string, Endpoint> } {
   const objects = renderOverlay(overlay);
   const policies = objectsOfKind<INetworkPolicy>(objects, 'NetworkPolicy');
   const pod = (kind: string, name: string) => podEndpoint(findObject(objects, kind, name));
@@ -29,27 +29,28 @@ function endpointsOf(overlay: Overlay) {
   };
   return {
     policies,
-    gateway: pod('Deployment', 'gateway'),
-    users: pod('Deployment', 'users-service'),
-    products: pod('Deployment', 'products-service'),
-    mysql: overlay === 'dev' ? pod('StatefulSet', 'mysql') : firstAddress('users-service-to-mysql'),
-    redis: overlay === 'dev' ? pod('StatefulSet', 'redis') : firstAddress('gateway-to-redis'),
+    endpoints: {
+      gateway: pod('Deployment', 'gateway'),
+      ...Object.fromEntries(services.map(({ name, workspace }) => [name, pod('Deployment', workspace)])),
+      mysql: overlay === 'dev' ? pod('StatefulSet', 'mysql') : firstAddress('services-to-mysql'),
+      redis: overlay === 'dev' ? pod('StatefulSet', 'redis') : firstAddress('gateway-to-redis'),
+    },
   };
 }
 
 describe.each(['dev', 'prod'] as const)('k8s overlay %s', (overlay) => {
-  const { policies, gateway, users, products, mysql, redis } = endpointsOf(overlay);
+  const { policies, endpoints } = endpointsOf(overlay);
+  const { gateway } = endpoints as { gateway: Endpoint };
   const allowed = (connection: Connection) => isAllowed(policies, namespaceLabels, connection);
-  const endpoints = { gateway, users, products, mysql, redis };
-  type Name = keyof typeof endpoints;
-  const ports: Record<Name, number> = { gateway: 8080, users: 3001, products: 3002, mysql: 3306, redis: 6379 };
+  // Every service listens on 8080 in its container, as the gateway does.
+  const ports: Record<string, number> = { ...Object.fromEntries(Object.keys(endpoints).map((name) => [name, 8080])), mysql: 3306, redis: 6379 };
   // In prod the datastores are outside the cluster: no policy of the namespace governs what they open.
-  const inCluster = (Object.keys(endpoints) as Name[]).filter((name) => 'pod' in endpoints[name]);
-  const expected = new Set(['gateway→users', 'gateway→products', 'gateway→redis', 'users→mysql', 'products→mysql']);
-  const pairs = inCluster.flatMap((from) => (Object.keys(endpoints) as Name[]).filter((to) => to !== from).map((to) => [from, to]));
+  const inCluster = Object.keys(endpoints).filter((name) => 'pod' in endpoints[name]!);
+  const expected = new Set(['gateway→redis', ...services.flatMap(({ name }) => [`gateway→${name}`, `${name}→mysql`])]);
+  const pairs = inCluster.flatMap((from) => Object.keys(endpoints).filter((to) => to !== from).map((to) => [from, to]));
 
   test.each(pairs)('%s → %s', (from, to) => {
-    const connection = { from: endpoints[from as Name], to: endpoints[to as Name], port: ports[to as Name] };
+    const connection = { from: endpoints[from!]!, to: endpoints[to!]!, port: ports[to!]! };
     expect(allowed(connection)).toBe(expected.has(`${from}→${to}`));
   });
 
@@ -58,14 +59,14 @@ describe.each(['dev', 'prod'] as const)('k8s overlay %s', (overlay) => {
     expect(allowed({ from: internet, to: gateway, port: 8080 })).toBe(true);
     expect(allowed({ from: ingressController, to: gateway, port: 9229 })).toBe(false);
     for (const name of inCluster.filter((candidate) => candidate !== 'gateway')) {
-      expect(allowed({ from: ingressController, to: endpoints[name], port: ports[name] })).toBe(false);
-      expect(allowed({ from: internet, to: endpoints[name], port: ports[name] })).toBe(false);
+      expect(allowed({ from: ingressController, to: endpoints[name]!, port: ports[name]! })).toBe(false);
+      expect(allowed({ from: internet, to: endpoints[name]!, port: ports[name]! })).toBe(false);
     }
   });
 
   test('every pod resolves names through kube-dns, and reaches nothing else outside', () => {
     for (const name of inCluster) {
-      const from = endpoints[name];
+      const from = endpoints[name]!;
       expect(allowed({ from, to: kubeDns, port: 53, protocol: 'UDP' })).toBe(true);
       expect(allowed({ from, to: kubeDns, port: 53, protocol: 'TCP' })).toBe(true);
       expect(allowed({ from, to: internet, port: 443 })).toBe(false);

@@ -4,9 +4,8 @@ import { fileURLToPath } from 'node:url';
 import type { IContainer, IPodTemplateSpec } from 'kubernetes-models/v1';
 import { parse } from 'yaml';
 import type { ZodObject } from 'zod';
+import { readServiceList } from '@app/shared/platform/services';
 import { configSchema as gatewayConfig } from '../../gateway/dist/config.js';
-import { configSchema as productsConfig } from '../../products-service/dist/config.js';
-import { configSchema as usersConfig } from '../../users-service/dist/config.js';
 import { type KubernetesObject, renderKustomization } from './kustomize.js';
 
 /** What the deploy tests read: the deployables, their Dockerfiles, docker-compose.yml and k8s/. */
@@ -17,17 +16,24 @@ export const repoPath = (...segments: string[]) => path.join(repoRoot, ...segmen
 
 export interface Deployable {
   /** The workspace folder, the Compose service, and the k8s Deployment, Service and image name. */
-  name: 'gateway' | 'users-service' | 'products-service';
+  name: string;
   configSchema: ZodObject;
   /** Runs migrations on start: its image carries migrations/ and its pods may take time to start. */
   migrates: boolean;
+  /** Its Dockerfile: the gateway's own, the root one (WORKSPACE=<name>) for every service. */
+  dockerfile: string;
 }
 
-export const deployables: Deployable[] = [
-  { name: 'gateway', configSchema: gatewayConfig, migrates: false },
-  { name: 'users-service', configSchema: usersConfig, migrates: true },
-  { name: 'products-service', configSchema: productsConfig, migrates: true },
-];
+/** The services in services.json. */
+export const services = readServiceList();
+
+/** The gateway, and every service in services.json. */
+export const deployables: Deployable[] = [{ name: 'gateway', configSchema: gatewayConfig, migrates: false, dockerfile: 'gateway/Dockerfile' }];
+// One import at a time: jest's module loader can fail imports made concurrently.
+for (const { workspace } of services) {
+  const { configSchema } = (await import(`../../${workspace}/dist/config.js`)) as { configSchema: ZodObject };
+  deployables.push({ name: workspace, configSchema, migrates: true, dockerfile: 'Dockerfile' });
+}
 
 /** The environment variables a config schema reads. */
 export const variablesRead = (schema: ZodObject) => Object.keys(schema.shape);
@@ -57,7 +63,7 @@ export interface ComposeHealthcheck {
 
 export interface ComposeService {
   image?: string;
-  build?: { context: string; dockerfile: string };
+  build?: { context: string; dockerfile?: string; args?: Record<string, string> };
   command?: string[];
   environment?: Record<string, string>;
   env_file?: string[];
@@ -76,7 +82,8 @@ export interface ComposeFile {
   volumes?: Record<string, unknown>;
 }
 
-export const readComposeFile = () => parse(readFileSync(repoPath('docker-compose.yml'), 'utf8')) as unknown;
+/** docker-compose.yml as Compose reads it: `<<` merges the `x-service` template into each service. */
+export const readComposeFile = () => parse(readFileSync(repoPath('docker-compose.yml'), 'utf8'), { merge: true }) as unknown;
 
 export const compose = () => readComposeFile() as ComposeFile;
 
@@ -129,6 +136,16 @@ export function readDockerfile(file: string): DockerfileStage[] {
     }
   }
   return stages;
+}
+
+/** The Dockerfile a deployable is built from, its WORKSPACE build argument (if any) set to its name. */
+export function deployableDockerfile({ name, dockerfile }: Pick<Deployable, 'name' | 'dockerfile'>): DockerfileStage[] {
+  return readDockerfile(dockerfile).map((stage) => ({
+    ...stage,
+    instructions: stage.instructions
+      .filter(({ keyword }) => keyword !== 'ARG')
+      .map((instruction) => ({ ...instruction, args: instruction.args.replaceAll(/"?\$\{?WORKSPACE\}?"?/g, name) })),
+  }));
 }
 
 export const instructionArgs = (stage: DockerfileStage, keyword: string) =>

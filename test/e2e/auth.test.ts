@@ -98,7 +98,7 @@ describe('a token that is not acceptable is a 401 with error="invalid_token"', (
   });
 
   it('even on a route that needs no token', async () => {
-    const gateway = await startGateway({ usersUrl: stack.users.url, productsUrl: stack.products.url, guard: { publicProductReads: true } });
+    const gateway = await startGateway({ upstreams: stack.urls, guard: { publicReads: ['products'] } });
     try {
       expectUnauthorized(await client(gateway.url).get(productPath, { token: await testToken({ expiresIn: -120 }) }), 'invalid_token');
     } finally {
@@ -122,7 +122,7 @@ describe('scopes', () => {
   });
 
   it('product reads are public when configured so; user data and writes still need a token', async () => {
-    const gateway = await startGateway({ usersUrl: stack.users.url, productsUrl: stack.products.url, guard: { publicProductReads: true } });
+    const gateway = await startGateway({ upstreams: stack.urls, guard: { publicReads: ['products'] } });
     try {
       const visitor = client(gateway.url, { token: null });
       expect((await visitor.get(productPath)).status).toBe(200);
@@ -166,7 +166,7 @@ describe('what the services get', () => {
     });
     await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
     const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
-    gateway = await startGateway({ usersUrl: url, productsUrl: url, guard: { publicProductReads: true } });
+    gateway = await startGateway({ upstreams: { users: url, products: url }, guard: { publicReads: ['products'] } });
   });
   afterAll(async () => {
     await gateway.close();

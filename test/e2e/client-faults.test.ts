@@ -202,7 +202,7 @@ describe('deadlines that name the guilty party', () => {
   }
 
   it('a request body still arriving after the body deadline is a 408 from the gateway, not a 504 blaming the service', async () => {
-    const gateway = await startGateway({ usersUrl: stack.users.url, productsUrl: stack.products.url, requestBodyTimeoutMs: 300, upstreamTimeoutMs: 5_000 });
+    const gateway = await startGateway({ upstreams: stack.urls, requestBodyTimeoutMs: 300, upstreamTimeoutMs: 5_000 });
     try {
       const head = rawRequest('POST', '/api/users', { 'Content-Type': 'application/json', 'Content-Length': '40' });
       const response = await rawExchange(portOf(gateway.url), [head, '{"email":"slow@exa', 3_000], { timeoutMs: 2_500 });
@@ -216,7 +216,7 @@ describe('deadlines that name the guilty party', () => {
 
   it('a Content-Length over the body limit is a 413 at once, and nothing reaches the service', async () => {
     const upstream = await recordingUpstream();
-    const gateway = await startGateway({ usersUrl: upstream.url, productsUrl: upstream.url });
+    const gateway = await startGateway({ upstreams: { users: upstream.url, products: upstream.url } });
     try {
       const head = rawRequest('POST', '/api/users', { 'Content-Type': 'application/json', 'Content-Length': String(100 * 1024 + 1) });
       const response = await rawExchange(portOf(gateway.url), [head], { timeoutMs: 2_000 });
@@ -235,7 +235,7 @@ describe('deadlines that name the guilty party', () => {
     });
     const id = '0193a5c2-7b1e-7c4d-9a61-2f0c1b9e8d40';
     for (const cache of [{}, undefined]) {
-      const gateway = await startGateway({ usersUrl: upstream.url, productsUrl: upstream.url, upstreamTimeoutMs: 300, cache });
+      const gateway = await startGateway({ upstreams: { users: upstream.url, products: upstream.url }, upstreamTimeoutMs: 300, cache });
       try {
         const outcomes = await Promise.all(
           Array.from({ length: 5 }, () =>

@@ -26,7 +26,7 @@ async function eventually(check: () => Promise<boolean>, attempts = 100): Promis
 
 describe('a dead upstream', () => {
   it('gives 502 when the service refuses connections, and the other service is unaffected', async () => {
-    const gateway = await startGateway({ usersUrl: `http://127.0.0.1:${await closedPort()}`, productsUrl: products.url });
+    const gateway = await startGateway({ upstreams: { users: `http://127.0.0.1:${await closedPort()}`, products: products.url } });
     try {
       const api = client(gateway.url);
       const problem = expectProblem(await api.get('/api/users', deadline()), 502, 'bad-gateway');
@@ -40,7 +40,7 @@ describe('a dead upstream', () => {
 
   it('gives 504 after UPSTREAM_TIMEOUT_MS when the service does not answer, and the other service answers meanwhile', async () => {
     const hung = await silentServer();
-    const gateway = await startGateway({ usersUrl: hung.url, productsUrl: products.url, upstreamTimeoutMs: 500 });
+    const gateway = await startGateway({ upstreams: { users: hung.url, products: products.url }, upstreamTimeoutMs: 500 });
     try {
       const api = client(gateway.url);
       const order: string[] = [];
@@ -67,8 +67,7 @@ describe('a dead replica', () => {
     let connections = 0;
     // The products service name stands for two replicas: one killed, one running.
     const gateway = await startGateway({
-      usersUrl: `http://127.0.0.1:${await closedPort()}`,
-      productsUrl: 'http://products-service:3002',
+      upstreams: { users: `http://127.0.0.1:${await closedPort()}`, products: 'http://products-service:3002' },
       resolveReplicas: async () => {
         connections++;
         return [
@@ -100,8 +99,7 @@ describe('a busy gateway', () => {
     const live = Number(new URL(products.url).port);
     let busy = true;
     const gateway = await startGateway({
-      usersUrl: `http://127.0.0.1:${await closedPort()}`,
-      productsUrl: 'http://products-service:3002',
+      upstreams: { users: `http://127.0.0.1:${await closedPort()}`, products: 'http://products-service:3002' },
       resolveReplicas: async () => {
         // The gateway runs in this process: right after it starts connecting (the kernel completes
         // the connection at once), keep its event loop busy past the connect timeout.
@@ -142,7 +140,7 @@ describe('a dead database', () => {
 
   it('gives a fast 503 with Retry-After (through the gateway too), /readyz 503, and recovers by itself', async () => {
     const direct = client(users.url);
-    const gateway = await startGateway({ usersUrl: users.url, productsUrl: products.url });
+    const gateway = await startGateway({ upstreams: { users: users.url, products: products.url } });
     const viaGateway = client(gateway.url);
     try {
       const created = await direct.post('/api/users', { email: 'db@example.com', name: 'Before the outage' });

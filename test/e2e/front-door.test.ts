@@ -32,7 +32,7 @@ async function createProduct(): Promise<string> {
 
 beforeAll(async () => {
   products = await startProductsService();
-  gateway = await startGateway({ usersUrl: products.url, productsUrl: products.url, cache: { ttlSeconds: 60, staleSeconds: 0 } });
+  gateway = await startGateway({ upstreams: { users: products.url, products: products.url }, cache: { ttlSeconds: 60, staleSeconds: 0 } });
   for (let i = 0; i < 4; i++) await createProduct();
 });
 afterAll(async () => {

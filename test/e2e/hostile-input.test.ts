@@ -1,5 +1,5 @@
 /**
- * A hostile client against the real stack: the gateway with its Redis cache, both services, MySQL.
+ * A hostile client against the real stack: the gateway with its Redis cache, every service, MySQL.
  *
  * 1. Requests generated from openapi.json (fast-check arbitraries from its schemas and parameters:
  *    valid and mutated bodies, bodies broken on the wire, wrong media types and content codings,
@@ -20,6 +20,7 @@ import { v7 as uuidv7 } from 'uuid';
 import { apiContract, assertConforms, type Contract } from '../support/contract.js';
 import { portOf, rawExchange, rawRequest, type RawResponse } from '../support/raw-socket.js';
 import { bodyBytes, bodyValue, validValue } from '../support/schema-arbitrary.js';
+import { resourceCases, type ResourceCase } from '../support/resource-case.js';
 import { startStack } from '../support/stack.js';
 import { defaultToken } from '../support/auth.js';
 
@@ -34,10 +35,8 @@ beforeAll(async () => {
   stack = await startStack({ cache: {} });
   // A few items to start from, so generated writes find something to change.
   for (let i = 0; i < 3; i++) {
-    for (const [resource, body] of [
-      [resources[0]!, { email: `hostile${i}@example.com`, name: `Hostile ${i}` }],
-      [resources[1]!, { sku: `HOSTILE-${i}`, name: `Hostile ${i}`, price: { amount: '1.00', currency: 'EUR' } }],
-    ] as const) {
+    for (const resource of resources) {
+      const body = resource.valid(1_000_000 + i);
       const created = await fetch(`${stack.gateway.url}${resource.collection}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${defaultToken}` }, body: JSON.stringify(body) });
       resource.ids.push(((await created.json()) as { id: string }).id);
     }
@@ -73,17 +72,19 @@ afterAll(() => {
 // ---- requests generated from openapi.json ----
 
 interface Resource {
+  /** The service's name in services.json. */
+  name: string;
   collection: string;
-  /** The unique field that the list filters by (`?email=`, `?sku=`). */
-  unique: string;
+  /** The unique field that the list filters by (`?email=`, `?sku=`), if it has one. */
+  unique?: string;
+  /** A valid new item (<service>/test/api-case.ts). */
+  valid: ResourceCase['valid'];
   /** Ids this run created (some deleted since). */
   ids: string[];
 }
 
-const resources: Resource[] = [
-  { collection: '/api/users', unique: 'email', ids: [] },
-  { collection: '/api/products', unique: 'sku', ids: [] },
-];
+// Every service in services.json.
+const resources: Resource[] = (await resourceCases()).map(({ name, path, unique, valid }) => ({ name, collection: path, unique: unique?.field, valid, ids: [] }));
 
 interface Generated {
   method: string;
@@ -252,11 +253,11 @@ async function expectConsistent(resource: Resource, id: string | undefined, uniq
   );
 }
 
-const serviceOf = (resource: Resource) => (resource.collection === '/api/users' ? stack.users.url : stack.products.url);
+const serviceOf = (resource: Resource) => stack.services[resource.name]!.url;
 
 /** The unique field's value in a written representation, to check the list filtered by it. */
 const uniqueOf = (resource: Resource, body: unknown): string | undefined => {
-  const value = (body as Record<string, unknown> | null)?.[resource.unique];
+  const value = resource.unique === undefined ? undefined : (body as Record<string, unknown> | null)?.[resource.unique];
   return typeof value === 'string' ? value : undefined;
 };
 
@@ -353,7 +354,7 @@ const corpus: Record<string, (string | Buffer)[]> = {
 };
 
 describe('a raw-HTTP corpus of framing tricks', () => {
-  const servers = () => ({ gateway: stack.gateway.url, 'users-service': stack.users.url, 'products-service': stack.products.url });
+  const servers = () => ({ gateway: stack.gateway.url, ...Object.fromEntries(Object.entries(stack.services).map(([name, { url }]) => [`${name}-service`, url])) });
 
   it.each(Object.keys(corpus))('%s: never a 5xx; a 4xx is a problem+json the document describes', async (name) => {
     for (const [server, url] of Object.entries(servers())) {
@@ -382,9 +383,10 @@ describe('a raw-HTTP corpus of framing tricks', () => {
 
 describe('afterwards', () => {
   it('every process is up and serving', async () => {
-    for (const url of [stack.gateway.url, stack.users.url, stack.products.url]) {
+    for (const [name, { url }] of Object.entries(stack.services)) {
       expect((await fetch(`${url}/readyz`)).status).toBe(200);
-      expect((await fetch(`${url}/api/products?limit=1`)).status).toBeLessThan(500);
+      expect((await fetch(`${url}/api/${name}?limit=1`)).status).toBeLessThan(500);
     }
+    expect((await fetch(`${stack.gateway.url}/readyz`)).status).toBe(200);
   });
 });

@@ -147,7 +147,7 @@ describe('across service replicas', () => {
     // A second products-service on the same schema, behind a second gateway.
     replicaDb = new Database(stack.products.databaseUrl);
     replica = await listen(createProductsApp({ db: replicaDb, logger: testLogger, lifecycle: new Lifecycle() }), 0, '127.0.0.1');
-    gatewayToReplica = await startGateway({ usersUrl: stack.users.url, productsUrl: `http://127.0.0.1:${replica.port}` });
+    gatewayToReplica = await startGateway({ upstreams: { users: stack.users.url, products: `http://127.0.0.1:${replica.port}` } });
   });
   afterAll(async () => {
     await gatewayToReplica.close();
@@ -191,7 +191,7 @@ describe('across service replicas', () => {
 
 describe('a POST retried after the gateway timed out', () => {
   it('never creates a second resource', async () => {
-    const gateway = await startGateway({ usersUrl: stack.users.url, productsUrl: stack.products.url, upstreamTimeoutMs: 300, cache: {} });
+    const gateway = await startGateway({ upstreams: stack.urls, upstreamTimeoutMs: 300, cache: {} });
     try {
       const impatient = client(gateway.url);
       const body = product();

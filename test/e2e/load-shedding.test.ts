@@ -21,7 +21,7 @@ beforeAll(async () => {
   users = await startUsersService();
   upstream = await new HoldingProxy(users.url).start();
   // 4 requests in flight to a service at most, one of them kept for writes: reads hold at most 3.
-  gateway = await startGateway({ usersUrl: upstream.url, productsUrl: users.url, cache: {}, concurrency: { limit: 4, writeShare: 0.25 } });
+  gateway = await startGateway({ upstreams: { users: upstream.url, products: users.url }, cache: {}, concurrency: { limit: 4, writeShare: 0.25 } });
   api = client(gateway.url);
 });
 afterAll(async () => {
@@ -128,7 +128,7 @@ describe('slow senders and greedy callers', () => {
 
   it('a write whose body is still arriving holds no slot: slow senders cannot shed everyone else’s writes', async () => {
     // 2 write slots; 6 connections trickling their bodies.
-    const limited = await startGateway({ usersUrl: users.url, productsUrl: users.url, concurrency: { limit: 8, writeShare: 0.25 } });
+    const limited = await startGateway({ upstreams: { users: users.url, products: users.url }, concurrency: { limit: 8, writeShare: 0.25 } });
     const sockets = await slowBodies(limited.url, 6);
     try {
       const through = client(limited.url);
@@ -144,7 +144,7 @@ describe('slow senders and greedy callers', () => {
   it('while another caller is refused, one caller holds no more than a fair share of the slots', async () => {
     // 8 write slots, a fair share of 2.
     const held = await new HoldingProxy(users.url).start();
-    const limited = await startGateway({ usersUrl: held.url, productsUrl: users.url, concurrency: { limit: 16, writeShare: 0.5 } });
+    const limited = await startGateway({ upstreams: { users: held.url, products: users.url }, concurrency: { limit: 16, writeShare: 0.5 } });
     const greedy = client(limited.url);
     const other = client(limited.url, { token: await testToken({ subject: 'another-client' }) });
     try {

@@ -27,7 +27,7 @@ let counter = 0;
 
 beforeAll(async () => {
   users = await startUsersService();
-  gateway = await startGateway({ usersUrl: users.url, productsUrl: users.url, cache: {} });
+  gateway = await startGateway({ upstreams: { users: users.url, products: users.url }, cache: {} });
   api = client(gateway.url);
   redis = createCacheClient(redisUrl(), testLogger, { commandTimeoutMs: 2_000, keyPrefix: process.env.TEST_REDIS_KEY_PREFIX });
   await new Promise((resolve) => redis.once('ready', resolve));
@@ -136,7 +136,7 @@ describe('hits from memory', () => {
   it('learns an entry from the lookup that found it, and a fill from the lookup that missed: no second read of the generation', async () => {
     const target = new URL(redisUrl());
     const proxy = await new TcpProxy({ host: target.hostname, port: Number(target.port || 6379) }).start();
-    const replica = await startGateway({ usersUrl: users.url, productsUrl: users.url, cache: { memoryRedisUrls: { subscriber: redisUrl(), tracked: proxy.rewrite(redisUrl()) } } });
+    const replica = await startGateway({ upstreams: { users: users.url, products: users.url }, cache: { memoryRedisUrls: { subscriber: redisUrl(), tracked: proxy.rewrite(redisUrl()) } } });
     const through = client(replica.url);
     try {
       const filledHere = await createUser();
@@ -168,7 +168,7 @@ describe('hits from memory', () => {
   });
 
   it('keeps no more bytes than it is given, least recently used out first', async () => {
-    const small = await startGateway({ usersUrl: users.url, productsUrl: users.url, cache: { memoryBytes: 2_000 } });
+    const small = await startGateway({ upstreams: { users: users.url, products: users.url }, cache: { memoryBytes: 2_000 } });
     const through = client(small.url);
     try {
       const created = [];
@@ -187,7 +187,7 @@ describe('a write through one replica evicts the entry from every replica’s me
   it(
     `write through one replica, read through the other at once: ${STALE_CHECK_ROUNDS} rounds, 0 stale reads`,
     async () => {
-      const other = await startGateway({ usersUrl: users.url, productsUrl: users.url, cache: {} });
+      const other = await startGateway({ upstreams: { users: users.url, products: users.url }, cache: {} });
       const writer = client(other.url);
       try {
         const user = await createUser();
@@ -221,8 +221,7 @@ describe('a write through one replica evicts the entry from every replica’s me
       }));
       const [cacheRelay, trackedRelay, subscriberRelay] = relays as [TcpProxy, TcpProxy, TcpProxy];
       const reader = await startGateway({
-        usersUrl: users.url,
-        productsUrl: users.url,
+        upstreams: { users: users.url, products: users.url },
         cache: { redisUrl: cacheRelay.rewrite(redisUrl()), memoryRedisUrls: { tracked: trackedRelay.rewrite(redisUrl()), subscriber: subscriberRelay.rewrite(redisUrl()) } },
       });
       const through = client(reader.url);
@@ -304,8 +303,7 @@ describe('a lost connection drops the whole tier until tracking is back', () => 
     const target = new URL(redisUrl());
     const proxy = await new TcpProxy({ host: target.hostname, port: Number(target.port || 6379) }).start();
     const replica = await startGateway({
-      usersUrl: users.url,
-      productsUrl: users.url,
+      upstreams: { users: users.url, products: users.url },
       cache: { memoryRedisUrls: { subscriber: proxy.rewrite(redisUrl()), tracked: redisUrl() } },
     });
     const through = client(replica.url);
@@ -329,8 +327,7 @@ describe('a lost connection drops the whole tier until tracking is back', () => 
     const proxy = await new TcpProxy({ host: target.hostname, port: Number(target.port || 6379) }).start();
     const viaProxy = proxy.rewrite(redisUrl());
     const replica = await startGateway({
-      usersUrl: users.url,
-      productsUrl: users.url,
+      upstreams: { users: users.url, products: users.url },
       cache: { memoryRedisUrls: cutOne === 'subscriber' ? { subscriber: viaProxy, tracked: redisUrl() } : { subscriber: redisUrl(), tracked: viaProxy } },
     });
     const through = client(replica.url);
@@ -366,7 +363,7 @@ describe('a lost connection drops the whole tier until tracking is back', () => 
     const target = new URL(redisUrl());
     const proxy = await new TcpProxy({ host: target.hostname, port: Number(target.port || 6379) }).start();
     // Every connection through the proxy: the cache's and the tier's two, as one Redis outage cuts them all.
-    const replica = await startGateway({ usersUrl: users.url, productsUrl: users.url, cache: { redisUrl: proxy.rewrite(redisUrl()) } });
+    const replica = await startGateway({ upstreams: { users: users.url, products: users.url }, cache: { redisUrl: proxy.rewrite(redisUrl()) } });
     const through = client(replica.url);
     const memory = memoryOf(replica);
     const cache = replica.cache!;

@@ -4,8 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { serviceDocument } from '@app/shared/service';
-import { productsService } from '../../products-service/src/app.js';
-import { usersService } from '../../users-service/src/app.js';
+import { serviceModules } from '../../scripts/services.js';
 import { OPENAPI_FILE } from '../support/contract.js';
 import { client, expectProblem, type Client } from '../support/http.js';
 import { startGateway, startStack } from '../support/stack.js';
@@ -30,8 +29,9 @@ describe('GET /openapi.json', () => {
   });
 
   it('is served by each service for its own part (not proxied: the gateway answers its own)', async () => {
-    expect((await client(stack.users.url).get('/openapi.json')).body).toEqual(JSON.parse(JSON.stringify(serviceDocument(usersService))));
-    expect((await client(stack.products.url).get('/openapi.json')).body).toEqual(JSON.parse(JSON.stringify(serviceDocument(productsService))));
+    for (const { entry, service } of await serviceModules('src')) {
+      expect((await client(stack.services[entry.name]!.url).get('/openapi.json')).body).toEqual(JSON.parse(JSON.stringify(serviceDocument(service))));
+    }
   });
 
   it('answers HEAD, OPTIONS, and 405 for other methods', async () => {
@@ -41,7 +41,7 @@ describe('GET /openapi.json', () => {
   });
 
   it('is a 503 with Retry-After while a service has never answered for its part', async () => {
-    const gateway = await startGateway({ usersUrl: `http://127.0.0.1:${await closedPort()}`, productsUrl: stack.products.url });
+    const gateway = await startGateway({ upstreams: { ...stack.urls, users: `http://127.0.0.1:${await closedPort()}` } });
     try {
       const problem = expectProblem(await client(gateway.url).get('/openapi.json'), 503, 'service-unavailable');
       expect(problem.detail).toBe('The API description of the users service is unavailable; try again shortly');
@@ -52,7 +52,7 @@ describe('GET /openapi.json', () => {
 
   it('keeps the last description a service gave while it is down', async () => {
     const proxy = await new TcpProxy({ host: '127.0.0.1', port: stack.users.running.port }).start();
-    const gateway = await startGateway({ usersUrl: proxy.rewrite(stack.users.url), productsUrl: stack.products.url });
+    const gateway = await startGateway({ upstreams: { ...stack.urls, users: proxy.rewrite(stack.users.url) } });
     try {
       const viaGateway = client(gateway.url);
       expect((await viaGateway.get('/openapi.json')).body).toEqual(committed);

@@ -145,8 +145,7 @@ describe("the gateway's request log", () => {
     await new Promise<void>((resolve) => keys.listen(0, '127.0.0.1', resolve));
     const jwksUrl = `http://127.0.0.1:${(keys.address() as AddressInfo).port}/jwks`;
     const gateway = await startGateway({
-      usersUrl: stack.users.url,
-      productsUrl: stack.products.url,
+      upstreams: stack.urls,
       logger: gatewayLog.logger,
       guard: { tokens: new TokenVerifier({ jwksUrl }, TEST_RULES) },
     });

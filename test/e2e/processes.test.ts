@@ -48,7 +48,7 @@ describe('npm start -w <workspace>', () => {
     const users = npm('users-service', { DATABASE_URL: databaseUrl('users') });
     const products = npm('products-service', { DATABASE_URL: databaseUrl('products') });
     const [usersPort, productsPort] = (await Promise.all([users.logged(listening), products.logged(listening)])).map((line) => line.port);
-    const gateway = npm('gateway', { USERS_SERVICE_URL: `http://127.0.0.1:${usersPort}`, PRODUCTS_SERVICE_URL: `http://127.0.0.1:${productsPort}`, LISTEN_SOCKETS: '8', ...GATEWAY_AUTH });
+    const gateway = npm('gateway', { GATEWAY_UPSTREAMS: `users=http://127.0.0.1:${usersPort},products=http://127.0.0.1:${productsPort}`, LISTEN_SOCKETS: '8', ...GATEWAY_AUTH });
     const gatewayListening = await gateway.logged(listening);
     // LISTEN_SOCKETS (64 by default) listening sockets share the port on Linux, one elsewhere.
     expect(gatewayListening.listenSockets).toBe(process.platform === 'linux' ? 8 : 1);
@@ -83,14 +83,21 @@ describe('configuration', () => {
     const gateway = run(process.execPath, ['gateway/dist/main.js'], {
       PORT: 'eighty',
       UPSTREAM_TIMEOUT_MS: '0',
-      USERS_SERVICE_URL: 'ftp://users',
+      GATEWAY_UPSTREAMS: 'users=ftp://users',
       LOG_LEVEL: 'loud',
     });
     expect((await gateway.exited).code).toBe(1);
     const message = gateway.stderr();
     expect(message.match(/Invalid configuration/g)).toHaveLength(1);
-    for (const name of ['PORT', 'UPSTREAM_TIMEOUT_MS', 'USERS_SERVICE_URL', 'LOG_LEVEL']) expect(message).toContain(`${name}:`);
-    expect(message).not.toContain('PRODUCTS_SERVICE_URL');
+    for (const name of ['PORT', 'UPSTREAM_TIMEOUT_MS', 'GATEWAY_UPSTREAMS', 'LOG_LEVEL']) expect(message).toContain(`${name}:`);
+    expect(message).not.toContain('UPSTREAM_URL_TEMPLATE');
+  });
+
+  it('stops the gateway naming a service that services.json does not list', async () => {
+    const gateway = run(process.execPath, ['gateway/dist/main.js'], { GATEWAY_UPSTREAMS: 'nothing=http://127.0.0.1:1', AUTH_PUBLIC_READS: 'users' });
+    expect((await gateway.exited).code).toBe(1);
+    expect(gateway.stderr()).toContain('GATEWAY_UPSTREAMS: nothing: no such service');
+    expect(gateway.stderr()).toContain('AUTH_PUBLIC_READS: users: its reads may not be public');
   });
 
   it('stops a service with one message naming every bad variable', async () => {
@@ -169,8 +176,7 @@ describe('shutdown on SIGTERM', () => {
   it('drains the gateway too: a proxied request in flight completes, and a clean stop warns of nothing', async () => {
     const users = await startWorkspace('users-service', { DATABASE_URL: databaseUrl('users') });
     const gateway = await startWorkspace('gateway', {
-      USERS_SERVICE_URL: users.url,
-      PRODUCTS_SERVICE_URL: `http://127.0.0.1:${await closedPort()}`,
+      GATEWAY_UPSTREAMS: `users=${users.url},products=http://127.0.0.1:${await closedPort()}`,
       REDIS_URL: process.env.TEST_REDIS_URL!,
       ...GATEWAY_AUTH,
     });

@@ -22,10 +22,9 @@ let productPath: string;
  */
 function startReplica(keyPrefix: string, options: { redisUrl?: string; trustedProxyHops?: number; reads?: number; leasePoints?: number } = {}) {
   return startGateway({
-    usersUrl: products.url,
-    productsUrl: products.url,
+    upstreams: { users: products.url, products: products.url },
     guard: {
-      publicProductReads: true,
+      publicReads: ['products'],
       trustedProxyHops: options.trustedProxyHops,
       rateLimits: {
         readsPerMinute: options.reads ?? READS,
@@ -98,8 +97,7 @@ describe('a client looping on one route', () => {
 describe('a cache hit', () => {
   it('carries the RateLimit headers once, counted like any request', async () => {
     const cached = await startGateway({
-      usersUrl: products.url,
-      productsUrl: products.url,
+      upstreams: { users: products.url, products: products.url },
       cache: {},
       guard: { rateLimits: { readsPerMinute: READS, writesPerMinute: WRITES, leasePoints: 1_000, keyPrefix: newPrefix(), redisUrl: process.env.TEST_REDIS_URL! } },
     });

@@ -39,7 +39,7 @@ describe.each(policies)('with Redis full (maxmemory reached, %s)', (policy) => {
 
   async function replicas(guard: Parameters<typeof startGateway>[0]['guard'] = { rateLimits: false }) {
     const started = await Promise.all(
-      [0, 1].map(() => startGateway({ usersUrl: users.url, productsUrl: users.url, cache: { redisUrl: redis.url, keyPrefix: 'full:' }, guard })),
+      [0, 1].map(() => startGateway({ upstreams: { users: users.url, products: users.url }, cache: { redisUrl: redis.url, keyPrefix: 'full:' }, guard })),
     );
     gateways.push(...started);
     return started.map((gateway) => client(gateway.url));

@@ -20,7 +20,7 @@ beforeAll(async () => {
   users = await startUsersService();
   // The Redis path alone: how the in-memory tier in front of it meets a silent Redis is memory-tier.test.ts's.
   const cache = { redisUrl: redisProxy.rewrite(redisUrl.toString()), memoryBytes: 0 };
-  gateway = await startGateway({ usersUrl: users.url, productsUrl: users.url, logger: gatewayLog.logger, cache });
+  gateway = await startGateway({ upstreams: { users: users.url, products: users.url }, logger: gatewayLog.logger, cache });
   api = client(gateway.url);
 });
 afterAll(async () => {
@@ -86,7 +86,7 @@ it('does not take the Redis client\'s own hard stop, reached while the gateway\'
   // As in production: every command is cut at twice the 1 s command timeout by the client itself.
   const log = capturingLogger('gateway');
   const cache = { redisUrl: redisProxy.rewrite(process.env.TEST_REDIS_URL!), memoryBytes: 0, commandTimeoutMs: 2_000 };
-  const hardStopped = await startGateway({ usersUrl: users.url, productsUrl: users.url, logger: log.logger, cache });
+  const hardStopped = await startGateway({ upstreams: { users: users.url, products: users.url }, logger: log.logger, cache });
   const local = client(hardStopped.url);
   const bypassed = async () => Number(/gateway_cache_outcomes_total\{outcome="bypass"\} (\d+)/.exec((await local.get('/metrics')).text)?.[1] ?? 0);
   try {

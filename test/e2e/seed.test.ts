@@ -5,6 +5,8 @@
  */
 import { UUID_V7 } from '@app/shared/platform/request-target';
 import { seed } from '../../scripts/seed.js';
+import { service as productsService } from '../../products-service/src/app.js';
+import { service as usersService } from '../../users-service/src/app.js';
 import { client, type Client } from '../support/http.js';
 import { startProductsService, startUsersService, type RunningService } from '../support/stack.js';
 
@@ -20,8 +22,8 @@ describe('seed', () => {
     [products, users] = await Promise.all([startProductsService(), startUsersService()]);
     productsApi = client(products.url);
     usersApi = client(users.url);
-    await seed({ databaseUrl: products.databaseUrl, table: 'products', rows: ROWS });
-    await seed({ databaseUrl: users.databaseUrl, table: 'users', rows: ROWS });
+    await seed({ databaseUrl: products.databaseUrl, service: productsService, rows: ROWS });
+    await seed({ databaseUrl: users.databaseUrl, service: usersService, rows: ROWS });
   });
   afterAll(() => Promise.all([products.close(), users.close()]));
 

@@ -22,8 +22,7 @@ let counter = 0;
 beforeAll(async () => {
   products = await startProductsService({ limits: { writeDeadlineMs: WRITE_DEADLINE_MS } });
   const options = {
-    usersUrl: products.url,
-    productsUrl: products.url,
+    upstreams: { users: products.url, products: products.url },
     upstreamTimeoutMs: UPSTREAM_TIMEOUT_MS,
     serviceWriteDeadlineMs: WRITE_DEADLINE_MS + 500,
     cache: { ttlSeconds: 60, staleSeconds: 0 },
@@ -129,8 +128,7 @@ it('a replica that could not reach Redis when it gave up on a write sets the hol
   const redisUrl = new URL(process.env.TEST_REDIS_URL!);
   const redisProxy = await new TcpProxy({ host: redisUrl.hostname, port: Number(redisUrl.port || 6379) }).start();
   const cutOff = await startGateway({
-    usersUrl: products.url,
-    productsUrl: products.url,
+    upstreams: { users: products.url, products: products.url },
     upstreamTimeoutMs: UPSTREAM_TIMEOUT_MS,
     serviceWriteDeadlineMs: 6_000,
     cache: { ttlSeconds: 60, staleSeconds: 0, redisUrl: redisProxy.rewrite(redisUrl.toString()) },

@@ -1,3 +1,4 @@
+import { readServiceList } from '@app/shared/platform/services';
 import { generateKeyPairSync } from 'node:crypto';
 import { SignJWT } from 'jose';
 import { TokenVerifier, type TokenRules } from '../../gateway/src/auth/tokens.js';
@@ -6,7 +7,7 @@ import { TokenVerifier, type TokenRules } from '../../gateway/src/auth/tokens.js
  * The tests' signing key (made fresh for each test process) and tokens signed with it. Every test
  * gateway trusts this key; `client()` sends a token with every scope unless told otherwise.
  */
-export const ALL_SCOPES = ['users:read', 'users:write', 'products:read', 'products:write'];
+export const ALL_SCOPES = readServiceList().flatMap(({ scopes }) => [scopes.read, scopes.write]);
 export const TEST_RULES: TokenRules = { issuer: 'https://issuer.test', audience: 'rest-microservices-test', algorithms: ['ES256'], clockToleranceSeconds: 30 };
 
 const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });

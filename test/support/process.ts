@@ -15,10 +15,10 @@ export interface RunningProcess {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** Runs `command` (a workspace's built entry point, or npm) with `env` added to a minimal environment. */
-export function run(command: string, args: string[], env: Record<string, string>): RunningProcess {
+/** Runs `command` (a workspace's built entry point, or npm) in `cwd` with `env` added to a minimal environment. */
+export function run(command: string, args: string[], env: Record<string, string>, cwd = ROOT): RunningProcess {
   const child = spawn(command, args, {
-    cwd: ROOT,
+    cwd,
     // A gateway keeps its Redis keys under this test run's prefix, as the in-process ones do.
     env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'info', REDIS_KEY_PREFIX: process.env.TEST_REDIS_KEY_PREFIX ?? '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

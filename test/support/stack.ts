@@ -10,13 +10,15 @@ import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/src/
 import { createMemoryTier, MemoryTier } from '../../gateway/src/cache/memory-tier.js';
 import { ResponseCache } from '../../gateway/src/cache/response-cache.js';
 import type { ConcurrencyLimitSettings } from '../../gateway/src/concurrency-limit.js';
+import { configSchema as gatewayConfig } from '../../gateway/src/config.js';
 import type { ResolveEndpoints } from '../../gateway/src/upstream-agent.js';
 import type { GuardSettings } from '../../gateway/src/guard.js';
 import type { TokenVerifier } from '../../gateway/src/auth/tokens.js';
 import { RateLimits, type RateLimitSettings } from '../../gateway/src/rate-limit.js';
 import { createCacheClient, createSubscriberClient } from '../../gateway/src/redis.js';
-import { createApp as createProductsApp, productsService } from '../../products-service/src/app.js';
-import { createApp as createUsersApp, usersService } from '../../users-service/src/app.js';
+import { createApp as createProductsApp, service as productsService } from '../../products-service/src/app.js';
+import { createApp as createUsersApp, service as usersService } from '../../users-service/src/app.js';
+import { serviceModules } from '../../scripts/services.js';
 import { testVerifier } from './auth.js';
 
 /** Quiet unless TEST_LOG_LEVEL asks for logs. */
@@ -115,7 +117,8 @@ export interface GatewayGuardOptions {
   auth?: boolean;
   /** Verify tokens with these keys instead of the test key (e.g. a JWKS URL the test serves). */
   tokens?: TokenVerifier;
-  publicProductReads?: boolean;
+  /** AUTH_PUBLIC_READS: the services whose reads need no token. */
+  publicReads?: string[];
   /**
    * Budgets (default: generous ones, so that only tests about limits meet them; false: none),
    * counted in `redisUrl` (default: the cache's Redis, if any, else memory). The key prefix is new
@@ -127,8 +130,8 @@ export interface GatewayGuardOptions {
 }
 
 export async function startGateway(options: {
-  usersUrl: string;
-  productsUrl: string;
+  /** Each service's URL by name (GATEWAY_UPSTREAMS); a listed service not named is at its default port. */
+  upstreams: Record<string, string>;
   upstreamTimeoutMs?: number;
   requestBodyTimeoutMs?: number;
   serviceWriteDeadlineMs?: number;
@@ -142,7 +145,15 @@ export async function startGateway(options: {
   guard?: GatewayGuardOptions;
 }): Promise<RunningGateway> {
   const logger = options.logger ?? testLogger;
-  const upstreams = upstreamsFrom({ USERS_SERVICE_URL: options.usersUrl, PRODUCTS_SERVICE_URL: options.productsUrl });
+  const guardOptions = options.guard ?? {};
+  const upstreams = upstreamsFrom(
+    gatewayConfig.parse({
+      GATEWAY_UPSTREAMS: Object.entries(options.upstreams)
+        .map(([name, url]) => `${name}=${url}`)
+        .join(','),
+      AUTH_PUBLIC_READS: (guardOptions.publicReads ?? []).join(','),
+    }),
+  );
   const redisUrl = options.cache?.redisUrl ?? process.env.TEST_REDIS_URL!;
   const keyPrefix = options.cache?.keyPrefix ?? process.env.TEST_REDIS_KEY_PREFIX;
   const redis = options.cache && createCacheClient(redisUrl, logger, { commandTimeoutMs: options.cache.commandTimeoutMs, keyPrefix });
@@ -164,7 +175,6 @@ export async function startGateway(options: {
       logger,
       memory,
     );
-  const guardOptions = options.guard ?? {};
   const limitOptions = guardOptions.rateLimits === false ? undefined : (guardOptions.rateLimits ?? {});
   const limitsRedis = limitOptions?.redisUrl ? createCacheClient(limitOptions.redisUrl, logger) : redis;
   if (limitsRedis && limitsRedis !== redis) await new Promise((resolve) => limitsRedis.once('ready', resolve));
@@ -175,12 +185,11 @@ export async function startGateway(options: {
       { readsPerMinute: 1_000_000, writesPerMinute: 1_000_000, leasePoints: 1_000, keyPrefix: `test-rl-${randomBytes(6).toString('hex')}`, ...limitOptions },
       logger,
     );
-  const guard: GuardSettings & { publicProductReads: boolean } = {
+  const guard: GuardSettings = {
     tokens: guardOptions.auth === false ? undefined : (guardOptions.tokens ?? testVerifier()),
     limits,
     corsOrigins: guardOptions.corsOrigins ?? [],
     trustedProxyHops: guardOptions.trustedProxyHops ?? 0,
-    publicProductReads: guardOptions.publicProductReads ?? false,
   };
   const app = createGatewayApp({
     upstreams,
@@ -214,17 +223,33 @@ export async function untilTracking(memory: MemoryTier, on = true): Promise<void
   if (memory.tracking !== on) throw new Error(`Redis client tracking did not go ${on ? 'on' : 'off'} within 5 s`);
 }
 
-/** Both services and the gateway in front of them. */
+/**
+ * Every service in services.json and the gateway in front of them. `users` and `products` are the
+ * two the suites about the gateway's behaviour use; `services` has them all, by name.
+ */
 export async function startStack(options: { usersLogger?: Logger; gatewayLogger?: Logger; cache?: GatewayCacheOptions; guard?: GatewayGuardOptions } = {}) {
-  const [users, products] = await Promise.all([startUsersService({ logger: options.usersLogger }), startProductsService()]);
-  const gateway = await startGateway({ usersUrl: users.url, productsUrl: products.url, logger: options.gatewayLogger, cache: options.cache, guard: options.guard });
+  const modules = await serviceModules('src');
+  const started = await Promise.all(
+    modules.map(async ({ entry, service, createApp }) => [entry.name, await startService(service, createApp, { logger: entry.name === 'users' ? options.usersLogger : undefined })] as const),
+  );
+  const services = Object.fromEntries(started) as Record<string, RunningService>;
+  const urls = Object.fromEntries(started.map(([name, service]) => [name, service.url]));
+  const gateway = await startGateway({
+    upstreams: urls,
+    logger: options.gatewayLogger,
+    cache: options.cache,
+    guard: options.guard,
+  });
   return {
-    users,
-    products,
+    users: services.users!,
+    products: services.products!,
+    services,
+    /** Each service's URL by name, for a gateway of a test's own: `{ ...stack.urls, users: other }`. */
+    urls,
     gateway,
     close: async () => {
       await gateway.close();
-      await Promise.all([users.close(), products.close()]);
+      await Promise.all(Object.values(services).map((service) => service.close()));
     },
   };
 }

@@ -1,10 +1,8 @@
+import { serviceDefaults } from '@app/shared/platform/services';
 import { serviceConfigSchema } from '@app/shared/service';
 
-export const defaults = {
-  name: 'users-service',
-  defaultPort: 3001,
-  defaultDatabaseUrl: 'mysql://root@127.0.0.1:3306/users',
-};
+/** Its name, port and database from its entry in services.json. */
+export const defaults = serviceDefaults('users');
 
 /** The environment this process reads (validated at start-up). */
 export const configSchema = serviceConfigSchema(defaults);

@@ -1,4 +1,4 @@
 import { runService } from '@app/shared/service';
-import { usersService } from './app.js';
+import { service } from './app.js';
 
-await runService(usersService);
+await runService(service);

@@ -1,4 +1,4 @@
 import { runMigrations } from '@app/shared/service';
-import { usersService } from './app.js';
+import { service } from './app.js';
 
-await runMigrations(usersService);
+await runMigrations(service);

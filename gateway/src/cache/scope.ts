@@ -31,9 +31,12 @@ export class CacheScopes {
   /** Each resource's route labels, made once: `/api/users` and `/api/users/{id}`. */
   readonly #routes: Map<string, { list: string; item: string }>;
 
-  /** Each upstream's `name` names its resource, as in its prefix: `users` for `/api/users`. */
-  constructor(upstreams: readonly Upstream[]) {
-    this.#resources = new Set(upstreams.map((upstream) => upstream.name));
+  /**
+   * Each upstream's `name` names its resource, as in its prefix: `users` for `/api/users`. Every
+   * upstream has routes; only those with `cachedReads` (unless false) have cache scopes.
+   */
+  constructor(upstreams: readonly (Upstream & { cachedReads?: boolean })[]) {
+    this.#resources = new Set(upstreams.filter(({ cachedReads }) => cachedReads !== false).map((upstream) => upstream.name));
     this.#routes = new Map(upstreams.map(({ name }) => [name, { list: `/api/${name}`, item: `/api/${name}/{id}` }]));
   }
 

@@ -11,20 +11,33 @@ const messages: z.core.$ZodErrorMap = (issue) => {
   return undefined;
 };
 
-function fieldErrors(error: z.ZodError): FieldError[] {
+/** The value at `path` in `input`, or undefined when some step of it is missing. */
+function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
+  let value = input;
+  for (const key of path) {
+    if (typeof value !== 'object' || value === null) return undefined;
+    value = (value as Record<PropertyKey, unknown>)[key];
+  }
+  return value;
+}
+
+function fieldErrors(error: z.ZodError, input: unknown): FieldError[] {
   return error.issues.flatMap((issue): FieldError[] => {
     const at = issue.path.map(String);
     if (issue.code === 'unrecognized_keys') {
       return issue.keys.map((key) => ({ path: [...at, key].join('.'), message: 'is not a known field' }));
     }
-    return [{ path: at.join('.') || 'body', message: issue.message }];
+    // A schema's own message (`z.int('must be a whole number')`) wins over `messages` in zod, and
+    // would tell a client who left a field out that its type is wrong.
+    const missing = issue.code === 'invalid_type' && issue.path.length > 0 && valueAt(input, issue.path) === undefined;
+    return [{ path: at.join('.') || 'body', message: missing ? 'is required' : issue.message }];
   });
 }
 
 /** Parses `input` with `schema`, or throws a 400 validation problem listing every invalid field. */
 export function parseOrThrow<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
   const result = schema.safeParse(input, { error: messages });
-  if (!result.success) throw problems.validation(fieldErrors(result.error));
+  if (!result.success) throw problems.validation(fieldErrors(result.error, input));
   return result.data;
 }
 

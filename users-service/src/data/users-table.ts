@@ -1,4 +1,5 @@
 import type { TableMapping } from '@app/shared/resource/store';
+import type { SeedColumns } from '@app/shared/service';
 import type { UserFields, UserFilter } from '../domain/users.js';
 
 export const usersTable: TableMapping<UserFields, UserFilter> = {
@@ -9,3 +10,9 @@ export const usersTable: TableMapping<UserFields, UserFilter> = {
   where: (filter) => (filter.email === undefined ? [] : [{ sql: 'email_lower = LOWER(?)', values: [filter.email] }]),
   uniqueIndexes: { uq_users_email: { field: 'email', message: 'is already taken' } },
 };
+
+/** Generated rows for `npm run seed`: valid for the API, unique per run. */
+export const usersSeed: SeedColumns = { table: 'users', columns: {
+  email: "CONCAT('user', n, '.', @tag, '@example.com')",
+  name: "CONCAT('User ', n)",
+} };

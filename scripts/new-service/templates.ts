@@ -1,0 +1,217 @@
+/**
+ * The files of a new service: a sample resource on the generic resource engine, written as
+ * users-service and products-service are, so the three read alike. `name` is the plural the path
+ * uses (`orders`); the sample resource is one of them (`order`).
+ */
+import { readFileSync } from 'node:fs';
+
+const IDEMPOTENCY_MIGRATION = new URL('../../products-service/migrations/0002_create_idempotency_keys.sql', import.meta.url);
+
+/** The deployment files a new service starts from: users-service's, with its name replaced. */
+const DEPLOY_FILES = ['compose.env', 'mysql.env', 'k8s/kustomization.yaml', 'k8s/service.yaml', 'k8s/network-policies.yaml', 'k8s/dev/kustomization.yaml', 'k8s/dev/database-secret.yaml'];
+
+function deployFiles(name: string): Record<string, string> {
+  const renamed = (text: string) => text.replaceAll('USERS_DB_PASSWORD', `${name.toUpperCase()}_DB_PASSWORD`).replaceAll(/\busers\b/g, name);
+  return Object.fromEntries(DEPLOY_FILES.map((file) => [`deploy/${file}`, renamed(readFileSync(new URL(`../../users-service/deploy/${file}`, import.meta.url), 'utf8'))]));
+}
+
+export function serviceFiles(name: string): Record<string, string> {
+  const workspace = `${name}-service`;
+  const one = name.endsWith('s') && name.length > 1 ? name.slice(0, -1) : name;
+  const One = one[0]!.toUpperCase() + one.slice(1);
+  const Many = name[0]!.toUpperCase() + name.slice(1);
+  return {
+    ...deployFiles(name),
+    'package.json': `${JSON.stringify(
+      {
+        name: workspace,
+        version: '1.0.0',
+        private: true,
+        description: `The ${name} service: /api/${name} backed by its own MySQL schema.`,
+        type: 'module',
+        engines: { node: '>=24 <25' },
+        scripts: { start: 'exec node --max-semi-space-size=8 dist/main.js', migrate: 'exec node dist/migrate.js' },
+        dependencies: { '@app/shared': '^1.0.0', express: '^5.3.0', mysql2: '^3.24.6', zod: '^4.6.7' },
+      },
+      null,
+      2,
+    )}\n`,
+    'tsconfig.json': `{
+  "extends": "../tsconfig.base.json",
+  "compilerOptions": { "rootDir": "src", "outDir": "dist" },
+  "include": ["src"],
+  "references": [{ "path": "../shared" }]
+}
+`,
+    'src/config.ts': `import { serviceDefaults } from '@app/shared/platform/services';
+import { serviceConfigSchema } from '@app/shared/service';
+
+/** Its name, port and database from its entry in services.json. */
+export const defaults = serviceDefaults('${name}');
+
+/** The environment this process reads (validated at start-up). */
+export const configSchema = serviceConfigSchema(defaults);
+`,
+    'src/main.ts': `import { runService } from '@app/shared/service';
+import { service } from './app.js';
+
+await runService(service);
+`,
+    'src/migrate.ts': `import { runMigrations } from '@app/shared/service';
+import { service } from './app.js';
+
+await runMigrations(service);
+`,
+    'src/app.ts': `import { MySqlStore } from '@app/shared/resource/store';
+import { createServiceApp, type ServiceDefinition, type ServiceDependencies } from '@app/shared/service';
+import { defaults } from './config.js';
+import { ${name}Seed, ${name}Table } from './data/${name}-table.js';
+import { create${Many}Service } from './domain/${name}.js';
+import { ${name}Api, ${name}Routes } from './routes/${name}.js';
+
+export const service: ServiceDefinition = {
+  ...defaults,
+  migrations: new URL('../migrations/', import.meta.url),
+  seed: ${name}Seed,
+  api: ${name}Api,
+  routes: (db, idempotency) => ${name}Routes(create${Many}Service(new MySqlStore(db, ${name}Table)), idempotency),
+};
+
+/** The ${name} API as an express app, from its dependencies. It does not listen. */
+export const createApp = (dependencies: ServiceDependencies) => createServiceApp(service, dependencies);
+`,
+    [`src/domain/${name}.ts`]: `import { ResourceService, type ResourceDefinition, type ResourceStore } from '@app/shared/resource/rules';
+import { text } from '@app/shared/platform/validation';
+import { z } from 'zod';
+
+// A sample resource: replace its fields with yours (and the table and migration with them).
+const MAX_QUANTITY = 2 ** 31 - 1;
+const reference = z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1 to 64 of A-Z a-z 0-9 . _ -');
+
+export const ${one}Fields = z.strictObject({
+  reference: reference.meta({ description: 'Unique.' }),
+  title: text(1, 200, { trim: true }),
+  quantity: z.int('must be a whole number').min(0, \`must be from 0 to \${MAX_QUANTITY}\`).max(MAX_QUANTITY, \`must be from 0 to \${MAX_QUANTITY}\`),
+  note: text(0, 2000).default(''),
+});
+
+export type ${One}Fields = z.infer<typeof ${one}Fields>;
+
+/** \`?reference=\`: exact. */
+export const ${one}Filter = { reference: reference.meta({ description: 'Only the ${one} with this reference.' }).optional() };
+
+export interface ${One}Filter {
+  reference?: string;
+}
+
+export type ${Many}Service = ResourceService<${One}Fields, ${One}Filter>;
+
+export const ${name}Resource: ResourceDefinition<${One}Fields> = {
+  name: '${one}',
+  fields: ${one}Fields,
+  filter: ${one}Filter,
+  example: { reference: 'A-1001', title: 'First ${one}', quantity: 3, note: 'An example.' },
+};
+
+export function create${Many}Service(store: ResourceStore<${One}Fields, ${One}Filter>): ${Many}Service {
+  return new ResourceService(${name}Resource, store);
+}
+`,
+    [`src/data/${name}-table.ts`]: `import type { TableMapping } from '@app/shared/resource/store';
+import type { SeedColumns } from '@app/shared/service';
+import type { ${One}Fields, ${One}Filter } from '../domain/${name}.js';
+
+export const ${name}Table: TableMapping<${One}Fields, ${One}Filter> = {
+  table: '${name}',
+  columns: ['reference', 'title', 'quantity', 'note'],
+  toRow: (${one}) => [${one}.reference, ${one}.title, ${one}.quantity, ${one}.note],
+  fromRow: (row) => ({ reference: row.reference as string, title: row.title as string, quantity: Number(row.quantity), note: row.note as string }),
+  where: (filter) => (filter.reference === undefined ? [] : [{ sql: 'reference = ?', values: [filter.reference] }]),
+  uniqueIndexes: { uq_${name}_reference: { field: 'reference', message: 'is already taken' } },
+};
+
+/** Generated rows for \`npm run seed\`: valid for the API, unique per run. */
+export const ${name}Seed: SeedColumns = {
+  table: '${name}',
+  columns: { reference: "CONCAT('SEED-', @tag, '-', n)", title: "CONCAT('${One} ', n)", quantity: 'n % 1000', note: "''" },
+};
+`,
+    [`src/routes/${name}.ts`]: `import type { IdempotencyStore } from '@app/shared/resource/idempotency';
+import { resourceEndpoints, resourceRoutes } from '@app/shared/resource/routes';
+import { ${name}Resource, type ${Many}Service } from '../domain/${name}.js';
+
+const path = '/api/${name}';
+
+/** \`/api/${name}\` (list, create) and \`/api/${name}/{id}\` (read, replace, patch, delete). */
+export const ${name}Routes = (${name}: ${Many}Service, idempotency: IdempotencyStore) => resourceRoutes(path, ${name}, idempotency);
+
+/** The same declaration, for the description. */
+export const ${name}Api = resourceEndpoints(path, ${name}Resource);
+`,
+    [`migrations/0001_create_${name}.sql`]: `-- ${Many}. \`id\` is a UUIDv7 in 16 bytes (creation-ordered: keyset pages walk the primary key).
+CREATE TABLE ${name} (
+  id BINARY(16) NOT NULL,
+  reference VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  title VARCHAR(200) NOT NULL,
+  quantity INT NOT NULL,
+  note TEXT NOT NULL,
+  version INT UNSIGNED NOT NULL,
+  created_at DATETIME(3) NOT NULL,
+  updated_at DATETIME(3) NOT NULL,
+  PRIMARY KEY (id),
+  UNIQUE KEY uq_${name}_reference (reference)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+`,
+    'migrations/0002_create_idempotency_keys.sql': readFileSync(IDEMPOTENCY_MIGRATION, 'utf8'),
+    'test/api-case.ts': `import type { ResourceCase } from '../../test/support/resource-case.js';
+
+/** ${Many}, for the per-resource suites (test/support/resource-case.ts). */
+export const apiCase: ResourceCase = {
+  valid: (n) => ({ reference: \`REF-\${n}\`, title: \`${One} \${n}\`, quantity: n, note: 'Sample.' }),
+  echoed: (body) => ({ note: '', ...body }),
+  invalid: { body: { reference: 'has space', title: '  ', quantity: 1.5 }, paths: ['reference', 'title', 'quantity'] },
+  required: 'title',
+  patch: { body: { quantity: 7 }, expected: { quantity: 7 } },
+  unique: {
+    field: 'reference',
+    filter: (body) => \`reference=\${encodeURIComponent(String(body.reference))}\`,
+    duplicateOf: (body, n) => ({ reference: body.reference, title: \`Other \${n}\`, quantity: 1 }),
+  },
+};
+`,
+    [`test/${name}.test.ts`]: `/**
+ * The rules of ${aOrAn(one)} ${one} that are its own, against the ${name} service and its real MySQL schema. The
+ * conventions every resource shares are in test/e2e/api-conventions.test.ts.
+ */
+import { client, expectProblem, type Client } from '../../test/support/http.js';
+import { startService, type RunningService } from '../../test/support/stack.js';
+import { createApp, service } from '../src/app.js';
+
+let ${name}: RunningService;
+let api: Client;
+
+beforeAll(async () => {
+  ${name} = await startService(service, createApp);
+  api = client(${name}.url);
+});
+afterAll(() => ${name}.close());
+
+it('creates ${aOrAn(one)} ${one} from the example, its note defaulting to empty', async () => {
+  const response = await api.post('/api/${name}', { reference: 'T-1', title: '  Trimmed  ', quantity: 0 });
+  expect(response.status).toBe(201);
+  expect(response.body).toMatchObject({ reference: 'T-1', title: 'Trimmed', quantity: 0, note: '' });
+});
+
+it('says a missing quantity is required, and a fractional one is not a whole number', async () => {
+  expect(expectProblem(await api.post('/api/${name}', { reference: 'T-2', title: 'x' }), 400, 'validation').errors).toEqual([{ path: 'quantity', message: 'is required' }]);
+  expect(expectProblem(await api.post('/api/${name}', { reference: 'T-3', title: 'x', quantity: 1.5 }), 400, 'validation').errors).toEqual([
+    { path: 'quantity', message: 'must be a whole number' },
+  ]);
+});
+`,
+  };
+}
+
+function aOrAn(word: string): string {
+  return /^[aeiou]/.test(word) ? 'an' : 'a';
+}

@@ -1,0 +1,69 @@
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+
+/**
+ * The one list of services (services.json at the repository root). The gateway's upstreams, the
+ * dev start, the API description, the token script, the deployments and the tests all derive
+ * from it, so adding a service is one entry there (docs/adding-a-service.md).
+ */
+export const SERVICES_FILE = fileURLToPath(new URL('../../../services.json', import.meta.url));
+
+/** A service's name: a path segment, a scope prefix, a MySQL schema and user, a DNS label. */
+const serviceName = z.string().regex(/^[a-z][a-z0-9]{0,30}$/, 'must be 1 to 31 lower-case letters or digits, starting with a letter');
+
+const entry = z.strictObject({
+  name: serviceName,
+  port: z.int().min(1).max(65535),
+  /** The gateway caches its GETs. */
+  cachedReads: z.boolean(),
+  /** A deployment may serve its reads without a token (AUTH_PUBLIC_READS); never for personal data. */
+  publicReads: z.boolean(),
+});
+
+const listFile = z.object({
+  services: z
+    .array(entry)
+    .min(1)
+    .refine((services) => new Set(services.map(({ name }) => name)).size === services.length, 'names must be unique')
+    .refine((services) => new Set(services.map(({ port }) => port)).size === services.length, 'ports must be unique'),
+});
+
+/** One service as everything else sees it: its entry and the names derived from it. */
+export interface ServiceEntry extends z.infer<typeof entry> {
+  /** Its workspace folder, package, image, Compose service and Kubernetes name: `users-service`. */
+  workspace: string;
+  /** The path it serves (and everything below it): `/api/users`. */
+  prefix: string;
+  /** The scopes a token needs to read and to write it. */
+  scopes: { read: string; write: string };
+  /** Its MySQL schema (and user, in the deployments). */
+  schema: string;
+}
+
+export function describeService(declared: z.infer<typeof entry>): ServiceEntry {
+  const { name } = declared;
+  return { ...declared, workspace: `${name}-service`, prefix: `/api/${name}`, scopes: { read: `${name}:read`, write: `${name}:write` }, schema: name };
+}
+
+/** The services `file` declares, checked; throws naming what is wrong. */
+export function readServiceList(file: string = SERVICES_FILE): ServiceEntry[] {
+  const result = listFile.safeParse(JSON.parse(readFileSync(file, 'utf8')));
+  if (!result.success) {
+    throw new Error(`${file}: ${result.error.issues.map((issue) => `${issue.path.join('.') || 'services'}: ${issue.message}`).join('; ')}`);
+  }
+  return result.data.services.map(describeService);
+}
+
+/** The entry of the service `name`; throws when the list has none. */
+export function serviceEntry(name: string, file?: string): ServiceEntry {
+  const found = readServiceList(file).find((service) => service.name === name);
+  if (!found) throw new Error(`services.json declares no service "${name}"`);
+  return found;
+}
+
+/** What a service process defaults to, from its entry: its port, and its schema on a local MySQL. */
+export function serviceDefaults(name: string): { name: string; defaultPort: number; defaultDatabaseUrl: string } {
+  const service = serviceEntry(name);
+  return { name: service.workspace, defaultPort: service.port, defaultDatabaseUrl: `mysql://root@127.0.0.1:3306/${service.schema}` };
+}

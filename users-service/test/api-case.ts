@@ -1,0 +1,15 @@
+import type { ResourceCase } from '../../test/support/resource-case.js';
+
+/** Users, for the per-resource suites (test/support/resource-case.ts). */
+export const apiCase: ResourceCase = {
+  valid: (n) => ({ email: `user${n}@example.com`, name: `User ${n}` }),
+  echoed: (body) => body,
+  invalid: { body: { email: 'not-an-email', name: '   ' }, paths: ['email', 'name'] },
+  required: 'name',
+  patch: { body: { name: 'Renamed' }, expected: { name: 'Renamed' } },
+  unique: {
+    field: 'email',
+    filter: (body) => `email=${encodeURIComponent(String(body.email).toUpperCase())}`,
+    duplicateOf: (body, n) => ({ email: String(body.email).toUpperCase(), name: `Other ${n}` }),
+  },
+};
