@@ -34,20 +34,17 @@ const rss = () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${gateway.
 beforeAll(async () => {
   products = await startProductsService();
   redis = await startOwnRedis({ maxmemory: '128mb', policy: 'noeviction' });
-  gateway = await startWorkspace(
-    'gateway',
-    {
+  const env = {
     AUTH_PUBLIC_KEY: testPublicKeyPem,
     AUTH_ISSUER: TEST_RULES.issuer,
     AUTH_AUDIENCE: TEST_RULES.audience,
-    USERS_SERVICE_URL: products.url,
-    PRODUCTS_SERVICE_URL: products.url,
+    // Every service the list names leads to products-service: only products are read here.
+    UPSTREAM_URL_TEMPLATE: products.url,
     REDIS_URL: redis.url,
     CACHE_MEMORY_MB: '16',
     LISTEN_SOCKETS: '1',
-    },
-    deployedNodeOptions('gateway'),
-  );
+  };
+  gateway = await startWorkspace('gateway', env, deployedNodeOptions('gateway'));
   tokens = await Promise.all(Array.from({ length: SUBJECTS }, (_, i) => testToken({ subject: `flooder-${i}`, scopes: ['products:read'] })));
   const api = client(gateway.url);
   for (let i = 0; i < PRODUCTS; i++) {
