@@ -98,7 +98,8 @@ export const json = (schema: z.ZodType | oas31.SchemaObject, example?: unknown) 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 /**
  * One operation: what the document says of it, and the handlers the router runs after what the
- * declaration validates: the query (parsed into `res.locals.query`) and the body's media type.
+ * declaration validates: the query (parsed into `res.locals.query`; a parameter it does not declare
+ * is a 400) and the body's media type.
  */
 export interface Operation extends Omit<ZodOpenApiOperationObject, 'tags'> {
   handlers?: RequestHandler[];
@@ -111,14 +112,17 @@ export interface Endpoint {
   operations: Partial<Record<Method, Operation>>;
 }
 
+const NO_QUERY = z.strictObject({});
+
 /** Routes `endpoints` on `router`: each operation's handlers, and `allowOnly` for the other methods. */
 export function mount(router: Router, endpoints: readonly Endpoint[]): Router {
   for (const { path, operations } of endpoints) {
     const route = router.route(path.replace(/\{(\w+)\}/g, ':$1'));
     for (const [method, { requestParams, requestBody, handlers = [] }] of Object.entries(operations)) {
-      const query = requestParams?.query;
-      const validated: RequestHandler[] = query ? [(req, res, next) => ((res.locals.query = parseOrThrow(query as z.ZodType, req.query)), next())] : [];
-      route[method.toLowerCase() as 'get'](...validated, ...(requestBody ? jsonBody(Object.keys(requestBody.content)) : []), ...handlers);
+      // An operation that declares no query takes none: a query string never varies its answer.
+      const query = (requestParams?.query ?? NO_QUERY) as z.ZodType;
+      const validated: RequestHandler = (req, res, next) => ((res.locals.query = parseOrThrow(query, req.query)), next());
+      route[method.toLowerCase() as 'get'](validated, ...(requestBody ? jsonBody(Object.keys(requestBody.content)) : []), ...handlers);
     }
     route.all(allowOnly(Object.keys(operations)));
   }

@@ -109,7 +109,7 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
         GET: {
           operationId: `list${Plural}`,
           summary: `List ${plural}`,
-          description: `A page of ${plural} in id order (creation order), at most \`limit\` (default ${DEFAULT_LIMIT}). Walk the pages with \`cursor\` = the previous page's \`nextCursor\` until it is \`null\`: every item is seen exactly once, even while items are created or deleted. An unknown query parameter is a 400.`,
+          description: `A page of ${plural} in id order (creation order), at most \`limit\` (default ${DEFAULT_LIMIT}). Walk the pages with \`cursor\` = the previous page's \`nextCursor\` until it is \`null\`: every item is seen exactly once, even while items are created or deleted.`,
           parameters: parameters('IfMatch'),
           requestParams: { query },
           responses: {
