@@ -10,7 +10,7 @@ import { requestTargets } from './front-door.js';
 import { InvalidToken, KeysUnavailable, type Principal, type TokenVerifier } from './auth/tokens.js';
 import type { RateLimitOutcome, RateLimits } from './rate-limit.js';
 
-/** The verified subject, for the services: they trust it because only the gateway can reach them. */
+/** The verified subject, percent-encoded, for the services: they trust it because only the gateway can reach them. */
 export const SUBJECT_HEADER = 'x-auth-subject';
 const REALM = 'Bearer realm="api"';
 
@@ -112,7 +112,7 @@ export function withGuard(
 
   /** The verified caller, with its subject for the services: a refusal when its token lacks the scope. */
   const admit = (req: IncomingMessage, principal: Principal, scope: string | undefined): Principal | Refusal => {
-    req.headers[SUBJECT_HEADER] = principal.subject;
+    req.headers[SUBJECT_HEADER] = principal.forwardedSubject;
     if (scope === undefined || principal.scopes.has(scope)) return principal;
     const problem = new HttpProblem('insufficient-scope', `This request needs the ${scope} scope, which the access token does not grant`, {
       headers: { 'WWW-Authenticate': `${REALM}, error="insufficient_scope", scope="${scope}"` },

@@ -6,6 +6,8 @@ import type { VerificationKey } from '../config.js';
 /** Who a verified token speaks for, and what it may do. */
 export interface Principal {
   subject: string;
+  /** `subject` as X-Auth-Subject carries it to the services: percent-encoded, so that any subject is a legal header value. */
+  forwardedSubject: string;
   scopes: ReadonlySet<string>;
 }
 
@@ -132,9 +134,10 @@ export class TokenVerifier {
       if (error instanceof errors.JWKSTimeout || error instanceof errors.JWKSInvalid || !(error instanceof errors.JOSEError)) throw new KeysUnavailable(error);
       throw new InvalidToken(reason(error));
     }
-    if (typeof payload.sub !== 'string' || payload.sub === '') throw new InvalidToken("The access token's sub claim is not accepted here");
+    // A lone surrogate has no UTF-8 form: it could be neither encoded for the services nor compared as text.
+    if (typeof payload.sub !== 'string' || payload.sub === '' || !payload.sub.isWellFormed()) throw new InvalidToken("The access token's sub claim is not accepted here");
     const scope = typeof payload.scope === 'string' ? payload.scope : '';
-    const principal: Principal = { subject: payload.sub, scopes: new Set(scope.split(' ').filter((s) => s !== '')) };
+    const principal: Principal = { subject: payload.sub, forwardedSubject: encodeURIComponent(payload.sub), scopes: new Set(scope.split(' ').filter((s) => s !== '')) };
     // `exp` is a required claim: jose refused the token without it.
     const expiresAt = (payload.exp ?? 0) * 1000;
     if (expiresAt > this.now()) this.#verified.set(authorization.slice(-FINGERPRINT_CHARS), { authorization, principal, expiresAt });

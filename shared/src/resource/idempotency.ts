@@ -71,6 +71,20 @@ function fingerprintOf(req: Request): string {
 /** The subject the gateway forwards once it authenticates clients: keys of different subjects never meet. */
 const SUBJECT_HEADER = 'x-auth-subject';
 
+/**
+ * The forwarded subject, exactly: the gateway percent-encodes it (any subject is then a legal header
+ * value, with nothing for the HTTP parser to trim); undefined when none was forwarded.
+ */
+function subjectOf(req: Request): string | undefined {
+  const header = req.headers[SUBJECT_HEADER];
+  if (typeof header !== 'string') return undefined;
+  try {
+    return decodeURIComponent(header);
+  } catch {
+    throw problems.validation([{ path: 'X-Auth-Subject', message: 'must be percent-encoded UTF-8' }]);
+  }
+}
+
 function send(res: Response, response: StoredResponse, replayed: boolean): void {
   res.status(response.status);
   for (const [name, value] of Object.entries(response.headers)) res.setHeader(name, value);
@@ -95,9 +109,9 @@ export function idempotent(
       return;
     }
     if (typeof header !== 'string' || !IDEMPOTENCY_KEY.test(header)) throw idempotencyProblems.invalidKey();
-    const subject = req.headers[SUBJECT_HEADER];
+    const subject = subjectOf(req);
     const request: IdempotentRequest = {
-      scope: typeof subject === 'string' ? `${collection} ${subject}` : collection,
+      scope: subject === undefined ? collection : `${collection} ${subject}`,
       key: header,
       fingerprint: fingerprintOf(req),
     };
