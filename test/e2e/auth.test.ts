@@ -5,10 +5,11 @@
  * verified subject forwarded (percent-encoded, whatever it holds) in place of the token, and
  * authorised requests served from the cache.
  */
-import { createHmac, generateKeyPairSync } from 'node:crypto';
+import { createHmac, createPublicKey, generateKeyPairSync } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { testPublicKeyPem, testToken } from '../support/auth.js';
+import { TokenVerifier } from '../../gateway/src/auth/tokens.js';
+import { TEST_RULES, testPublicKeyPem, testToken } from '../support/auth.js';
 import { client, expectProblem, type Client } from '../support/http.js';
 import { startGateway, startStack } from '../support/stack.js';
 
@@ -97,6 +98,21 @@ describe('a token that is not acceptable is a 401 with error="invalid_token"', (
     expectUnauthorized(response, 'invalid_token');
     // What was wrong, in words, never the token itself.
     expect(response.body.detail).toMatch(/^The access token|^No key/);
+  });
+
+  it('a header naming another allowed algorithm than the key is for (ES384 for an ES256 key), from anyone', async () => {
+    const tokens = new TokenVerifier({ publicKey: createPublicKey(testPublicKeyPem) }, { ...TEST_RULES, algorithms: ['ES256', 'ES384', 'RS256', 'EdDSA'] });
+    const gateway = await startGateway({ usersUrl: stack.users.url, productsUrl: stack.products.url, guard: { tokens } });
+    try {
+      const [, claims, signature] = (await testToken()).split('.');
+      for (const alg of ['ES384', 'RS256', 'EdDSA']) {
+        const response = await client(gateway.url, { token: `${base64url({ alg, typ: 'JWT' })}.${claims}.${signature}` }).get(productPath);
+        expectUnauthorized(response, 'invalid_token');
+        expect(response.headers.get('retry-after')).toBeNull();
+      }
+    } finally {
+      await gateway.close();
+    }
   });
 
   it('even on a route that needs no token', async () => {
