@@ -82,8 +82,8 @@ const quoted = (text: string) => `"${text.replaceAll('\\', '\\\\').replaceAll('"
 const missingToken = (scope: string) => new Refusal(unauthorized(`This request needs an access token with the ${scope} scope (Authorization: Bearer <token>)`, `${REALM}, scope="${scope}"`));
 
 /**
- * What the gateway decides before anything else looks at a request: CORS (preflights are answered
- * here), who is calling (a bearer token, verified once and then remembered), whether that caller may
+ * What the gateway decides before anything else looks at a request: CORS (preflights from allowed
+ * origins are answered here), who is calling (a bearer token, verified once and then remembered), whether that caller may
  * do this (the route's scope), and whether it is within its budget. Requests that pass go on to
  * `next` (the cache's hot path, then express) with the verified subject in `X-Auth-Subject` and
  * without the token: the services trust the gateway, and a resource is the same for every caller,
@@ -213,6 +213,35 @@ export function withGuard(
     } else proceed(req, res, decision);
   };
 
+  const allowedOrigins = new Set(options.corsOrigins);
+  /**
+   * A preflight from an allowed origin: answered here (204 with the CORS headers), observed and
+   * counted against its address's read budget like any request (browsers send no token with it).
+   */
+  const preflight = (req: IncomingMessage, res: ServerResponse, answer: RequestHandler) => {
+    const { log } = observeRequest(logger, req, res, onFinished);
+    const answered = (problem: HttpProblem | undefined) => {
+      if (problem) {
+        writeProblem(res, pathOf(req), problem);
+        return;
+      }
+      const headers = rateLimitHeaders(req);
+      if (headers) for (const name in headers) res.setHeader(name, headers[name] as string);
+      answer(req as Parameters<RequestHandler>[0], res as Parameters<RequestHandler>[1], () => undefined);
+    };
+    const failed = (error: unknown) => {
+      log.error({ err: error }, 'the gateway could not count a preflight');
+      writeProblem(res, pathOf(req), new HttpProblem('internal', 'An unexpected error occurred'));
+    };
+    try {
+      const decision = limit(req, res, undefined);
+      if (decision instanceof Promise) decision.then(answered, failed);
+      else answered(decision);
+    } catch (error) {
+      failed(error);
+    }
+  };
+
   return (req, res) => {
     // Only the gateway says who the caller is.
     if (req.headers[SUBJECT_HEADER] !== undefined) req.headers = without(req.headers, SUBJECT_HEADER);
@@ -220,10 +249,9 @@ export function withGuard(
       guarded(req, res);
       return;
     }
-    if (req.method === 'OPTIONS' && req.headers.origin !== undefined && req.headers['access-control-request-method'] !== undefined) {
-      // A preflight: answered here (204), with the CORS headers only for an allowed origin.
-      observeRequest(logger, req, res, onFinished);
-    }
-    corsHandler(req, res, () => guarded(req, res));
+    if (req.method !== 'OPTIONS') corsHandler(req, res, () => guarded(req, res));
+    else if (allowedOrigins.has(req.headers.origin ?? '') && req.headers['access-control-request-method'] !== undefined) preflight(req, res, corsHandler);
+    // Any other OPTIONS is a request like any other: auth, limits, 404 or Allow.
+    else guarded(req, res);
   };
 }
