@@ -9,7 +9,8 @@
  *    gateway must equal a GET straight from the service (the cache never serves what the write
  *    changed), for the item and for the list.
  * 2. A raw-HTTP corpus (net sockets) of framing tricks that no HTTP library sends, against the
- *    gateway and both services: each answered by a problem+json or a normal answer, never a 5xx.
+ *    gateway and both services: each answered by a problem+json or a normal answer, never a 5xx;
+ *    a valid request pipelined before a malformed one is answered first.
  * The servers must still answer afterwards. The counts are printed at the end of the run.
  */
 import { randomBytes } from 'node:crypto';
@@ -19,7 +20,7 @@ import type { PathItem } from '../support/contract.js';
 import { encodeCursor } from '@app/shared/resource/rules';
 import { v7 as uuidv7 } from 'uuid';
 import { apiContract, assertConforms, type Contract } from '../support/contract.js';
-import { portOf, rawExchange, rawRequest, type RawResponse } from '../support/raw-socket.js';
+import { portOf, rawExchange, rawExchangeAll, rawRequest, type RawResponse } from '../support/raw-socket.js';
 import { bodyBytes, bodyValue, validValue } from '../support/schema-arbitrary.js';
 import { startStack } from '../support/stack.js';
 import { defaultToken } from '../support/auth.js';
@@ -419,6 +420,20 @@ describe('a raw-HTTP corpus of framing tricks', () => {
         });
         expect(response.headers['x-request-id']).toBeDefined();
       }
+    }
+  });
+});
+
+describe('a valid request pipelined with a malformed one after it', () => {
+  it('is answered first (201), then the malformed one (400), in order, then the connection closes', async () => {
+    for (const [server, url] of [['gateway', stack.gateway.url], ['products-service', stack.products.url]] as const) {
+      const sku = `PIPELINED-${server}-${Date.now()}`;
+      const packet = Buffer.concat([valid('POST', '/api/products', { 'Content-Type': 'application/json' }, JSON.stringify({ sku, name: 'Pipelined', price: { amount: '1.00', currency: 'EUR' } })), Buffer.from('GE(T /api/products HTTP/1.1\r\nHost: x\r\n\r\n')]);
+      const responses = await rawExchangeAll(portOf(url), packet);
+      for (const response of responses) tally(response.status, response.headers['content-type'] ?? null, response.body);
+      expect({ server, statuses: responses.map(({ status }) => status) }).toEqual({ server, statuses: [201, 400] });
+      expect(JSON.parse(responses[0]!.body)).toMatchObject({ sku });
+      expect(JSON.parse(responses[1]!.body)).toMatchObject({ status: 400, type: 'https://problems.example/bad-request' });
     }
   });
 });

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
-import net, { type AddressInfo, type Socket } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import type { RequestListener } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { type Lifecycle, writeProblem } from './http.js';
@@ -65,19 +65,60 @@ export function writeRawProblem(socket: Duplex, problem: HttpProblem, instance =
   socket.end(`${headers.join('\r\n')}\r\n\r\n${body}`);
 }
 
-/** Answers Node's own HTTP errors (`clientError`) with problem+json instead of an empty response. */
+/**
+ * What a connection owes: how many of its requests still have a response to finish, the response
+ * to the last request handed to a handler, and a refusal waiting for those responses.
+ */
+const PENDING = Symbol('responses pending');
+const LAST_RESPONSE = Symbol('last response');
+const REFUSAL = Symbol('refusal after the pending responses');
+type TrackedSocket = Duplex & { [PENDING]?: number; [LAST_RESPONSE]?: http.ServerResponse; [REFUSAL]?: () => void };
+
+/** A request came on its socket: `res` is to be sent before any refusal of what followed it. */
+function responseOwed(res: http.ServerResponse): void {
+  const tracked = res.req.socket as TrackedSocket;
+  tracked[PENDING] = (tracked[PENDING] ?? 0) + 1;
+  tracked[LAST_RESPONSE] = res;
+}
+
+/** A response of `socket` is done: the refusal waiting for it goes out once it was the last. */
+function responseDone(socket: Duplex): void {
+  const tracked = socket as TrackedSocket;
+  const pending = (tracked[PENDING] ?? 1) - 1;
+  tracked[PENDING] = pending;
+  const refusal = tracked[REFUSAL];
+  if (pending > 0 || !refusal) return;
+  tracked[REFUSAL] = undefined;
+  refusal();
+}
+
+/**
+ * Answers Node's own HTTP errors (`clientError`) with problem+json instead of an empty response.
+ * Requests pipelined before the one refused are answered first, in order (a POST that created a
+ * resource says so before the 400 that ends the connection).
+ */
 function answerClientErrors(server: http.Server, logger: Logger | undefined): void {
   server.on('clientError', (error: ClientError, socket: Duplex) => {
+    const tracked = socket as TrackedSocket;
+    if (tracked[REFUSAL]) return; // the parser is past the request already refused
+    // While the last request's body is incomplete and its response unfinished, the error is that
+    // request's own; otherwise it is a later request's, refused once the earlier ones are answered.
+    const last = tracked[LAST_RESPONSE];
+    const ownError = last !== undefined && !last.req.complete && !last.writableEnded;
     // A response already under way on this socket cannot be replaced: only cut it.
-    const inFlight = (socket as Socket & { _httpMessage?: http.ServerResponse })._httpMessage;
-    if (error.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
+    if (error.code === 'ECONNRESET' || !socket.writable || (ownError && last.headersSent)) {
       socket.destroy();
       return;
     }
     const problem = clientErrorProblem(error);
     const target = requestLine(error.rawPacket)?.split(' ')[1]?.split('?', 1)[0];
     logger?.info({ code: error.code, status: problem.status }, 'request refused by the HTTP parser');
-    writeRawProblem(socket, problem, target?.startsWith('/') && target.length <= 2048 ? target : '/');
+    const refuse = () => {
+      if (socket.writable) writeRawProblem(socket, problem, target?.startsWith('/') && target.length <= 2048 ? target : '/');
+      else socket.destroy();
+    };
+    if (!ownError && (tracked[PENDING] ?? 0) > 0) tracked[REFUSAL] = refuse;
+    else refuse();
   });
 }
 
@@ -233,6 +274,7 @@ export async function listen(handler: RequestListener, port: number, host?: stri
   // One listener for every response (no closure per request: see observeRequest in http.ts).
   const forget = function (this: http.ServerResponse) {
     inFlight.delete(this);
+    responseDone(this.req.socket);
   };
   // Before the handler, which may have answered by the time a later listener runs (a cache hit is sent at once).
   server.prependListener('request', (_req, res: http.ServerResponse) => {
@@ -240,6 +282,7 @@ export async function listen(handler: RequestListener, port: number, host?: stri
     // During shutdown, every response closes its connection so keep-alive clients reconnect elsewhere.
     if (closing) res.setHeader('Connection', 'close');
     inFlight.add(res);
+    responseOwed(res);
     res.on('close', forget);
   });
   // A burst of new connections waits in the kernel's accept queue while the event loop is busy;
