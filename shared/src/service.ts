@@ -149,6 +149,7 @@ export async function runService(service: ServiceDefinition): Promise<void> {
     logger,
     shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
     listenSockets: config.LISTEN_SOCKETS,
+    requestHeadTimeoutMs: config.REQUEST_HEAD_TIMEOUT_MS,
     release: () => {
       clearInterval(purge);
       return db.close();
