@@ -18,6 +18,12 @@ export const REPLAYED_HEADER = 'Idempotent-Replayed';
 export const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 export const DEFAULT_IDEMPOTENCY_TTL_SECONDS = 86_400;
 /**
+ * What one caller's stored responses (a scope: the collection and the subject, or the collection
+ * for anonymous callers) may come to before its oldest keys are dropped: 1 MiB, some 3,000 small
+ * responses or 50 of the largest.
+ */
+export const DEFAULT_IDEMPOTENCY_SCOPE_BYTES = 1_048_576;
+/**
  * A claimed key counts as in flight for the request's write deadline (WRITE_DEADLINE_MS: no write
  * made for a request commits later) plus this margin for a COMMIT under way. A claim older than that
  * belongs to a request that is over, or to a replica that died mid-request, and may be taken over.
@@ -53,6 +59,8 @@ export interface IdempotencyStore {
   complete(request: IdempotentRequest, token: string, response: StoredResponse): Promise<boolean>;
   /** Gives the key up after a request that changed nothing, so a retry runs again. */
   release(request: IdempotentRequest, token: string): Promise<void>;
+  /** Drops the scope's oldest stored responses beyond its byte budget; how many. */
+  trim(request: IdempotentRequest): Promise<number>;
 }
 
 export const idempotencyProblems = {
@@ -131,6 +139,8 @@ export function idempotent(
       await store.release(request, claim.token).catch(() => undefined);
       throw error;
     }
+    // The write is done either way: a trim that fails is tried again by the scope's next write.
+    await store.trim(request).catch((error: unknown) => res.locals.log.warn({ err: error }, 'could not trim the idempotency keys of a scope'));
     send(res, response, false);
   };
 }
