@@ -164,6 +164,9 @@ describe('across service replicas', () => {
       await claimed(idempotencyKey);
       const inFlight = await client(gatewayToReplica.url).post('/api/products', body, { headers: { 'Idempotency-Key': idempotencyKey } });
       expectProblem(inFlight, 409, 'idempotency-in-flight');
+      // Until the first request's claim lapses: its write deadline (5 s) and a margin (1 s), at most.
+      expect(Number(inFlight.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      expect(Number(inFlight.headers.get('retry-after'))).toBeLessThanOrEqual(6);
     } finally {
       await lock.release();
     }
@@ -229,7 +232,10 @@ describe('the key store', () => {
     const claimed = request();
     const dead = await store.claim(claimed);
     if (dead.kind !== 'claimed') throw new Error('not claimed');
-    await expect(store.claim(claimed)).rejects.toMatchObject({ kind: 'idempotency-in-flight' });
+    // Left by a request whose replica died: in flight until its claim lapses, as Retry-After says.
+    await expect(store.claim(claimed)).rejects.toMatchObject({ kind: 'idempotency-in-flight', extras: { headers: { 'Retry-After': String(store.claimSeconds) } } });
+    await stack.products.db.execute('UPDATE idempotency_keys SET locked_until = ? WHERE idempotency_key = ?', [new Date(Date.now() + 2_500), claimed.key]);
+    await expect(store.claim(claimed)).rejects.toMatchObject({ extras: { headers: { 'Retry-After': '3' } } });
     await stack.products.db.execute('UPDATE idempotency_keys SET locked_until = ? WHERE idempotency_key = ?', [new Date(Date.now() - 1), claimed.key]);
     const taker = await store.claim(claimed);
     expect(taker.kind).toBe('claimed');

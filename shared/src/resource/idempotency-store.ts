@@ -31,6 +31,7 @@ export class MySqlIdempotencyStore implements IdempotencyStore {
   /** How long a claim holds: the request's write deadline and a margin (see COMMIT_MARGIN_MS). */
   readonly #leaseMs: number;
   readonly #scopeBytes: number;
+  readonly claimSeconds: number;
 
   constructor(
     private readonly db: Database,
@@ -38,6 +39,7 @@ export class MySqlIdempotencyStore implements IdempotencyStore {
   ) {
     this.#ttlMs = (options.ttlSeconds ?? DEFAULT_IDEMPOTENCY_TTL_SECONDS) * 1000;
     this.#leaseMs = db.writeDeadlineMs + COMMIT_MARGIN_MS;
+    this.claimSeconds = Math.ceil(this.#leaseMs / 1000);
     this.#scopeBytes = options.scopeBytes ?? DEFAULT_IDEMPOTENCY_SCOPE_BYTES;
   }
 
@@ -81,7 +83,8 @@ export class MySqlIdempotencyStore implements IdempotencyStore {
         };
         return { kind: 'replay', response };
       }
-      if ((row.locked_until as Date).getTime() > now) throw idempotencyProblems.inFlight();
+      const lockedForMs = (row.locked_until as Date).getTime() - now;
+      if (lockedForMs > 0) throw idempotencyProblems.inFlight(Math.ceil(lockedForMs / 1000));
       // In flight past its lease: the replica that claimed it died or gave up. Take it over.
       const taken = await this.db.execute(
         'UPDATE idempotency_keys SET token = ?, locked_until = ? WHERE scope = ? AND idempotency_key = ? AND token = ? AND response_status IS NULL',
@@ -89,7 +92,8 @@ export class MySqlIdempotencyStore implements IdempotencyStore {
       );
       if (taken === 1) return { kind: 'claimed', token: token.toString('hex') };
     }
-    throw idempotencyProblems.inFlight();
+    // The key changed hands under every attempt: busy, but free again soon.
+    throw idempotencyProblems.inFlight(1);
   }
 
   transaction<T>(work: () => Promise<T>): Promise<T> {

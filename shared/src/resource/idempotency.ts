@@ -51,6 +51,8 @@ export type Claim = { kind: 'claimed'; token: string } | { kind: 'replay'; respo
 
 /** Where keys are kept: the service's own database (see MySqlIdempotencyStore). */
 export interface IdempotencyStore {
+  /** How long a claim holds, in seconds rounded up: at most this long is a key in flight. */
+  readonly claimSeconds: number;
   /** Claims the key, or returns the stored response; throws the 409 / 422 problems. */
   claim(request: IdempotentRequest): Promise<Claim>;
   /** Runs `work` in the transaction that `complete` takes part in. */
@@ -65,7 +67,11 @@ export interface IdempotencyStore {
 
 export const idempotencyProblems = {
   invalidKey: () => problems.validation([{ path: IDEMPOTENCY_KEY_HEADER, message: 'must be 1 to 255 visible ASCII characters' }]),
-  inFlight: () => new HttpProblem('idempotency-in-flight', 'A request with this Idempotency-Key is still in progress; retry later'),
+  /** `retryAfterSeconds`: until the claim of the request in progress lapses, at the latest. */
+  inFlight: (retryAfterSeconds: number) =>
+    new HttpProblem('idempotency-in-flight', `A request with this Idempotency-Key is still in progress; retry after ${retryAfterSeconds} s`, {
+      headers: { 'Retry-After': String(retryAfterSeconds) },
+    }),
   reused: () => new HttpProblem('idempotency-key-reused', 'This Idempotency-Key was used for a different request'),
 };
 
@@ -132,7 +138,8 @@ export function idempotent(
     try {
       response = await store.transaction(async () => {
         const computed = await handle(req);
-        if (!(await store.complete(request, claim.token, computed))) throw idempotencyProblems.inFlight();
+        // Another request took the key over (this one outlived its claim): it holds it for a claim's time at most.
+        if (!(await store.complete(request, claim.token, computed))) throw idempotencyProblems.inFlight(store.claimSeconds);
         return computed;
       });
     } catch (error) {
