@@ -104,6 +104,18 @@ function relay(proxyRes: http.IncomingMessage, res: http.ServerResponse): void {
   proxyRes.pipe(res);
 }
 
+const RECEIVED_BODY = Symbol('received body');
+type WithReceivedBody = http.IncomingMessage & { [RECEIVED_BODY]?: Buffer };
+
+/**
+ * A request body the gateway received whole before it took a slot to the service (proxy-path.ts):
+ * the proxy sends it on as soon as it has a connection; the request stream itself has ended.
+ */
+export const receivedBodies = {
+  set: (req: http.IncomingMessage, body: Buffer) => void ((req as WithReceivedBody)[RECEIVED_BODY] = body),
+  get: (req: http.IncomingMessage): Buffer | undefined => (req as WithReceivedBody)[RECEIVED_BODY],
+};
+
 /** What the proxy hands a failure to: answers it (problem+json), or cuts the response under way. */
 export type ProxyNext = (error?: unknown) => void;
 
@@ -136,7 +148,12 @@ export function upstreamProxy(
     ejectPlugins: true,
     plugins: [proxyEventsPlugin],
     on: {
-      proxyReq: (proxyReq, req) => superviseUpstreamRequest(proxyReq, options.deadlines, req),
+      proxyReq: (proxyReq, req) => {
+        // Written before httpxy pipes the (ended) request stream, which then only ends the request.
+        const body = receivedBodies.get(req);
+        if (body) proxyReq.write(body);
+        superviseUpstreamRequest(proxyReq, options.deadlines, req);
+      },
       proxyRes: (proxyRes, req, res) => {
         const settled = options.onSettled?.(req, proxyRes.statusCode ?? 502);
         if (settled) void settled.then(() => relay(proxyRes, res));
