@@ -95,11 +95,11 @@ const missingToken = (scope: string) => new Refusal(unauthorized(`This request n
 
 /**
  * What the gateway decides before anything else looks at a request: CORS (preflights from allowed
- * origins are answered here), who is calling (a bearer token, verified once and then remembered), whether that caller may
- * do this (the route's scope), and whether it is within its budget. Requests that pass go on to
- * `next` (the cache's hot path, then express) with the verified subject in `X-Auth-Subject` and
- * without the token: the services trust the gateway, and a resource is the same for every caller,
- * so the cache serves authorised requests like any other.
+ * origins are answered here), who is calling (a bearer token, verified once and then remembered),
+ * whether that caller may do this (the route's scope), and whether it is within its budget.
+ * Requests that pass go on to `next` (the cache's hot path, then express) with the verified subject
+ * in `X-Auth-Subject` and without the token: the services trust the gateway, and a resource is the
+ * same for every caller, so the cache serves authorised requests like any other.
  *
  * A request with a remembered token and a budget leased here is decided synchronously, with no
  * closure, promise or refusal made for it: this runs on every cache hit.
