@@ -54,7 +54,7 @@ function receiveBody(req: IncomingMessage, timeoutMs: number): Promise<void> {
     };
     const done = () => {
       clearTimeout(deadline);
-      receivedBodies.set(req, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+      receivedBodies.set(req, Buffer.concat(chunks, size));
       resolve();
     };
     const deadline = setTimeout(() => fail(new HttpProblem('request-timeout', `The request body did not arrive within ${timeoutMs} ms`)), timeoutMs);

@@ -112,7 +112,11 @@ type WithReceivedBody = http.IncomingMessage & { [RECEIVED_BODY]?: Buffer };
  * the proxy sends it on as soon as it has a connection; the request stream itself has ended.
  */
 export const receivedBodies = {
-  set: (req: http.IncomingMessage, body: Buffer) => void ((req as WithReceivedBody)[RECEIVED_BODY] = body),
+  set: (req: http.IncomingMessage, body: Buffer) => {
+    (req as WithReceivedBody)[RECEIVED_BODY] = body;
+    // The body is here: the service has nothing to agree to (and httpxy skips `proxyReq` for an Expect).
+    if (req.headers.expect !== undefined) delete req.headers.expect;
+  },
   get: (req: http.IncomingMessage): Buffer | undefined => (req as WithReceivedBody)[RECEIVED_BODY],
 };
 
@@ -149,10 +153,10 @@ export function upstreamProxy(
     plugins: [proxyEventsPlugin],
     on: {
       proxyReq: (proxyReq, req) => {
+        superviseUpstreamRequest(proxyReq, options.deadlines, req);
         // Written before httpxy pipes the (ended) request stream, which then only ends the request.
         const body = receivedBodies.get(req);
         if (body) proxyReq.write(body);
-        superviseUpstreamRequest(proxyReq, options.deadlines, req);
       },
       proxyRes: (proxyRes, req, res) => {
         const settled = options.onSettled?.(req, proxyRes.statusCode ?? 502);

@@ -89,7 +89,7 @@ export function withCacheHotPath(
     }
     // A hit from memory waits for the turn's barrier (memory-tier.ts), not for a round trip of its own.
     if (cache.held(scope)) {
-      cache.memory!.afterInvalidations((caughtUp) => {
+      cache.afterInvalidations((caughtUp) => {
         const held = caughtUp ? cache.held(scope) : undefined;
         if (held) serveHit(req, res, held);
         else viaRedis(req, res, scope);

@@ -89,6 +89,12 @@ export class ResponseCache {
     return entry && this.#usable(scope) && this.isFresh(entry) ? entry : undefined;
   }
 
+  /** Calls `then` once the memory tier has every invalidation Redis sent before now (memory-tier.ts). */
+  afterInvalidations(then: (caughtUp: boolean) => void): void {
+    if (this.memory) this.memory.afterInvalidations(then);
+    else then(false);
+  }
+
   /**
    * One round trip; undefined when the cache cannot be used for this scope now, or the scope is held.
    * The memory tier learns the generation it finds (so a fill of this scope goes into memory as soon
