@@ -10,7 +10,7 @@ import { requestTargets } from './front-door.js';
 import { InvalidToken, KeysUnavailable, type Principal, type TokenVerifier } from './auth/tokens.js';
 import type { RateLimitOutcome, RateLimits } from './rate-limit.js';
 
-/** The verified subject, for the services: they trust it because only the gateway can reach them. */
+/** The verified subject, percent-encoded, for the services: they trust it because only the gateway can reach them. */
 export const SUBJECT_HEADER = 'x-auth-subject';
 const REALM = 'Bearer realm="api"';
 
@@ -94,12 +94,12 @@ const quoted = (text: string) => `"${text.replaceAll('\\', '\\\\').replaceAll('"
 const missingToken = (scope: string) => new Refusal(unauthorized(`This request needs an access token with the ${scope} scope (Authorization: Bearer <token>)`, `${REALM}, scope="${scope}"`));
 
 /**
- * What the gateway decides before anything else looks at a request: CORS (preflights are answered
- * here), who is calling (a bearer token, verified once and then remembered), whether that caller may
- * do this (the route's scope), and whether it is within its budget. Requests that pass go on to
- * `next` (the cache's hot path, then express) with the verified subject in `X-Auth-Subject` and
- * without the token: the services trust the gateway, and a resource is the same for every caller,
- * so the cache serves authorised requests like any other.
+ * What the gateway decides before anything else looks at a request: CORS (preflights from allowed
+ * origins are answered here), who is calling (a bearer token, verified once and then remembered),
+ * whether that caller may do this (the route's scope), and whether it is within its budget.
+ * Requests that pass go on to `next` (the cache's hot path, then express) with the verified subject
+ * in `X-Auth-Subject` and without the token: the services trust the gateway, and a resource is the
+ * same for every caller, so the cache serves authorised requests like any other.
  *
  * A request with a remembered token and a budget leased here is decided synchronously, with no
  * closure, promise or refusal made for it: this runs on every cache hit.
@@ -124,7 +124,7 @@ export function withGuard(
 
   /** The verified caller, with its subject for the services: a refusal when its token lacks the scope. */
   const admit = (req: IncomingMessage, principal: Principal, scope: string | undefined): Principal | Refusal => {
-    req.headers[SUBJECT_HEADER] = principal.subject;
+    req.headers[SUBJECT_HEADER] = principal.forwardedSubject;
     if (scope === undefined || principal.scopes.has(scope)) return principal;
     const problem = new HttpProblem('insufficient-scope', `This request needs the ${scope} scope, which the access token does not grant`, {
       headers: { 'WWW-Authenticate': `${REALM}, error="insufficient_scope", scope="${scope}"` },
@@ -229,6 +229,35 @@ export function withGuard(
     } else proceed(req, res, decision);
   };
 
+  const allowedOrigins = new Set(options.corsOrigins);
+  /**
+   * A preflight from an allowed origin: answered here (204 with the CORS headers), observed and
+   * counted against its address's read budget like any request (browsers send no token with it).
+   */
+  const preflight = (req: IncomingMessage, res: ServerResponse, answer: RequestHandler) => {
+    const { log } = observeRequest(logger, req, res, onFinished);
+    const answered = (problem: HttpProblem | undefined) => {
+      if (problem) {
+        writeProblem(res, pathOf(req), problem);
+        return;
+      }
+      const headers = rateLimitHeaders(req);
+      if (headers) for (const name in headers) res.setHeader(name, headers[name] as string);
+      answer(req as Parameters<RequestHandler>[0], res as Parameters<RequestHandler>[1], () => undefined);
+    };
+    const failed = (error: unknown) => {
+      log.error({ err: error }, 'the gateway could not count a preflight');
+      writeProblem(res, pathOf(req), new HttpProblem('internal', 'An unexpected error occurred'));
+    };
+    try {
+      const decision = limit(req, res, undefined);
+      if (decision instanceof Promise) decision.then(answered, failed);
+      else answered(decision);
+    } catch (error) {
+      failed(error);
+    }
+  };
+
   return (req, res) => {
     // Only the gateway says who the caller is.
     if (req.headers[SUBJECT_HEADER] !== undefined) req.headers = without(req.headers, SUBJECT_HEADER);
@@ -236,10 +265,9 @@ export function withGuard(
       guarded(req, res);
       return;
     }
-    if (req.method === 'OPTIONS' && req.headers.origin !== undefined && req.headers['access-control-request-method'] !== undefined) {
-      // A preflight: answered here (204), with the CORS headers only for an allowed origin.
-      observeRequest(logger, req, res, onFinished);
-    }
-    corsHandler(req, res, () => guarded(req, res));
+    if (req.method !== 'OPTIONS') corsHandler(req, res, () => guarded(req, res));
+    else if (allowedOrigins.has(req.headers.origin ?? '') && req.headers['access-control-request-method'] !== undefined) preflight(req, res, corsHandler);
+    // Any other OPTIONS is a request like any other: auth, limits, 404 or Allow.
+    else guarded(req, res);
   };
 }

@@ -74,6 +74,7 @@ await serve({
   logger,
   shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
   listenSockets: config.LISTEN_SOCKETS,
+  requestHeadTimeoutMs: config.REQUEST_HEAD_TIMEOUT_MS,
   release: async () => {
     redis?.disconnect();
     await memory?.close();

@@ -1,6 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { IncomingMessage } from 'node:http';
 import type { FinishedRequest } from '@app/shared/platform/http';
+import { connectionsWithoutRequest } from '@app/shared/platform/server';
 
 export type CacheOutcome = 'hit' | 'miss' | 'bypass' | 'stale' | 'collapsed';
 
@@ -52,6 +53,18 @@ export class GatewayMetrics {
     labelNames: ['outcome'],
     registers: [this.registry],
     collect: (): void => addTallies(this.#cache, this.#outcomes.values()),
+  });
+
+  /** What connectionsWithoutRequest (the whole process's count) had when it was last added to the counter. */
+  #connectionsWithoutRequestCounted = connectionsWithoutRequest.closed;
+  readonly #connectionsWithoutRequest = new Counter({
+    name: 'gateway_connections_without_request_closed_total',
+    help: 'Connections closed because no complete request head came within REQUEST_HEAD_TIMEOUT_MS of accept.',
+    registers: [this.registry],
+    collect: (): void => {
+      this.#connectionsWithoutRequest.inc(connectionsWithoutRequest.closed - this.#connectionsWithoutRequestCounted);
+      this.#connectionsWithoutRequestCounted = connectionsWithoutRequest.closed;
+    },
   });
 
   readonly #shed = new Counter({

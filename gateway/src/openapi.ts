@@ -137,6 +137,7 @@ function gatewayEndpoints(firstUpstream: string, handlers: { metrics?: RequestHa
 const description = (upstreams: readonly Upstream[]) => `A REST API for ${upstreams.map(({ name }) => name).join(' and ')}, behind one gateway.
 
 - **Lists** are keyset-paginated: \`?limit=\` (1 to 200, default 50) and \`?cursor=\` (the \`nextCursor\` of the previous page, \`null\` on the last one).
+- **Query parameters** an operation does not list are a 400 (\`validation\`, naming each in \`errors\`) on every operation, item reads and writes included.
 - **Concurrency**: every resource has a strong \`ETag\`; send it in \`If-Match\` on PUT, PATCH and DELETE (412 when it no longer matches) and in \`If-None-Match\` on GET (304).
 - **PATCH** takes an RFC 7396 merge patch (\`application/merge-patch+json\`, or \`application/json\` as the same).
 - **Errors** are \`application/problem+json\` (RFC 9457). A path that does not exist is a 404; a method a path does not support is a 405 with \`Allow\`.

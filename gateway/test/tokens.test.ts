@@ -2,7 +2,7 @@ import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, SignJWT } from 'jose';
-import { InvalidToken, TokenVerifier } from '../src/auth/tokens.js';
+import { InvalidToken, KeysUnavailable, TokenVerifier } from '../src/auth/tokens.js';
 
 const rules = { issuer: 'https://issuer.test', audience: 'api', algorithms: ['ES256'], clockToleranceSeconds: 30 };
 
@@ -24,8 +24,8 @@ describe('TokenVerifier', () => {
     const verifier = new TokenVerifier({ publicKey }, rules);
     const header = `Bearer ${await sign(privateKey)}`;
     expect(verifier.remembered(header)).toBeUndefined();
-    expect(await verifier.verify(header)).toEqual({ subject: 'alice', scopes: new Set(['users:read']) });
-    expect(verifier.remembered(header)).toEqual({ subject: 'alice', scopes: new Set(['users:read']) });
+    expect(await verifier.verify(header)).toEqual({ subject: 'alice', forwardedSubject: 'alice', scopes: new Set(['users:read']) });
+    expect(verifier.remembered(header)).toEqual({ subject: 'alice', forwardedSubject: 'alice', scopes: new Set(['users:read']) });
     // Expired 10 s ago: still inside the clock tolerance, so accepted, but not remembered.
     const almostExpired = `Bearer ${await sign(privateKey, { expiresIn: -10 })}`;
     await verifier.verify(almostExpired);
@@ -93,5 +93,40 @@ describe('TokenVerifier', () => {
     } finally {
       await new Promise((resolve) => server.close(resolve));
     }
+  });
+});
+
+describe('a token whose header names another allowed algorithm than the key is for', () => {
+  const algorithms = ['RS256', 'PS256', 'ES256', 'ES384', 'EdDSA', 'Ed25519'];
+  const allowed = { ...rules, algorithms };
+  const keys = {
+    ES256: generateKeyPairSync('ec', { namedCurve: 'P-256' }),
+    RS256: generateKeyPairSync('rsa', { modulusLength: 2048 }),
+    EdDSA: generateKeyPairSync('ed25519'),
+  };
+  const base64url = (value: object) => Buffer.from(JSON.stringify(value)).toString('base64url');
+  const cases = Object.entries(keys).flatMap(([keyAlg, key]) => algorithms.filter((alg) => alg !== keyAlg && !(keyAlg === 'EdDSA' && alg === 'Ed25519') && !(keyAlg === 'RS256' && alg === 'PS256')).map((alg) => [alg, keyAlg, key] as const));
+
+  it.each(cases)('%s against a %s key (alone, and in a key set) is an invalid token, never "keys unavailable"', async (alg, keyAlg, key) => {
+    const now = Math.floor(Date.now() / 1000);
+    const signed = await new SignJWT({}).setProtectedHeader({ alg: keyAlg }).setSubject('mallory').setIssuer(rules.issuer).setAudience(rules.audience).setExpirationTime(now + 600).sign(key.privateKey);
+    const [, claims, signature] = signed.split('.');
+    const forged = `Bearer ${base64url({ alg, typ: 'JWT' })}.${claims}.${signature}`;
+    for (const source of [{ publicKey: key.publicKey }, { publicKey: { keys: [key.publicKey.export({ format: 'jwk' })] } }]) {
+      await expect(new TokenVerifier(source, allowed).verify(forged)).rejects.toThrow(InvalidToken);
+    }
+  });
+
+  it('while a key set that cannot be had (unreachable, or not a 200) is "keys unavailable"', async () => {
+    const server = http.createServer((_req, res) => res.writeHead(500).end());
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    const token = `Bearer ${await sign(keys.ES256.privateKey)}`;
+    try {
+      await expect(new TokenVerifier({ jwksUrl: `http://127.0.0.1:${port}/jwks.json` }, allowed).verify(token)).rejects.toThrow(KeysUnavailable);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+    await expect(new TokenVerifier({ jwksUrl: `http://127.0.0.1:${port}/jwks.json` }, allowed).verify(token)).rejects.toThrow(KeysUnavailable);
   });
 });

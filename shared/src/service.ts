@@ -15,7 +15,7 @@ import { Database, DEFAULT_WRITE_DEADLINE_MS } from './platform/mysql.js';
 import { UUID_V7 } from './platform/request-target.js';
 import { serve } from './platform/server.js';
 import { MySqlIdempotencyStore } from './resource/idempotency-store.js';
-import { DEFAULT_IDEMPOTENCY_TTL_SECONDS, type IdempotencyStore } from './resource/idempotency.js';
+import { DEFAULT_IDEMPOTENCY_SCOPE_BYTES, DEFAULT_IDEMPOTENCY_TTL_SECONDS, type IdempotencyStore } from './resource/idempotency.js';
 import type { ResourceRoutes } from './resource/routes.js';
 import { apiDocument, describe, documentEndpoint, probeEndpoints, routerOf, type Endpoint, type OpenApiDocument } from './api-description/openapi.js';
 
@@ -76,6 +76,7 @@ export const serviceConfigSchema = (service: Pick<ServiceDefinition, 'defaultPor
     DATABASE_QUEUE_LIMIT: count(200, 1, 100_000),
     MIGRATE_ON_START: flag(true),
     IDEMPOTENCY_TTL_SECONDS: seconds(DEFAULT_IDEMPOTENCY_TTL_SECONDS, 1),
+    IDEMPOTENCY_SCOPE_BYTES: count(DEFAULT_IDEMPOTENCY_SCOPE_BYTES, 1_024, 2 ** 31 - 1),
     WRITE_DEADLINE_MS: milliseconds(DEFAULT_WRITE_DEADLINE_MS),
     ...commonConfig,
   });
@@ -148,7 +149,7 @@ export async function runService(service: ServiceDefinition): Promise<void> {
   }
   const db = new Database(config.DATABASE_URL, { connectionLimit: config.DATABASE_POOL_SIZE, queueLimit: config.DATABASE_QUEUE_LIMIT, writeDeadlineMs: config.WRITE_DEADLINE_MS });
   const lifecycle = new Lifecycle();
-  const idempotency = new MySqlIdempotencyStore(db, { ttlSeconds: config.IDEMPOTENCY_TTL_SECONDS });
+  const idempotency = new MySqlIdempotencyStore(db, { ttlSeconds: config.IDEMPOTENCY_TTL_SECONDS, scopeBytes: config.IDEMPOTENCY_SCOPE_BYTES });
   const purge = setInterval(() => {
     idempotency.purgeExpired().catch((error: unknown) => logger.warn({ err: error }, 'could not purge expired idempotency keys'));
   }, PURGE_INTERVAL_MS).unref();
@@ -160,6 +161,7 @@ export async function runService(service: ServiceDefinition): Promise<void> {
     logger,
     shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
     listenSockets: config.LISTEN_SOCKETS,
+    requestHeadTimeoutMs: config.REQUEST_HEAD_TIMEOUT_MS,
     release: () => {
       clearInterval(purge);
       return db.close();

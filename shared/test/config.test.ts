@@ -52,6 +52,7 @@ const gatewayDefaults = {
   LOG_LEVEL: 'info',
   SHUTDOWN_TIMEOUT_MS: 10_000,
   LISTEN_SOCKETS: 64,
+  REQUEST_HEAD_TIMEOUT_MS: 10_000,
 };
 
 const services = [
@@ -136,6 +137,7 @@ describe('the gateway configuration', () => {
         LOG_LEVEL: 'debug',
         SHUTDOWN_TIMEOUT_MS: '3000',
         LISTEN_SOCKETS: '8',
+        REQUEST_HEAD_TIMEOUT_MS: '2000',
         CACHE_ENABLED: 'false',
         CACHE_TTL_SECONDS: '5',
         CACHE_STALE_SECONDS: '0',
@@ -168,6 +170,7 @@ describe('the gateway configuration', () => {
       LOG_LEVEL: 'debug',
       SHUTDOWN_TIMEOUT_MS: 3000,
       LISTEN_SOCKETS: 8,
+      REQUEST_HEAD_TIMEOUT_MS: 2000,
       CACHE_ENABLED: false,
       CACHE_TTL_SECONDS: 5,
       CACHE_STALE_SECONDS: 0,
@@ -260,9 +263,9 @@ describe.each(services)('the $name configuration', ({ schema, port, databaseUrl 
   });
 
   it('uses the defaults when variables are unset or empty', () => {
-    const defaults = { PORT: port, DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: 10, DATABASE_QUEUE_LIMIT: 200, MIGRATE_ON_START: true, IDEMPOTENCY_TTL_SECONDS: 86_400, WRITE_DEADLINE_MS: 5_000, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: 10_000, LISTEN_SOCKETS: 64 };
+    const defaults = { PORT: port, DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: 10, DATABASE_QUEUE_LIMIT: 200, MIGRATE_ON_START: true, IDEMPOTENCY_TTL_SECONDS: 86_400, IDEMPOTENCY_SCOPE_BYTES: 1_048_576, WRITE_DEADLINE_MS: 5_000, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: 10_000, LISTEN_SOCKETS: 64, REQUEST_HEAD_TIMEOUT_MS: 10_000 };
     expect(parseConfig(schema, {})).toEqual(defaults);
-    expect(parseConfig(schema, { PORT: '', DATABASE_URL: '', DATABASE_POOL_SIZE: '', DATABASE_QUEUE_LIMIT: '', MIGRATE_ON_START: '', IDEMPOTENCY_TTL_SECONDS: '', WRITE_DEADLINE_MS: '', LOG_LEVEL: '', SHUTDOWN_TIMEOUT_MS: '', LISTEN_SOCKETS: '' })).toEqual(defaults);
+    expect(parseConfig(schema, { PORT: '', DATABASE_URL: '', DATABASE_POOL_SIZE: '', DATABASE_QUEUE_LIMIT: '', MIGRATE_ON_START: '', IDEMPOTENCY_TTL_SECONDS: '', IDEMPOTENCY_SCOPE_BYTES: '', WRITE_DEADLINE_MS: '', LOG_LEVEL: '', SHUTDOWN_TIMEOUT_MS: '', LISTEN_SOCKETS: '', REQUEST_HEAD_TIMEOUT_MS: '' })).toEqual(defaults);
   });
 
   it.each([

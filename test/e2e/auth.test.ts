@@ -2,12 +2,14 @@
  * Authentication and scopes at the gateway, as clients see them: 401 without a token or with a bad
  * one (expired, wrongly signed, `alg: none`, HS256 signed with the public key, wrong audience or
  * issuer, not yet valid), 403 without the route's scope, public product reads when configured, the
- * verified subject forwarded in place of the token, and authorised requests served from the cache.
+ * verified subject forwarded (percent-encoded, whatever it holds) in place of the token, and
+ * authorised requests served from the cache.
  */
-import { createHmac, generateKeyPairSync } from 'node:crypto';
+import { createHmac, createPublicKey, generateKeyPairSync } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { testPublicKeyPem, testToken } from '../support/auth.js';
+import { TokenVerifier } from '../../gateway/src/auth/tokens.js';
+import { TEST_RULES, testPublicKeyPem, testToken } from '../support/auth.js';
 import { client, expectProblem, type Client } from '../support/http.js';
 import { startGateway, startStack } from '../support/stack.js';
 
@@ -90,11 +92,27 @@ describe('a token that is not acceptable is a 401 with error="invalid_token"', (
       return `${header}.${(await testToken()).split('.')[1]}.${signature}`;
     }],
     ['not a JWT', async () => 'not-a-jwt'],
+    ['with a sub that has no UTF-8 form (a lone surrogate)', () => testToken({ subject: 'mal\uD800lory' })],
   ])('%s', async (_case, token) => {
     const response = await api.get(userPath, { token: await token() });
     expectUnauthorized(response, 'invalid_token');
     // What was wrong, in words, never the token itself.
     expect(response.body.detail).toMatch(/^The access token|^No key/);
+  });
+
+  it('a header naming another allowed algorithm than the key is for (ES384 for an ES256 key), from anyone', async () => {
+    const tokens = new TokenVerifier({ publicKey: createPublicKey(testPublicKeyPem) }, { ...TEST_RULES, algorithms: ['ES256', 'ES384', 'RS256', 'EdDSA'] });
+    const gateway = await startGateway({ usersUrl: stack.users.url, productsUrl: stack.products.url, guard: { tokens } });
+    try {
+      const [, claims, signature] = (await testToken()).split('.');
+      for (const alg of ['ES384', 'RS256', 'EdDSA']) {
+        const response = await client(gateway.url, { token: `${base64url({ alg, typ: 'JWT' })}.${claims}.${signature}` }).get(productPath);
+        expectUnauthorized(response, 'invalid_token');
+        expect(response.headers.get('retry-after')).toBeNull();
+      }
+    } finally {
+      await gateway.close();
+    }
   });
 
   it('even on a route that needs no token', async () => {
@@ -152,6 +170,38 @@ describe('the cache serves authorised requests only', () => {
   });
 });
 
+describe('any subject reaches the services exactly', () => {
+  const hostile = ['m\u2603allory', 'cr\rlf\nnul\u0000del\u007f', ' %41 ', '\tcarol '];
+
+  it.each(hostile.map((subject) => [JSON.stringify(subject), subject]))('%s reads (cache misses) and writes like any subject', async (_name, subject) => {
+    const as = client(stack.gateway.url, { token: await testToken({ subject }) });
+    const created = await as.post('/api/products', { sku: `SUB-${Date.now()}-${hostile.indexOf(subject)}`, name: 'Subject', price: { amount: '1.00', currency: 'EUR' } }, { headers: { 'Idempotency-Key': 'subject-create' } });
+    expect(created.status).toBe(201);
+    const path = created.headers.get('location')!;
+    const read = await as.get(path);
+    expect({ status: read.status, cache: read.headers.get('x-cache') }).toEqual({ status: 200, cache: 'MISS' });
+    expect((await as.patch(path, { stock: 3 }, { headers: { 'Idempotency-Key': 'subject-patch' } })).status).toBe(200);
+    expect((await as.get(path)).body.stock).toBe(3);
+    expect((await as.delete(path)).status).toBe(204);
+  });
+
+  it('subjects that differ only by surrounding white space do not share Idempotency-Keys', async () => {
+    const carol = client(stack.gateway.url, { token: await testToken({ subject: 'carol' }) });
+    const lookalike = client(stack.gateway.url, { token: await testToken({ subject: '\tcarol ' }) });
+    const idempotencyKey = `carol-${Date.now()}`;
+    const first = await carol.patch(productPath, { stock: 11 }, { headers: { 'Idempotency-Key': idempotencyKey } });
+    expect(first.status).toBe(200);
+    expect((await carol.patch(productPath, { stock: 11 }, { headers: { 'Idempotency-Key': idempotencyKey } })).headers.get('idempotent-replayed')).toBe('true');
+    const theirs = await lookalike.patch(productPath, { stock: 11 }, { headers: { 'Idempotency-Key': idempotencyKey } });
+    expect({ status: theirs.status, replayed: theirs.headers.get('idempotent-replayed'), etag: theirs.headers.get('etag') === first.headers.get('etag') }).toEqual({ status: 200, replayed: null, etag: false });
+  });
+
+  it('a service refuses a subject that is not percent-encoded UTF-8 (400)', async () => {
+    const response = await client(stack.products.url).patch(productPath, { stock: 1 }, { headers: { 'Idempotency-Key': 'bad-subject', 'X-Auth-Subject': '%E2%98' } });
+    expect(expectProblem(response, 400, 'validation').errors).toEqual([{ path: 'X-Auth-Subject', message: 'must be percent-encoded UTF-8' }]);
+  });
+});
+
 describe('what the services get', () => {
   let upstream: http.Server;
   let seen: http.IncomingHttpHeaders[];
@@ -173,12 +223,12 @@ describe('what the services get', () => {
     await new Promise((resolve) => upstream.close(resolve));
   });
 
-  it('the verified subject in X-Auth-Subject, never the token, never a subject the client claims', async () => {
-    const token = await testToken({ subject: 'alice', scopes: ['users:read'] });
+  it('the verified subject in X-Auth-Subject (percent-encoded), never the token, never a subject the client claims', async () => {
+    const token = await testToken({ subject: 'alice ☃', scopes: ['users:read'] });
     await fetch(`${gateway.url}/api/users`, { headers: { authorization: `Bearer ${token}`, 'x-auth-subject': 'mallory' } });
     await fetch(`${gateway.url}/api/products`, { headers: { 'X-Auth-Subject': 'mallory' } });
     expect(seen).toHaveLength(2);
-    expect(seen[0]).toMatchObject({ 'x-auth-subject': 'alice' });
+    expect(seen[0]).toMatchObject({ 'x-auth-subject': 'alice%20%E2%98%83' });
     expect(seen[0]).not.toHaveProperty('authorization');
     expect(seen[1]).not.toHaveProperty('x-auth-subject');
   });

@@ -8,7 +8,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { chromium, type Browser } from 'playwright-core';
 import { defaultToken } from '../support/auth.js';
-import { startStack } from '../support/stack.js';
+import { capturingLogger, startGateway, startStack } from '../support/stack.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const PAGE = '<!doctype html><title>API client</title>';
@@ -83,17 +83,11 @@ describe('a page in a browser', () => {
   });
 });
 
-/** A raw preflight, as a browser sends it. */
-function preflight(origin: string): Promise<{ status: number; headers: http.IncomingHttpHeaders }> {
-  const { hostname, port } = new URL(stack.gateway.url);
+/** An OPTIONS request as a browser (or anyone) sends it. */
+function options(headers: http.OutgoingHttpHeaders, path = '/api/users', url = stack.gateway.url): Promise<{ status: number; headers: http.IncomingHttpHeaders }> {
+  const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {
-    const request = http.request({
-      host: hostname,
-      port,
-      path: '/api/users',
-      method: 'OPTIONS',
-      headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' },
-    });
+    const request = http.request({ host: hostname, port, path, method: 'OPTIONS', headers });
     request.once('response', (response) => {
       response.resume();
       resolve({ status: response.statusCode!, headers: response.headers });
@@ -102,6 +96,10 @@ function preflight(origin: string): Promise<{ status: number; headers: http.Inco
     request.end();
   });
 }
+
+/** A raw preflight, as a browser sends it. */
+const preflight = (origin: string, path?: string, url?: string) =>
+  options({ origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' }, path, url);
 
 describe('preflights', () => {
   it('are answered by the gateway, without a token, allowing the methods and headers the API uses', async () => {
@@ -116,5 +114,43 @@ describe('preflights', () => {
   it('from another origin get no CORS headers', async () => {
     const { headers } = await preflight(other.origin);
     expect(headers['access-control-allow-origin']).toBeUndefined();
+  });
+});
+
+describe('any other OPTIONS goes through the rules it meets without CORS', () => {
+  it('an unknown path is a 404, a known one a 204 with Allow, both with a request id', async () => {
+    const unknown = await options({ origin: allowed.origin }, '/api/nope');
+    expect({ status: unknown.status, requestId: unknown.headers['x-request-id'] !== undefined }).toEqual({ status: 404, requestId: true });
+    const known = await options({}, '/api/users');
+    expect({ status: known.status, allow: known.headers.allow, requestId: known.headers['x-request-id'] !== undefined }).toEqual({ status: 204, allow: 'GET, HEAD, POST, OPTIONS', requestId: true });
+    // A preflight from an origin that is not allowed is an OPTIONS like any other.
+    expect((await preflight(other.origin, '/api/nope')).status).toBe(404);
+  });
+
+  it('a garbage token is a 401', async () => {
+    const response = await options({ authorization: 'Bearer garbage.garbage.garbage', origin: allowed.origin });
+    expect({ status: response.status, challenge: response.headers['www-authenticate'] }).toEqual({ status: 401, challenge: expect.stringContaining('error="invalid_token"') });
+  });
+
+  it("preflights and other OPTIONS count against the caller's read budget, and each is logged", async () => {
+    const { logger, lines } = capturingLogger('gateway');
+    const gateway = await startGateway({
+      usersUrl: stack.users.url,
+      productsUrl: stack.products.url,
+      logger,
+      guard: { corsOrigins: [allowed.origin], rateLimits: { readsPerMinute: 3, leasePoints: 1, redisUrl: process.env.TEST_REDIS_URL! } },
+    });
+    try {
+      const answers = [await preflight(allowed.origin, '/api/users', gateway.url), await options({}, '/api/users', gateway.url), await preflight(allowed.origin, '/api/users', gateway.url), await preflight(allowed.origin, '/api/users', gateway.url)];
+      expect(answers.map(({ status }) => status)).toEqual([204, 204, 204, 429]);
+      expect(answers[0]!.headers).toMatchObject({ 'access-control-allow-origin': allowed.origin, ratelimit: expect.stringMatching(/^"read";r=2;/), 'x-request-id': expect.any(String) });
+      expect(answers[3]!.headers['retry-after']).toBeDefined();
+      // The last line is written when the gateway's side of the response closes: a few turns of the loop at most.
+      const logged = () => lines.filter((line) => line.msg === 'request' && line.method === 'OPTIONS');
+      for (let turn = 0; turn < 100 && logged().length < 4; turn++) await new Promise((resolve) => setImmediate(resolve));
+      expect(logged().map((line) => line.status)).toEqual([204, 204, 204, 429]);
+    } finally {
+      await gateway.close();
+    }
   });
 });

@@ -113,10 +113,15 @@ const anySpelling = fc.oneof(
 
 // ---- what each side makes of a spelling ----
 
-/** What the gateway decides the request touches (the front door's canonical target), when it exists. */
+/**
+ * What the gateway decides the request touches (the front door's canonical target), when it exists
+ * and the service takes the request: an item takes no query parameter (400).
+ */
 function gatewayTouches(target: string): ApiTarget | undefined {
-  const api = requestTarget(target)?.api;
+  const decided = requestTarget(target);
+  const api = decided?.api;
   if (!api || api.resource !== 'products') return undefined;
+  if (api.id !== undefined && new URLSearchParams(decided.query).size > 0) return undefined;
   return api.id === undefined || existing.has(api.id) ? api : undefined;
 }
 

@@ -9,16 +9,18 @@
  *    gateway must equal a GET straight from the service (the cache never serves what the write
  *    changed), for the item and for the list.
  * 2. A raw-HTTP corpus (net sockets) of framing tricks that no HTTP library sends, against the
- *    gateway and both services: each answered by a problem+json or a normal answer, never a 5xx.
+ *    gateway and both services: each answered by a problem+json or a normal answer, never a 5xx;
+ *    a valid request pipelined before a malformed one is answered first.
  * The servers must still answer afterwards. The counts are printed at the end of the run.
  */
+import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import type { oas31 } from 'zod-openapi';
 import type { PathItem } from '../support/contract.js';
 import { encodeCursor } from '@app/shared/resource/rules';
 import { v7 as uuidv7 } from 'uuid';
 import { apiContract, assertConforms, type Contract } from '../support/contract.js';
-import { portOf, rawExchange, rawRequest, type RawResponse } from '../support/raw-socket.js';
+import { portOf, rawExchange, rawExchangeAll, rawRequest, type RawResponse } from '../support/raw-socket.js';
 import { bodyBytes, bodyValue, validValue } from '../support/schema-arbitrary.js';
 import { resourceCases, type ResourceCase } from '../support/resource-case.js';
 import { startStack } from '../support/stack.js';
@@ -298,6 +300,48 @@ describe('requests generated from openapi.json', () => {
   }, 120_000);
 });
 
+// ---- query strings an endpoint does not define ----
+
+describe('query parameters an endpoint does not define', () => {
+  const junk = () => `j=${randomBytes(1_000).toString('hex')}`;
+  const product = { sku: 'QUERY-1', name: 'Query', price: { amount: '1.00', currency: 'EUR' } };
+  const jsonHeaders = { 'content-type': 'application/json' };
+
+  it('are a 400 naming the parameter on every item method and on POST, from the gateway and the service alike', async () => {
+    const created = await send(stack.gateway.url, 'POST', '/api/products', jsonHeaders, Buffer.from(JSON.stringify(product)));
+    expect(created.status).toBe(201);
+    const item = `/api/products/${(JSON.parse(created.text) as { id: string }).id}`;
+    const cases: [string, string, Record<string, string>, Buffer?][] = [
+      ['GET', item, {}],
+      ['HEAD', item, {}],
+      ['PUT', item, jsonHeaders, Buffer.from(JSON.stringify({ ...product, name: 'Changed' }))],
+      ['PATCH', item, { 'content-type': 'application/merge-patch+json' }, Buffer.from('{"name":"Changed"}')],
+      ['DELETE', item, {}],
+      ['POST', '/api/products', jsonHeaders, Buffer.from(JSON.stringify({ ...product, sku: 'QUERY-2' }))],
+    ];
+    for (const base of [stack.gateway.url, stack.products.url]) {
+      for (const [method, target, headers, body] of cases) {
+        const answer = await send(base, method, `${target}?${junk()}`, headers, body);
+        expect({ base, method, status: answer.status }).toEqual({ base, method, status: 400 });
+        if (method !== 'HEAD') expect(JSON.parse(answer.text)).toMatchObject({ type: 'https://problems.example/validation', errors: [{ path: 'j', message: 'is not a known field' }] });
+      }
+    }
+    // Nothing was written: the item is as it was created, and the second POST made nothing.
+    const after = await send(stack.gateway.url, 'GET', item);
+    expect({ status: after.status, name: (JSON.parse(after.text) as { name: string }).name }).toEqual({ status: 200, name: 'Query' });
+    expect(JSON.parse((await send(stack.gateway.url, 'GET', '/api/products?sku=QUERY-2')).text)).toMatchObject({ items: [] });
+  });
+
+  it('make no cache entry: the same junk read twice is never a 200 nor a HIT', async () => {
+    const id = resources[1]!.ids[0]!;
+    const target = `/api/products/${id}?${junk()}`;
+    for (let i = 0; i < 2; i++) {
+      const answer = await send(stack.gateway.url, 'GET', target);
+      expect({ status: answer.status, cache: answer.headers.get('x-cache') }).toEqual({ status: 400, cache: 'MISS' });
+    }
+  });
+});
+
 // ---- the raw-HTTP corpus ----
 
 const valid = (method: string, target: string, headers: Record<string, string> = {}, body = '') =>
@@ -377,6 +421,20 @@ describe('a raw-HTTP corpus of framing tricks', () => {
         });
         expect(response.headers['x-request-id']).toBeDefined();
       }
+    }
+  });
+});
+
+describe('a valid request pipelined with a malformed one after it', () => {
+  it('is answered first (201), then the malformed one (400), in order, then the connection closes', async () => {
+    for (const [server, url] of [['gateway', stack.gateway.url], ['products-service', stack.products.url]] as const) {
+      const sku = `PIPELINED-${server}-${Date.now()}`;
+      const packet = Buffer.concat([valid('POST', '/api/products', { 'Content-Type': 'application/json' }, JSON.stringify({ sku, name: 'Pipelined', price: { amount: '1.00', currency: 'EUR' } })), Buffer.from('GE(T /api/products HTTP/1.1\r\nHost: x\r\n\r\n')]);
+      const responses = await rawExchangeAll(portOf(url), packet);
+      for (const response of responses) tally(response.status, response.headers['content-type'] ?? null, response.body);
+      expect({ server, statuses: responses.map(({ status }) => status) }).toEqual({ server, statuses: [201, 400] });
+      expect(JSON.parse(responses[0]!.body)).toMatchObject({ sku });
+      expect(JSON.parse(responses[1]!.body)).toMatchObject({ status: 400, type: 'https://problems.example/bad-request' });
     }
   });
 });

@@ -164,6 +164,9 @@ describe('across service replicas', () => {
       await claimed(idempotencyKey);
       const inFlight = await client(gatewayToReplica.url).post('/api/products', body, { headers: { 'Idempotency-Key': idempotencyKey } });
       expectProblem(inFlight, 409, 'idempotency-in-flight');
+      // Until the first request's claim lapses: its write deadline (5 s) and a margin (1 s), at most.
+      expect(Number(inFlight.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      expect(Number(inFlight.headers.get('retry-after'))).toBeLessThanOrEqual(6);
     } finally {
       await lock.release();
     }
@@ -229,7 +232,10 @@ describe('the key store', () => {
     const claimed = request();
     const dead = await store.claim(claimed);
     if (dead.kind !== 'claimed') throw new Error('not claimed');
-    await expect(store.claim(claimed)).rejects.toMatchObject({ kind: 'idempotency-in-flight' });
+    // Left by a request whose replica died: in flight until its claim lapses, as Retry-After says.
+    await expect(store.claim(claimed)).rejects.toMatchObject({ kind: 'idempotency-in-flight', extras: { headers: { 'Retry-After': String(store.claimSeconds) } } });
+    await stack.products.db.execute('UPDATE idempotency_keys SET locked_until = ? WHERE idempotency_key = ?', [new Date(Date.now() + 2_500), claimed.key]);
+    await expect(store.claim(claimed)).rejects.toMatchObject({ extras: { headers: { 'Retry-After': '3' } } });
     await stack.products.db.execute('UPDATE idempotency_keys SET locked_until = ? WHERE idempotency_key = ?', [new Date(Date.now() - 1), claimed.key]);
     const taker = await store.claim(claimed);
     expect(taker.kind).toBe('claimed');
@@ -251,5 +257,57 @@ describe('the key store', () => {
     expect(await store.purgeExpired()).toBeGreaterThanOrEqual(1);
     const rows = await stack.products.db.query('SELECT COUNT(*) AS n FROM idempotency_keys WHERE idempotency_key = ?', [claimed.key]);
     expect(Number(rows[0]?.n)).toBe(0);
+  });
+});
+
+describe("what one caller can make the store keep", () => {
+  const BUDGET = 16_384;
+  let service: RunningServer;
+  let serviceDb: Database;
+  let gateway: RunningGateway;
+
+  beforeAll(async () => {
+    // The products service with a small budget per caller, on the stack's schema, behind its own gateway.
+    serviceDb = new Database(stack.products.databaseUrl);
+    const idempotency = new MySqlIdempotencyStore(serviceDb, { scopeBytes: BUDGET });
+    service = await listen(createProductsApp({ db: serviceDb, logger: testLogger, lifecycle: new Lifecycle(), idempotency }), 0, '127.0.0.1');
+    gateway = await startGateway({ usersUrl: stack.users.url, productsUrl: `http://127.0.0.1:${service.port}` });
+  });
+  afterAll(async () => {
+    await gateway.close();
+    await service.close(1_000);
+    await serviceDb.close();
+  });
+
+  /** What the store keeps for `subject`'s keys among `keys`: rows, and the bytes of their responses. */
+  async function kept(keys: string[]) {
+    const [row] = await stack.products.db.query(
+      `SELECT COUNT(*) AS n, COALESCE(SUM(LENGTH(response_body) + LENGTH(response_headers)), 0) AS bytes FROM idempotency_keys WHERE idempotency_key IN (${keys.map(() => '?').join(', ')})`,
+      keys,
+    );
+    return { rows: Number(row?.n), bytes: Number(row?.bytes) };
+  }
+
+  it('is bounded by its byte budget, its oldest keys dropped first; its newest still replay, and other callers keep theirs', async () => {
+    const big = client(gateway.url, { token: await testToken({ subject: `big-writer-${Date.now()}` }) });
+    const other = client(gateway.url, { token: await testToken({ subject: `other-${Date.now()}` }) });
+    const created = await big.post('/api/products', { ...product(), description: 'd'.repeat(2_000) });
+    const path = created.headers.get('location')!;
+    const othersKey = key();
+    expect((await other.patch(path, { stock: 1 }, { headers: { 'Idempotency-Key': othersKey } })).status).toBe(200);
+    // 40 small PATCHes, each answered with the whole 2 kB product: 80 kB of responses.
+    const keys = Array.from({ length: 40 }, () => key());
+    for (const [i, idempotencyKey] of keys.entries()) expect((await big.patch(path, { stock: i }, { headers: { 'Idempotency-Key': idempotencyKey } })).status).toBe(200);
+    const stored = await kept(keys);
+    expect(stored.rows).toBeLessThan(keys.length);
+    expect(stored.bytes).toBeLessThanOrEqual(BUDGET + 2_500);
+    // The newest keys are kept: a retry of the last request is replayed, not run again.
+    const retried = await big.patch(path, { stock: 39 }, { headers: { 'Idempotency-Key': keys.at(-1)! } });
+    expect(retried.headers.get('idempotent-replayed')).toBe('true');
+    // The oldest was dropped: the same request with its key runs again.
+    const rerun = await big.patch(path, { stock: 0 }, { headers: { 'Idempotency-Key': keys[0]! } });
+    expect({ status: rerun.status, replayed: rerun.headers.get('idempotent-replayed') }).toEqual({ status: 200, replayed: null });
+    // Another caller's key is not the big writer's to drop.
+    expect((await other.patch(path, { stock: 1 }, { headers: { 'Idempotency-Key': othersKey } })).headers.get('idempotent-replayed')).toBe('true');
   });
 });

@@ -3,9 +3,9 @@
  * request log (one line per request, never a body, its duration counted from the request's arrival).
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { TokenVerifier } from '../../gateway/src/auth/tokens.js';
-import { TEST_RULES, testPublicJwk } from '../support/auth.js';
+import { defaultToken, TEST_RULES, testPublicJwk } from '../support/auth.js';
 import { client, expectProblem, type Client, type TestResponse } from '../support/http.js';
 import { capturingLogger, startGateway, startStack } from '../support/stack.js';
 
@@ -168,6 +168,41 @@ describe("the gateway's request log", () => {
       await gateway.close();
       keys.closeAllConnections();
       await new Promise((resolve) => keys.close(resolve));
+    }
+  });
+});
+
+describe('a request the client gave up on', () => {
+  it('is logged and counted in the metrics as status 499, not as the 200 it never got', async () => {
+    const gatewayLog = capturingLogger('gateway');
+    let forwarded!: () => void;
+    const reached = new Promise<void>((resolve) => (forwarded = resolve));
+    // A products service that takes the request and never answers.
+    const hung = net.createServer((socket) => {
+      socket.on('error', () => undefined);
+      socket.once('data', () => forwarded());
+    });
+    await new Promise<void>((resolve) => hung.listen(0, '127.0.0.1', resolve));
+    const gateway = await startGateway({ usersUrl: stack.users.url, productsUrl: `http://127.0.0.1:${(hung.address() as AddressInfo).port}`, logger: gatewayLog.logger });
+    try {
+      const requestId = `given-up-${Date.now()}`;
+      const aborter = new AbortController();
+      const read = fetch(`${gateway.url}/api/products/${'0193a5c2-7b1e-7c4d-9a61-2f0c1b9e8d40'}`, { headers: { authorization: `Bearer ${defaultToken}`, 'x-request-id': requestId }, signal: aborter.signal });
+      await reached;
+      aborter.abort();
+      await expect(read).rejects.toThrow();
+      let line: Record<string, unknown> | undefined;
+      for (let attempt = 0; attempt < 200 && !line; attempt++) {
+        line = gatewayLog.lines.find((entry) => entry.requestId === requestId && 'status' in entry);
+        if (!line) await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      expect(line).toMatchObject({ status: 499, aborted: true });
+      const metrics = await (await fetch(`${gateway.url}/metrics`)).text();
+      expect(metrics).toMatch(/^gateway_http_requests_total\{route="\/api\/products\/\{id\}",method="GET",status="499"\} 1$/m);
+      expect(metrics).not.toMatch(/route="\/api\/products\/\{id\}",method="GET",status="200"/);
+    } finally {
+      await gateway.close();
+      hung.close();
     }
   });
 });

@@ -196,3 +196,40 @@ describe('shutdown on SIGTERM', () => {
     }
   });
 });
+
+/** A connection to `port` that sends `bytes` (nothing, by default) and then waits: what the server sent once it closed it. */
+function idleConnection(port: number, bytes = ''): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1', () => socket.write(bytes));
+    let received = '';
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
+    socket.on('error', () => undefined);
+    socket.on('close', () => resolve(received));
+  });
+}
+
+describe('connections that send no request', () => {
+  it('are closed REQUEST_HEAD_TIMEOUT_MS after accept (a partial head with a 408), counted and logged; one that sent a request is left open', async () => {
+    const nowhere = `http://127.0.0.1:${await closedPort()}`;
+    const gateway = await startWorkspace('gateway', { USERS_SERVICE_URL: nowhere, PRODUCTS_SERVICE_URL: nowhere, REQUEST_HEAD_TIMEOUT_MS: '300', LISTEN_SOCKETS: '2', ...GATEWAY_AUTH });
+    const products = await startWorkspace('products-service', { DATABASE_URL: databaseUrl('silent'), REQUEST_HEAD_TIMEOUT_MS: '300', LISTEN_SOCKETS: '2' });
+    // Opened first, and its request sent at once: its own deadline would have passed by the time the others close.
+    const busy = net.connect(gateway.port, '127.0.0.1', () => busy.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'));
+    const answered = new Promise((resolve) => busy.once('data', resolve));
+    try {
+      await answered;
+      const [silentGateway, silentProducts, partial] = await Promise.all([idleConnection(gateway.port), idleConnection(products.port), idleConnection(gateway.port, 'GET /healthz HT')]);
+      expect({ silentGateway, silentProducts, partial: partial.split('\r\n', 1)[0] }).toEqual({ silentGateway: '', silentProducts: '', partial: 'HTTP/1.1 408 Request Timeout' });
+      expect(busy.destroyed).toBe(false);
+      const metrics = await (await fetch(`${gateway.url}/metrics`)).text();
+      expect(metrics).toMatch(/^gateway_connections_without_request_closed_total 2$/m);
+      await gateway.logged((line) => line.msg === 'closed connections that sent no request in time' && line.closed === 1);
+      await products.logged((line) => line.msg === 'closed connections that sent no request in time' && line.closed === 1);
+    } finally {
+      busy.destroy();
+      gateway.child.kill('SIGTERM');
+      products.child.kill('SIGTERM');
+    }
+    await Promise.all([gateway.exited, products.exited]);
+  });
+});

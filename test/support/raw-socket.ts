@@ -12,6 +12,11 @@ export interface RawResponse {
 }
 
 function parseResponse(received: Buffer, closed: boolean): RawResponse | undefined {
+  return parseFirst(received, closed)?.response;
+}
+
+/** The first response in `received`, and how many bytes of it that took (interim responses included). */
+function parseFirst(received: Buffer, closed: boolean): { response: RawResponse; length: number } | undefined {
   let raw = received;
   // Interim (1xx) responses come before the final one: skip them.
   while (/^HTTP\/1\.[01] 1\d\d /.test(raw.subarray(0, 13).toString('latin1')) && raw.indexOf('\r\n\r\n') >= 0) raw = raw.subarray(raw.indexOf('\r\n\r\n') + 4);
@@ -30,7 +35,34 @@ function parseResponse(received: Buffer, closed: boolean): RawResponse | undefin
   if (length !== undefined && rest.length < length) return undefined;
   if (length === undefined && headers['transfer-encoding'] === undefined && !closed) return undefined;
   const body = length === undefined ? rest : rest.subarray(0, length);
-  return { status: Number(statusLine.split(' ')[1]), headers, body: body.toString('utf8'), closed };
+  return { response: { status: Number(statusLine.split(' ')[1]), headers, body: body.toString('utf8'), closed }, length: received.length - rest.length + body.length };
+}
+
+/**
+ * Writes `data` to a new connection at once (pipelined requests, say) and reads every response
+ * until the server closes the connection; rejects after `timeoutMs`.
+ */
+export function rawExchangeAll(port: number, data: string | Buffer, options: { timeoutMs?: number } = {}): Promise<RawResponse[]> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1', () => socket.write(data));
+    const received: Buffer[] = [];
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`the server did not close the connection within ${options.timeoutMs ?? 5_000} ms`));
+    }, options.timeoutMs ?? 5_000);
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      clearTimeout(timer);
+      const responses: RawResponse[] = [];
+      let rest = Buffer.concat(received);
+      for (let parsed = parseFirst(rest, true); parsed && rest.length > 0; parsed = parseFirst(rest, true)) {
+        responses.push(parsed.response);
+        rest = rest.subarray(parsed.length);
+      }
+      resolve(responses);
+    });
+  });
 }
 
 /**

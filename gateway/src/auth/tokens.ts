@@ -6,6 +6,8 @@ import type { VerificationKey } from '../config.js';
 /** Who a verified token speaks for, and what it may do. */
 export interface Principal {
   subject: string;
+  /** `subject` as X-Auth-Subject carries it to the services: percent-encoded, so that any subject is a legal header value. */
+  forwardedSubject: string;
   scopes: ReadonlySet<string>;
 }
 
@@ -38,11 +40,21 @@ export type KeySource = { publicKey: VerificationKey } | { jwksUrl: string; refe
 
 /**
  * The keys tokens are checked with. A JWKS URL is jose's remote key set: fetched on first use,
- * cached, fetched again when a token names an unknown `kid`, but at most once per cooldown.
+ * cached, fetched again when a token names an unknown `kid`, but at most once per cooldown. What
+ * fails in fetching or reading the set is KeysUnavailable; finding no key (or several) for the
+ * token's header is the token's fault.
  */
 function keysFrom(source: KeySource): KeyObject | JWTVerifyGetKey {
   if ('jwksUrl' in source) {
-    return createRemoteJWKSet(new URL(source.jwksUrl), { timeoutDuration: 2_000, cooldownDuration: source.refetchCooldownMs ?? 30_000, cacheMaxAge: 10 * 60_000 });
+    const remote = createRemoteJWKSet(new URL(source.jwksUrl), { timeoutDuration: 2_000, cooldownDuration: source.refetchCooldownMs ?? 30_000, cacheMaxAge: 10 * 60_000 });
+    return async (header, token) => {
+      try {
+        return await remote(header, token);
+      } catch (error) {
+        if (error instanceof errors.JWKSNoMatchingKey || error instanceof errors.JWKSMultipleMatchingKeys) throw error;
+        throw new KeysUnavailable(error);
+      }
+    };
   }
   const key = source.publicKey;
   return 'keys' in key ? createLocalJWKSet(key as Parameters<typeof createLocalJWKSet>[0]) : key;
@@ -129,12 +141,15 @@ export class TokenVerifier {
       ({ payload } =
         typeof this.#keys === 'function' ? await jwtVerify(token, this.#keys, options) : await jwtVerify(token, this.#keys, options));
     } catch (error) {
-      if (error instanceof errors.JWKSTimeout || error instanceof errors.JWKSInvalid || !(error instanceof errors.JOSEError)) throw new KeysUnavailable(error);
+      // Only the key source's failures are ours (keysFrom); anything else, a header naming an
+      // algorithm the key is not for included (WebCrypto refuses it with a DOMException), is the token's.
+      if (error instanceof KeysUnavailable) throw error;
       throw new InvalidToken(reason(error));
     }
-    if (typeof payload.sub !== 'string' || payload.sub === '') throw new InvalidToken("The access token's sub claim is not accepted here");
+    // A lone surrogate has no UTF-8 form: it could be neither encoded for the services nor compared as text.
+    if (typeof payload.sub !== 'string' || payload.sub === '' || !payload.sub.isWellFormed()) throw new InvalidToken("The access token's sub claim is not accepted here");
     const scope = typeof payload.scope === 'string' ? payload.scope : '';
-    const principal: Principal = { subject: payload.sub, scopes: new Set(scope.split(' ').filter((s) => s !== '')) };
+    const principal: Principal = { subject: payload.sub, forwardedSubject: encodeURIComponent(payload.sub), scopes: new Set(scope.split(' ').filter((s) => s !== '')) };
     // `exp` is a required claim: jose refused the token without it.
     const expiresAt = (payload.exp ?? 0) * 1000;
     if (expiresAt > this.now()) this.#verified.set(authorization.slice(-FINGERPRINT_CHARS), { authorization, principal, expiresAt });

@@ -60,6 +60,7 @@ const HEADERS = {
   AcceptEncoding: header(z.literal('identity').optional(), 'On a 415 caused by `Content-Encoding`: the content codings a request body may have (only `identity`: bodies are not compressed).'),
   IdempotentReplayed: header(z.literal('true').optional(), '`true` on a response replayed for a retry with the same `Idempotency-Key`: the request did not run again.'),
   RetryAfter: header(z.int().min(0), 'Seconds to wait before retrying.', RETRY_AFTER_SECONDS),
+  RetryAfterInFlight: header(z.int().min(1).optional(), 'On an `idempotency-in-flight` problem: seconds until the claim of the request in progress with the same key lapses, at the latest.', 6),
 };
 /** Response headers, by their names in `components.headers` (the shared ones, and those a document adds). */
 export const headers = (names: Record<string, string>): oas31.HeadersObject =>
@@ -72,7 +73,7 @@ const PARAMETERS = {
   IfMatch: parameter('If-Match', 'Proceed only if the resource still has one of these ETags (strong comparison: a `W/` tag never matches), or `*` (it exists); 412 otherwise, and nothing changes. A collection has no ETag: only `*` holds on it. A value that is neither `*` nor a list of entity tags is a 400.', '"1"'),
   IdempotencyKey: parameter(
     'Idempotency-Key',
-    'Makes a retry safe (IETF draft-ietf-httpapi-idempotency-key-header): 1 to 255 visible ASCII characters (400 otherwise), unique per request, e.g. a UUID. The first request with a key runs; a retry with the same key and the same request (method, path, body) gets the stored response — same status, body, `Location` and `ETag`, with `Idempotent-Replayed: true` — without running again, on any replica, for 24 hours. The same key with a different request is a 422; while the first is still in progress, a 409 (retry later). A request that fails changes nothing and does not use its key up. Keys are scoped to the resource collection and to the subject of the bearer token.',
+    'Makes a retry safe (IETF draft-ietf-httpapi-idempotency-key-header): 1 to 255 visible ASCII characters (400 otherwise), unique per request, e.g. a UUID. The first request with a key runs; a retry with the same key and the same request (method, path, body) gets the stored response — same status, body, `Location` and `ETag`, with `Idempotent-Replayed: true` — without running again, on any replica, for 24 hours (or until the stored responses of the caller pass its budget, when its oldest keys go first). The same key with a different request is a 422; while the first is still in progress, a 409 with `Retry-After` (the seconds until its claim lapses, at the latest). A request that fails changes nothing and does not use its key up. Keys are scoped to the resource collection and to the subject of the bearer token.',
     '0193a5c2-7b1e-7c4d-9a61-2f0c1b9e8d40',
     z.string().regex(/^[!-~]{1,255}$/),
   ),
@@ -98,7 +99,8 @@ export const json = (schema: z.ZodType | oas31.SchemaObject, example?: unknown) 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 /**
  * One operation: what the document says of it, and the handlers the router runs after what the
- * declaration validates: the query (parsed into `res.locals.query`) and the body's media type.
+ * declaration validates: the query (parsed into `res.locals.query`; a parameter it does not declare
+ * is a 400) and the body's media type.
  */
 export interface Operation extends Omit<ZodOpenApiOperationObject, 'tags'> {
   handlers?: RequestHandler[];
@@ -111,14 +113,17 @@ export interface Endpoint {
   operations: Partial<Record<Method, Operation>>;
 }
 
+const NO_QUERY = z.strictObject({});
+
 /** Routes `endpoints` on `router`: each operation's handlers, and `allowOnly` for the other methods. */
 export function mount(router: Router, endpoints: readonly Endpoint[]): Router {
   for (const { path, operations } of endpoints) {
     const route = router.route(path.replace(/\{(\w+)\}/g, ':$1'));
     for (const [method, { requestParams, requestBody, handlers = [] }] of Object.entries(operations)) {
-      const query = requestParams?.query;
-      const validated: RequestHandler[] = query ? [(req, res, next) => ((res.locals.query = parseOrThrow(query as z.ZodType, req.query)), next())] : [];
-      route[method.toLowerCase() as 'get'](...validated, ...(requestBody ? jsonBody(Object.keys(requestBody.content)) : []), ...handlers);
+      // An operation that declares no query takes none: a query string never varies its answer.
+      const query = (requestParams?.query ?? NO_QUERY) as z.ZodType;
+      const validated: RequestHandler = (req, res, next) => ((res.locals.query = parseOrThrow(query, req.query)), next());
+      route[method.toLowerCase() as 'get'](validated, ...(requestBody ? jsonBody(Object.keys(requestBody.content)) : []), ...handlers);
     }
     route.all(allowOnly(Object.keys(operations)));
   }

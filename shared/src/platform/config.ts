@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DEFAULT_LISTEN_SOCKETS } from './server.js';
+import { DEFAULT_LISTEN_SOCKETS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS } from './server.js';
 
 /**
  * Reads configuration from the environment once, at start-up. Every variable is validated; a bad
@@ -92,4 +92,5 @@ export const commonConfig = {
   LOG_LEVEL: logLevel,
   LISTEN_SOCKETS: count(DEFAULT_LISTEN_SOCKETS, 1, 1_024),
   SHUTDOWN_TIMEOUT_MS: milliseconds(10_000),
+  REQUEST_HEAD_TIMEOUT_MS: milliseconds(DEFAULT_REQUEST_HEAD_TIMEOUT_MS),
 };

@@ -36,6 +36,9 @@ export interface FinishedRequest {
   seconds: number;
 }
 
+/** The status a request the client went away from is counted and logged with (nginx's "client closed request"). */
+export const CLIENT_CLOSED_REQUEST = 499;
+
 const ARRIVED = Symbol('arrived at');
 type StampedRequest = IncomingMessage & { [ARRIVED]?: number };
 
@@ -69,9 +72,15 @@ class RequestObservation {
     return (this.#log ??= this.logger.child({ requestId: this.requestId }));
   }
 
-  /** The log line (and `onFinished`) of the response, once it is done or the client went away. */
+  /**
+   * The log line (and `onFinished`) of the response, once it is done or the client went away. A
+   * response the client did not wait for is counted as CLIENT_CLOSED_REQUEST, not as the status it
+   * was going to have (200 until set).
+   */
   finished(res: ServerResponse): void {
-    const level = res.statusCode >= 500 ? 'warn' : 'info';
+    const aborted = !res.writableFinished;
+    const status = aborted ? CLIENT_CLOSED_REQUEST : res.statusCode;
+    const level = status >= 500 ? 'warn' : 'info';
     const logged = this.logger.isLevelEnabled(level);
     if (!this.onFinished && !logged) return;
     const seconds = (performance.now() - this.started) / 1000;
@@ -82,14 +91,14 @@ class RequestObservation {
       const entry = {
         method: this.method,
         path,
-        status: res.statusCode,
+        status,
         durationMs: Math.round(seconds * 10_000) / 10,
-        ...(res.writableFinished ? {} : { aborted: true }),
+        ...(aborted ? { aborted: true } : {}),
       };
       if (level === 'warn') this.log.warn(entry, 'request failed');
       else this.log.info(entry, 'request');
     }
-    this.onFinished?.({ request: this.request, method: this.method, path, status: res.statusCode, seconds });
+    this.onFinished?.({ request: this.request, method: this.method, path, status, seconds });
   }
 }
 

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
-import net, { type AddressInfo, type Socket } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import type { RequestListener } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { type Lifecycle, writeProblem } from './http.js';
@@ -65,19 +65,109 @@ export function writeRawProblem(socket: Duplex, problem: HttpProblem, instance =
   socket.end(`${headers.join('\r\n')}\r\n\r\n${body}`);
 }
 
-/** Answers Node's own HTTP errors (`clientError`) with problem+json instead of an empty response. */
+/**
+ * What a connection owes: how many of its requests still have a response to finish, the response
+ * to the last request handed to a handler, and a refusal waiting for those responses; and, until
+ * its first request head is complete, the timer that closes it when none comes in time.
+ */
+const PENDING = Symbol('responses pending');
+const LAST_RESPONSE = Symbol('last response');
+const REFUSAL = Symbol('refusal after the pending responses');
+const HEAD_DEADLINE = Symbol('first request head deadline');
+type TrackedSocket = Duplex & { [PENDING]?: number; [LAST_RESPONSE]?: http.ServerResponse; [REFUSAL]?: () => void; [HEAD_DEADLINE]?: NodeJS.Timeout };
+
+/** REQUEST_HEAD_TIMEOUT_MS by default: how long a new connection may take to send its first request head. */
+export const DEFAULT_REQUEST_HEAD_TIMEOUT_MS = 10_000;
+
+/** Connections this process closed because no request head came in time (the gateway's metrics read it). */
+export const connectionsWithoutRequest = { closed: 0 };
+
+/** How often at most the closes of connections without a request are logged (with their count). */
+const SILENT_CLOSE_LOG_INTERVAL_MS = 60_000;
+
+/** The socket's first request head is complete (or refused): its deadline no longer applies. */
+function headArrived(socket: Duplex): void {
+  const tracked = socket as TrackedSocket;
+  const deadline = tracked[HEAD_DEADLINE];
+  if (deadline === undefined) return;
+  clearTimeout(deadline);
+  tracked[HEAD_DEADLINE] = undefined;
+}
+
+/**
+ * Closes a connection whose first request head is not complete within `timeoutMs` of accept. Node
+ * times a request head only once its first byte came (headersTimeout), so a connection that sends
+ * nothing would otherwise stay open for good, holding a file descriptor. One that sent part of a
+ * head gets a 408; one that sent nothing is just closed. After the first request, keepAliveTimeout
+ * and headersTimeout take over. Counted, and logged at most once per SILENT_CLOSE_LOG_INTERVAL_MS.
+ */
+function closeConnectionsWithoutRequest(server: http.Server, timeoutMs: number, logger: Logger | undefined): void {
+  let unlogged = 0;
+  let loggedAt = -Infinity;
+  const expire = (socket: net.Socket) => {
+    (socket as TrackedSocket)[HEAD_DEADLINE] = undefined;
+    if (socket.destroyed || !socket.writable) return;
+    connectionsWithoutRequest.closed++;
+    unlogged++;
+    if (performance.now() - loggedAt >= SILENT_CLOSE_LOG_INTERVAL_MS) {
+      logger?.info({ closed: unlogged, requestHeadTimeoutMs: timeoutMs }, 'closed connections that sent no request in time');
+      loggedAt = performance.now();
+      unlogged = 0;
+    }
+    if (socket.bytesRead > 0) writeRawProblem(socket, new HttpProblem('request-timeout', 'The request did not arrive in time'));
+    else socket.destroy();
+  };
+  server.on('connection', (socket: net.Socket) => {
+    (socket as TrackedSocket)[HEAD_DEADLINE] = setTimeout(expire, timeoutMs, socket).unref();
+  });
+}
+
+/** A request came on its socket: `res` is to be sent before any refusal of what followed it. */
+function responseOwed(res: http.ServerResponse): void {
+  const tracked = res.req.socket as TrackedSocket;
+  tracked[PENDING] = (tracked[PENDING] ?? 0) + 1;
+  tracked[LAST_RESPONSE] = res;
+}
+
+/** A response of `socket` is done: the refusal waiting for it goes out once it was the last. */
+function responseDone(socket: Duplex): void {
+  const tracked = socket as TrackedSocket;
+  const pending = (tracked[PENDING] ?? 1) - 1;
+  tracked[PENDING] = pending;
+  const refusal = tracked[REFUSAL];
+  if (pending > 0 || !refusal) return;
+  tracked[REFUSAL] = undefined;
+  refusal();
+}
+
+/**
+ * Answers Node's own HTTP errors (`clientError`) with problem+json instead of an empty response.
+ * Requests pipelined before the one refused are answered first, in order (a POST that created a
+ * resource says so before the 400 that ends the connection).
+ */
 function answerClientErrors(server: http.Server, logger: Logger | undefined): void {
   server.on('clientError', (error: ClientError, socket: Duplex) => {
+    const tracked = socket as TrackedSocket;
+    headArrived(socket);
+    if (tracked[REFUSAL]) return; // the parser is past the request already refused
+    // While the last request's body is incomplete and its response unfinished, the error is that
+    // request's own; otherwise it is a later request's, refused once the earlier ones are answered.
+    const last = tracked[LAST_RESPONSE];
+    const ownError = last !== undefined && !last.req.complete && !last.writableEnded;
     // A response already under way on this socket cannot be replaced: only cut it.
-    const inFlight = (socket as Socket & { _httpMessage?: http.ServerResponse })._httpMessage;
-    if (error.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
+    if (error.code === 'ECONNRESET' || !socket.writable || (ownError && last.headersSent)) {
       socket.destroy();
       return;
     }
     const problem = clientErrorProblem(error);
     const target = requestLine(error.rawPacket)?.split(' ')[1]?.split('?', 1)[0];
     logger?.info({ code: error.code, status: problem.status }, 'request refused by the HTTP parser');
-    writeRawProblem(socket, problem, target?.startsWith('/') && target.length <= 2048 ? target : '/');
+    const refuse = () => {
+      if (socket.writable) writeRawProblem(socket, problem, target?.startsWith('/') && target.length <= 2048 ? target : '/');
+      else socket.destroy();
+    };
+    if (!ownError && (tracked[PENDING] ?? 0) > 0) tracked[REFUSAL] = refuse;
+    else refuse();
   });
 }
 
@@ -217,29 +307,41 @@ async function listenShared(server: http.Server, options: net.ListenOptions, soc
  * answers requests Node's parser rejects and request targets over MAX_REQUEST_TARGET_BYTES with
  * problem+json (closing the connection), and tracks in-flight requests for a graceful close.
  */
-export async function listen(handler: RequestListener, port: number, host?: string, logger?: Logger, sockets = 1): Promise<RunningServer> {
+export async function listen(
+  handler: RequestListener,
+  port: number,
+  host?: string,
+  logger?: Logger,
+  sockets = 1,
+  requestHeadTimeoutMs = DEFAULT_REQUEST_HEAD_TIMEOUT_MS,
+): Promise<RunningServer> {
   const server = http.createServer(
     { keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS, headersTimeout: KEEP_ALIVE_TIMEOUT_MS + 1_000, requireHostHeader: false },
     refuseMalformedRequests(handler),
   );
+  closeConnectionsWithoutRequest(server, requestHeadTimeoutMs, logger);
   answerClientErrors(server, logger);
   // An Expect other than 100-continue (RFC 9110 §10.1.1): Node's own 417 has no body.
-  server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) =>
-    refuse(res, new HttpProblem('expectation-failed', `Only Expect: 100-continue is supported, not ${String(req.headers.expect).slice(0, 64)}`)),
-  );
+  server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    headArrived(req.socket);
+    refuse(res, new HttpProblem('expectation-failed', `Only Expect: 100-continue is supported, not ${String(req.headers.expect).slice(0, 64)}`));
+  });
   const inFlight = new Set<http.ServerResponse>();
   let closing = false;
   const endLongTurn = endLongPollPhases();
   // One listener for every response (no closure per request: see observeRequest in http.ts).
   const forget = function (this: http.ServerResponse) {
     inFlight.delete(this);
+    responseDone(this.req.socket);
   };
   // Before the handler, which may have answered by the time a later listener runs (a cache hit is sent at once).
-  server.prependListener('request', (_req, res: http.ServerResponse) => {
+  server.prependListener('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
     endLongTurn();
+    headArrived(req.socket);
     // During shutdown, every response closes its connection so keep-alive clients reconnect elsewhere.
     if (closing) res.setHeader('Connection', 'close');
     inFlight.add(res);
+    responseOwed(res);
     res.on('close', forget);
   });
   // A burst of new connections waits in the kernel's accept queue while the event loop is busy;
@@ -280,10 +382,12 @@ export async function serve(options: {
   release: () => Promise<void>;
   /** LISTEN_SOCKETS: see DEFAULT_LISTEN_SOCKETS. */
   listenSockets: number;
+  /** REQUEST_HEAD_TIMEOUT_MS: see closeConnectionsWithoutRequest. */
+  requestHeadTimeoutMs: number;
   details?: Record<string, unknown>;
 }): Promise<void> {
-  const { name, handler, port, logger, listenSockets, details } = options;
-  const running = await listen(handler, port, undefined, logger, listenSockets);
+  const { name, handler, port, logger, listenSockets, requestHeadTimeoutMs, details } = options;
+  const running = await listen(handler, port, undefined, logger, listenSockets, requestHeadTimeoutMs);
   logger.info({ port: running.port, listenSockets: running.listenSockets, ...details }, `${name} listening`);
   stopOnSignals({ ...options, running });
 }

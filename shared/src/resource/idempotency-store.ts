@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import {
   COMMIT_MARGIN_MS,
+  DEFAULT_IDEMPOTENCY_SCOPE_BYTES,
   DEFAULT_IDEMPOTENCY_TTL_SECONDS,
   idempotencyProblems,
   type Claim,
@@ -12,6 +13,12 @@ import { isDuplicateKey, type Database } from '../platform/mysql.js';
 
 const CLAIM_ATTEMPTS = 3;
 const PURGE_BATCH = 1_000;
+/** What a stored key costs beyond its response: its key, fingerprint, token, times and index entries. */
+const KEY_OVERHEAD_BYTES = 128;
+
+/** The bytes a stored response counts against its scope's budget. */
+export const storedBytes = (key: string, response: StoredResponse) =>
+  KEY_OVERHEAD_BYTES + key.length + Buffer.byteLength(JSON.stringify(response.headers)) + Buffer.byteLength(response.body);
 
 /**
  * Idempotency keys in the service's own schema (the `idempotency_keys` table of its migrations).
@@ -23,13 +30,17 @@ export class MySqlIdempotencyStore implements IdempotencyStore {
   readonly #ttlMs: number;
   /** How long a claim holds: the request's write deadline and a margin (see COMMIT_MARGIN_MS). */
   readonly #leaseMs: number;
+  readonly #scopeBytes: number;
+  readonly claimSeconds: number;
 
   constructor(
     private readonly db: Database,
-    options: { ttlSeconds?: number } = {},
+    options: { ttlSeconds?: number; scopeBytes?: number } = {},
   ) {
     this.#ttlMs = (options.ttlSeconds ?? DEFAULT_IDEMPOTENCY_TTL_SECONDS) * 1000;
     this.#leaseMs = db.writeDeadlineMs + COMMIT_MARGIN_MS;
+    this.claimSeconds = Math.ceil(this.#leaseMs / 1000);
+    this.#scopeBytes = options.scopeBytes ?? DEFAULT_IDEMPOTENCY_SCOPE_BYTES;
   }
 
   async claim(request: IdempotentRequest): Promise<Claim> {
@@ -57,7 +68,7 @@ export class MySqlIdempotencyStore implements IdempotencyStore {
       if ((row.expires_at as Date).getTime() <= now) {
         // Expired: the key is free again, for any request.
         const taken = await this.db.execute(
-          'UPDATE idempotency_keys SET fingerprint = ?, token = ?, locked_until = ?, expires_at = ?, response_status = NULL, response_headers = NULL, response_body = NULL WHERE scope = ? AND idempotency_key = ? AND token = ?',
+          'UPDATE idempotency_keys SET fingerprint = ?, token = ?, locked_until = ?, expires_at = ?, response_status = NULL, response_headers = NULL, response_body = NULL, response_bytes = 0 WHERE scope = ? AND idempotency_key = ? AND token = ?',
           [fingerprint, token, lockedUntil, new Date(now + this.#ttlMs), ...id, held],
         );
         if (taken === 1) return { kind: 'claimed', token: token.toString('hex') };
@@ -72,7 +83,8 @@ export class MySqlIdempotencyStore implements IdempotencyStore {
         };
         return { kind: 'replay', response };
       }
-      if ((row.locked_until as Date).getTime() > now) throw idempotencyProblems.inFlight();
+      const lockedForMs = (row.locked_until as Date).getTime() - now;
+      if (lockedForMs > 0) throw idempotencyProblems.inFlight(Math.ceil(lockedForMs / 1000));
       // In flight past its lease: the replica that claimed it died or gave up. Take it over.
       const taken = await this.db.execute(
         'UPDATE idempotency_keys SET token = ?, locked_until = ? WHERE scope = ? AND idempotency_key = ? AND token = ? AND response_status IS NULL',
@@ -80,7 +92,8 @@ export class MySqlIdempotencyStore implements IdempotencyStore {
       );
       if (taken === 1) return { kind: 'claimed', token: token.toString('hex') };
     }
-    throw idempotencyProblems.inFlight();
+    // The key changed hands under every attempt: busy, but free again soon.
+    throw idempotencyProblems.inFlight(1);
   }
 
   transaction<T>(work: () => Promise<T>): Promise<T> {
@@ -89,10 +102,35 @@ export class MySqlIdempotencyStore implements IdempotencyStore {
 
   async complete(request: IdempotentRequest, token: string, response: StoredResponse): Promise<boolean> {
     const stored = await this.db.execute(
-      'UPDATE idempotency_keys SET response_status = ?, response_headers = ?, response_body = ? WHERE scope = ? AND idempotency_key = ? AND token = ? AND response_status IS NULL',
-      [response.status, JSON.stringify(response.headers), response.body, ...this.#id(request), Buffer.from(token, 'hex')],
+      'UPDATE idempotency_keys SET response_status = ?, response_headers = ?, response_body = ?, response_bytes = ? WHERE scope = ? AND idempotency_key = ? AND token = ? AND response_status IS NULL',
+      [response.status, JSON.stringify(response.headers), response.body, storedBytes(request.key, response), ...this.#id(request), Buffer.from(token, 'hex')],
     );
     return stored === 1;
+  }
+
+  /**
+   * Keeps the scope's newest stored responses while those newer than each come to less than its
+   * budget, and drops the older ones: what the scope keeps is at most its budget and one response.
+   * Keys in flight are left alone.
+   */
+  async trim(request: IdempotentRequest): Promise<number> {
+    const [scope] = this.#id(request);
+    const [oldestKept] = await this.db.query(
+      `SELECT expires_at, idempotency_key FROM (
+         SELECT expires_at, idempotency_key, response_bytes,
+           SUM(response_bytes) OVER (ORDER BY expires_at DESC, idempotency_key DESC ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS newer_and_own
+         FROM idempotency_keys WHERE scope = ?
+       ) AS newest_first
+       WHERE newer_and_own - response_bytes >= ?
+       ORDER BY expires_at DESC, idempotency_key DESC LIMIT 1`,
+      [scope, this.#scopeBytes],
+    );
+    if (!oldestKept) return 0;
+    const [age, key] = [oldestKept.expires_at as Date, oldestKept.idempotency_key as string];
+    return this.db.execute(
+      'DELETE FROM idempotency_keys WHERE scope = ? AND response_status IS NOT NULL AND (expires_at < ? OR (expires_at = ? AND idempotency_key <= ?))',
+      [scope, age, age, key],
+    );
   }
 
   /** Not bound by the request's write deadline (a plain `query`): giving a key up is safe at any time. */

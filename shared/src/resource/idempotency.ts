@@ -18,6 +18,12 @@ export const REPLAYED_HEADER = 'Idempotent-Replayed';
 export const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 export const DEFAULT_IDEMPOTENCY_TTL_SECONDS = 86_400;
 /**
+ * What one caller's stored responses (a scope: the collection and the subject, or the collection
+ * for anonymous callers) may come to before its oldest keys are dropped: 1 MiB, some 3,000 small
+ * responses or 50 of the largest.
+ */
+export const DEFAULT_IDEMPOTENCY_SCOPE_BYTES = 1_048_576;
+/**
  * A claimed key counts as in flight for the request's write deadline (WRITE_DEADLINE_MS: no write
  * made for a request commits later) plus this margin for a COMMIT under way. A claim older than that
  * belongs to a request that is over, or to a replica that died mid-request, and may be taken over.
@@ -45,6 +51,8 @@ export type Claim = { kind: 'claimed'; token: string } | { kind: 'replay'; respo
 
 /** Where keys are kept: the service's own database (see MySqlIdempotencyStore). */
 export interface IdempotencyStore {
+  /** How long a claim holds, in seconds rounded up: at most this long is a key in flight. */
+  readonly claimSeconds: number;
   /** Claims the key, or returns the stored response; throws the 409 / 422 problems. */
   claim(request: IdempotentRequest): Promise<Claim>;
   /** Runs `work` in the transaction that `complete` takes part in. */
@@ -53,11 +61,17 @@ export interface IdempotencyStore {
   complete(request: IdempotentRequest, token: string, response: StoredResponse): Promise<boolean>;
   /** Gives the key up after a request that changed nothing, so a retry runs again. */
   release(request: IdempotentRequest, token: string): Promise<void>;
+  /** Drops the scope's oldest stored responses beyond its byte budget; how many. */
+  trim(request: IdempotentRequest): Promise<number>;
 }
 
 export const idempotencyProblems = {
   invalidKey: () => problems.validation([{ path: IDEMPOTENCY_KEY_HEADER, message: 'must be 1 to 255 visible ASCII characters' }]),
-  inFlight: () => new HttpProblem('idempotency-in-flight', 'A request with this Idempotency-Key is still in progress; retry later'),
+  /** `retryAfterSeconds`: until the claim of the request in progress lapses, at the latest. */
+  inFlight: (retryAfterSeconds: number) =>
+    new HttpProblem('idempotency-in-flight', `A request with this Idempotency-Key is still in progress; retry after ${retryAfterSeconds} s`, {
+      headers: { 'Retry-After': String(retryAfterSeconds) },
+    }),
   reused: () => new HttpProblem('idempotency-key-reused', 'This Idempotency-Key was used for a different request'),
 };
 
@@ -70,6 +84,20 @@ function fingerprintOf(req: Request): string {
 
 /** The subject the gateway forwards once it authenticates clients: keys of different subjects never meet. */
 const SUBJECT_HEADER = 'x-auth-subject';
+
+/**
+ * The forwarded subject, exactly: the gateway percent-encodes it (any subject is then a legal header
+ * value, with nothing for the HTTP parser to trim); undefined when none was forwarded.
+ */
+function subjectOf(req: Request): string | undefined {
+  const header = req.headers[SUBJECT_HEADER];
+  if (typeof header !== 'string') return undefined;
+  try {
+    return decodeURIComponent(header);
+  } catch {
+    throw problems.validation([{ path: 'X-Auth-Subject', message: 'must be percent-encoded UTF-8' }]);
+  }
+}
 
 function send(res: Response, response: StoredResponse, replayed: boolean): void {
   res.status(response.status);
@@ -95,9 +123,9 @@ export function idempotent(
       return;
     }
     if (typeof header !== 'string' || !IDEMPOTENCY_KEY.test(header)) throw idempotencyProblems.invalidKey();
-    const subject = req.headers[SUBJECT_HEADER];
+    const subject = subjectOf(req);
     const request: IdempotentRequest = {
-      scope: typeof subject === 'string' ? `${collection} ${subject}` : collection,
+      scope: subject === undefined ? collection : `${collection} ${subject}`,
       key: header,
       fingerprint: fingerprintOf(req),
     };
@@ -110,13 +138,16 @@ export function idempotent(
     try {
       response = await store.transaction(async () => {
         const computed = await handle(req);
-        if (!(await store.complete(request, claim.token, computed))) throw idempotencyProblems.inFlight();
+        // Another request took the key over (this one outlived its claim): it holds it for a claim's time at most.
+        if (!(await store.complete(request, claim.token, computed))) throw idempotencyProblems.inFlight(store.claimSeconds);
         return computed;
       });
     } catch (error) {
       await store.release(request, claim.token).catch(() => undefined);
       throw error;
     }
+    // The write is done either way: a trim that fails is tried again by the scope's next write.
+    await store.trim(request).catch((error: unknown) => res.locals.log.warn({ err: error }, 'could not trim the idempotency keys of a scope'));
     send(res, response, false);
   };
 }

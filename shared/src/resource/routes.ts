@@ -74,7 +74,9 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
   /** An operation's handler, made on `runtime` when there is one. */
   const handled = (make: (on: Runtime<F>) => RequestHandler) => (runtime ? { handlers: [make(runtime)] } : {});
 
-  const problem = (status: number, example?: HttpProblem, where = at) => problemResponse(status, example && { problem: example, at: where });
+  const problem = (status: number, example?: HttpProblem, where = at, extraHeaders: Record<string, string> = {}) => problemResponse(status, example && { problem: example, at: where }, extraHeaders);
+  /** A write with an Idempotency-Key may meet its key in flight: a 409 with Retry-After. */
+  const conflictOrInFlight = (where = at) => problem(409, problems.conflict(firstField, 'is already taken'), where, { 'Retry-After': 'RetryAfterInFlight' });
   const failures = (where: string) => ({ 500: problem(500), 503: problem(503, problems.unavailable('The database is unavailable; try again shortly'), where) });
   const notFound = problem(404, problems.notFound(`No ${definition.name} with id ${EXAMPLE_ID}`));
   const malformedCondition = problem(400, problems.validation([{ path: 'If-Match', message: 'must be * or a list of entity tags ("…" or W/"…")' }]));
@@ -109,7 +111,7 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
         GET: {
           operationId: `list${Plural}`,
           summary: `List ${plural}`,
-          description: `A page of ${plural} in id order (creation order), at most \`limit\` (default ${DEFAULT_LIMIT}). Walk the pages with \`cursor\` = the previous page's \`nextCursor\` until it is \`null\`: every item is seen exactly once, even while items are created or deleted. An unknown query parameter is a 400.`,
+          description: `A page of ${plural} in id order (creation order), at most \`limit\` (default ${DEFAULT_LIMIT}). Walk the pages with \`cursor\` = the previous page's \`nextCursor\` until it is \`null\`: every item is seen exactly once, even while items are created or deleted.`,
           parameters: parameters('IfMatch'),
           requestParams: { query },
           responses: {
@@ -133,7 +135,7 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
           responses: {
             201: withResource(`Created: the ${definition.name} as stored (or, for a retry with the same \`Idempotency-Key\`, the response to the first request).`, { Location: 'Location', 'Idempotent-Replayed': 'IdempotentReplayed' }),
             400: problemResponse(400, validationExample(definition.fields, {}, path)),
-            409: problem(409, problems.conflict(firstField, 'is already taken'), path),
+            409: conflictOrInFlight(path),
             412: problem(412, problems.preconditionFailed(), path),
             422: problem(422, idempotencyProblems.reused(), path),
             ...bodyProblems(path),
@@ -189,6 +191,7 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
           },
           responses: {
             ...updateResponses(`Patched: the ${definition.name} as stored, with its new ETag (or, for a retry with the same \`Idempotency-Key\`, the response to the first request).`, { 'Idempotent-Replayed': 'IdempotentReplayed' }),
+            409: conflictOrInFlight(),
             422: problem(422, idempotencyProblems.reused()),
           },
           ...handled(({ service, idempotency }) => idempotent(idempotency, path, async (req) => written(await service.patch(req.params.id as string, req.body, conditionsOf(req.headers)), 200))),
