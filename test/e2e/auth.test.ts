@@ -102,7 +102,7 @@ describe('a token that is not acceptable is a 401 with error="invalid_token"', (
 
   it('a header naming another allowed algorithm than the key is for (ES384 for an ES256 key), from anyone', async () => {
     const tokens = new TokenVerifier({ publicKey: createPublicKey(testPublicKeyPem) }, { ...TEST_RULES, algorithms: ['ES256', 'ES384', 'RS256', 'EdDSA'] });
-    const gateway = await startGateway({ usersUrl: stack.users.url, productsUrl: stack.products.url, guard: { tokens } });
+    const gateway = await startGateway({ upstreams: stack.urls, guard: { tokens } });
     try {
       const [, claims, signature] = (await testToken()).split('.');
       for (const alg of ['ES384', 'RS256', 'EdDSA']) {

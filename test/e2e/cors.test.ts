@@ -135,8 +135,7 @@ describe('any other OPTIONS goes through the rules it meets without CORS', () =>
   it("preflights and other OPTIONS count against the caller's read budget, and each is logged", async () => {
     const { logger, lines } = capturingLogger('gateway');
     const gateway = await startGateway({
-      usersUrl: stack.users.url,
-      productsUrl: stack.products.url,
+      upstreams: stack.urls,
       logger,
       guard: { corsOrigins: [allowed.origin], rateLimits: { readsPerMinute: 3, leasePoints: 1, redisUrl: process.env.TEST_REDIS_URL! } },
     });

@@ -271,7 +271,7 @@ describe("what one caller can make the store keep", () => {
     serviceDb = new Database(stack.products.databaseUrl);
     const idempotency = new MySqlIdempotencyStore(serviceDb, { scopeBytes: BUDGET });
     service = await listen(createProductsApp({ db: serviceDb, logger: testLogger, lifecycle: new Lifecycle(), idempotency }), 0, '127.0.0.1');
-    gateway = await startGateway({ usersUrl: stack.users.url, productsUrl: `http://127.0.0.1:${service.port}` });
+    gateway = await startGateway({ upstreams: { ...stack.urls, products: `http://127.0.0.1:${service.port}` } });
   });
   afterAll(async () => {
     await gateway.close();

@@ -183,7 +183,7 @@ describe('a request the client gave up on', () => {
       socket.once('data', () => forwarded());
     });
     await new Promise<void>((resolve) => hung.listen(0, '127.0.0.1', resolve));
-    const gateway = await startGateway({ usersUrl: stack.users.url, productsUrl: `http://127.0.0.1:${(hung.address() as AddressInfo).port}`, logger: gatewayLog.logger });
+    const gateway = await startGateway({ upstreams: { ...stack.urls, products: `http://127.0.0.1:${(hung.address() as AddressInfo).port}` }, logger: gatewayLog.logger });
     try {
       const requestId = `given-up-${Date.now()}`;
       const aborter = new AbortController();
