@@ -5,6 +5,7 @@ import type { RequestListener } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { type Lifecycle, writeProblem } from './http.js';
 import type { Logger } from './logger.js';
+import { flushTelemetry } from '../telemetry/server-spans.js';
 import { HttpProblem } from './problem.js';
 
 /**
@@ -268,7 +269,7 @@ export async function listen(handler: RequestListener, port: number, host?: stri
 /**
  * A process's HTTP server from start to exit: listens on `port`, says where (with `details`), and
  * on SIGTERM or SIGINT shuts down in order: readiness turns 503, the server stops accepting and
- * drains, `release` closes pools and clients, and the process exits 0.
+ * drains, `release` closes pools and clients, the spans still held are sent, and the process exits 0.
  */
 export async function serve(options: {
   name: string;
@@ -305,6 +306,7 @@ function stopOnSignals(options: {
     try {
       await drained;
       await release();
+      await flushTelemetry();
       logger.info('shutdown complete');
     } catch (error) {
       logger.error({ err: error }, 'shutdown failed');
