@@ -11,8 +11,14 @@ import { closedPort } from '../support/tcp-proxy.js';
 
 let receiver: Awaited<ReturnType<typeof startOtlpReceiver>>;
 let products: RunningProcess;
+/** The gateway as deployed by default. */
 let gateway: RunningProcess;
+/** One behind a trusted, tracing proxy: it continues its clients' traces and records their subject. */
+let trusting: RunningProcess;
+/** One exporting in protobuf (http/protobuf). */
+let protobuf: RunningProcess;
 let api: ReturnType<typeof client>;
+let trustingApi: ReturnType<typeof client>;
 const databaseUrl = throwawayDatabaseUrl('tracing');
 
 const listening = (line: Record<string, unknown>) => String(line.msg).endsWith('listening');
@@ -25,27 +31,37 @@ const npmStart = (workspace: string, env: Record<string, string>) =>
     OTEL_BSP_SCHEDULE_DELAY: '20',
     ...env,
   });
+const gatewayUrl = async (started: RunningProcess) => `http://127.0.0.1:${(await started.logged(listening)).port as number}`;
 
 beforeAll(async () => {
   receiver = await startOtlpReceiver();
   products = npmStart('products-service', { DATABASE_URL: databaseUrl });
   const productsPort = (await products.logged(listening)).port as number;
-  gateway = npmStart('gateway', {
-    PRODUCTS_SERVICE_URL: `http://127.0.0.1:${productsPort}`,
-    // Nothing listens there: every request for /api/users fails with a 502.
-    USERS_SERVICE_URL: `http://127.0.0.1:${await closedPort()}`,
-    REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379',
-    LISTEN_SOCKETS: '1',
-    AUTH_PUBLIC_KEY: testPublicKeyPem,
-    AUTH_ISSUER: TEST_RULES.issuer,
-    AUTH_AUDIENCE: TEST_RULES.audience,
-  });
-  api = client(`http://127.0.0.1:${(await gateway.logged(listening)).port as number}`);
+  const startGateway = (env: Record<string, string> = {}) =>
+    npmStart('gateway', {
+      PRODUCTS_SERVICE_URL: `http://127.0.0.1:${productsPort}`,
+      // Nothing listens there: every request for /api/users fails with a 502.
+      USERS_SERVICE_URL: `http://127.0.0.1:${unreachable}`,
+      REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379',
+      LISTEN_SOCKETS: '1',
+      AUTH_PUBLIC_KEY: testPublicKeyPem,
+      AUTH_ISSUER: TEST_RULES.issuer,
+      AUTH_AUDIENCE: TEST_RULES.audience,
+      ...env,
+    });
+  const unreachable = await closedPort();
+  gateway = startGateway();
+  trusting = startGateway({ OTEL_SERVICE_NAME: 'gateway-behind-proxy', TRACE_TRUST_CLIENT_CONTEXT: 'true', TRACE_RECORD_SUBJECT: 'true' });
+  protobuf = startGateway({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' });
+  const [url, trustingUrl] = await Promise.all([gatewayUrl(gateway), gatewayUrl(trusting), gatewayUrl(protobuf)]);
+  api = client(url);
+  trustingApi = client(trustingUrl);
 }, 60_000);
 
 afterAll(async () => {
-  for (const started of [gateway, products]) started?.child.kill('SIGTERM');
-  await Promise.all([gateway?.exited, products?.exited]);
+  const all = [gateway, trusting, protobuf, products];
+  for (const started of all) started?.child.kill('SIGTERM');
+  await Promise.all(all.map((started) => started?.exited));
   await receiver?.close();
   await dropSchema(databaseUrl);
 });
@@ -156,6 +172,26 @@ test('a request proxied to a service that cannot be reached is marked as an erro
   expect(outgoing.status.code).toBe(STATUS_ERROR);
   const line = await gateway.logged((line) => line.msg === 'request failed' && line.requestId === failed.headers.get('x-request-id'));
   expect(line.trace_id).toBe(server.traceId);
+});
+
+test("behind a trusted proxy (TRACE_TRUST_CLIENT_CONTEXT), the gateway continues the client's trace; TRACE_RECORD_SUBJECT puts the subject on it", async () => {
+  const clientTrace = '4bf92f3577b34da6a3ce929d0e0e4736';
+  const read = await trustingApi.get(productPath, { headers: { traceparent: `00-${clientTrace}-00f067aa0ba902b7-01` } });
+  expect(read.status).toBe(200);
+
+  const server = await receiver.waitFor((spans) =>
+    spans.find((span) => span.service === 'gateway-behind-proxy' && span.kind === SPAN_KIND.server && span.traceId === clientTrace),
+  );
+  expect(server).toMatchObject({ parentSpanId: '00f067aa0ba902b7', links: [], attributes: expect.objectContaining({ 'enduser.id': 'test-client' }) });
+  // The default gateway records no subject.
+  expect(receiver.spans.filter((span) => span.service === 'gateway' && 'enduser.id' in span.attributes)).toEqual([]);
+});
+
+test('OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf exports in protobuf', async () => {
+  const protobufApi = client(await gatewayUrl(protobuf));
+  expect((await protobufApi.get(productPath)).status).toBe(200);
+  const [first] = await receiver.waitFor(() => (receiver.protobufExports.length > 0 ? receiver.protobufExports : undefined));
+  expect(first!.bytes).toBeGreaterThan(0);
 });
 
 test('the token never reaches a span', () => {

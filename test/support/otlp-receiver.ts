@@ -46,23 +46,31 @@ interface ExportRequest {
  */
 export async function startOtlpReceiver() {
   const spans: ReceivedSpan[] = [];
+  /** Exports in protobuf (http/protobuf): their sizes, not decoded. */
+  const protobufExports: { bytes: number }[] = [];
   const arrivals = new Set<() => void>();
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
-      if (req.method !== 'POST' || req.url !== '/v1/traces' || !String(req.headers['content-type']).startsWith('application/json')) {
+      const type = String(req.headers['content-type']);
+      if (req.method !== 'POST' || req.url !== '/v1/traces' || !(type.startsWith('application/json') || type === 'application/x-protobuf')) {
         res.writeHead(415).end();
         return;
       }
-      const body = JSON.parse(Buffer.concat(chunks).toString()) as ExportRequest;
-      for (const { resource, scopeSpans } of body.resourceSpans ?? []) {
-        const service = String(attributesOf(resource?.attributes)['service.name']);
-        for (const scope of scopeSpans ?? []) {
-          for (const span of scope.spans ?? []) spans.push({ ...span, service, attributes: attributesOf(span.attributes), links: span.links ?? [] });
+      if (type === 'application/x-protobuf') {
+        protobufExports.push({ bytes: Buffer.concat(chunks).length });
+        res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+      } else {
+        const body = JSON.parse(Buffer.concat(chunks).toString()) as ExportRequest;
+        for (const { resource, scopeSpans } of body.resourceSpans ?? []) {
+          const service = String(attributesOf(resource?.attributes)['service.name']);
+          for (const scope of scopeSpans ?? []) {
+            for (const span of scope.spans ?? []) spans.push({ ...span, service, attributes: attributesOf(span.attributes), links: span.links ?? [] });
+          }
         }
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
       }
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
       for (const arrived of arrivals) arrived();
     });
   });
@@ -71,7 +79,8 @@ export async function startOtlpReceiver() {
   return {
     url: `http://127.0.0.1:${port}`,
     spans,
-    /** The value `found` returns once it returns one (checked now and on every export), or a failure after `timeoutMs`. */
+    protobufExports,
+    /** The value `found` returns once it returns one (checked now and after every export), or a failure after `timeoutMs`. */
     waitFor<T>(found: (spans: ReceivedSpan[]) => T | undefined, timeoutMs = 10_000): Promise<T> {
       const now = found(spans);
       if (now !== undefined) return Promise.resolve(now);
