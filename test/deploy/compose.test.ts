@@ -32,8 +32,9 @@ test('docker-compose.yml validates against the Compose specification schema, whi
   expect(validate(misspelt)).toBe(false);
 });
 
-test('the stack is the three deployables built from their Dockerfiles, mysql:8.4 and redis:7', () => {
-  expect(Object.keys(file.services).sort()).toEqual(['gateway', 'mysql', 'products-service', 'redis', 'users-service']);
+test('the stack is the three deployables built from their Dockerfiles, mysql:8.4 and redis:7, and Jaeger with the tracing profile only', () => {
+  expect(Object.keys(file.services).sort()).toEqual(['gateway', 'jaeger', 'mysql', 'products-service', 'redis', 'users-service']);
+  expect(services.filter(([, service]) => service.profiles !== undefined)).toEqual([['jaeger', expect.objectContaining({ profiles: ['tracing'] })]]);
   for (const { name } of deployables) {
     expect(file.services[name]!.build).toEqual({ context: '.', dockerfile: `${name}/Dockerfile` });
   }
@@ -41,9 +42,12 @@ test('the stack is the three deployables built from their Dockerfiles, mysql:8.4
   expect(file.services.redis!.image).toBe('redis:7');
 });
 
-test('only the gateway is published, on 127.0.0.1:8080 unless GATEWAY_BIND_ADDRESS says otherwise; nothing pins a container name, so every service scales', () => {
+test('only the gateway is published, on 127.0.0.1:8080 unless GATEWAY_BIND_ADDRESS says otherwise, and Jaeger\'s UI on 127.0.0.1; nothing pins a container name, so every service scales', () => {
   const published = services.filter(([, service]) => service.ports !== undefined).map(([name, service]) => [name, service.ports]);
-  expect(published).toEqual([['gateway', ['${GATEWAY_BIND_ADDRESS:-127.0.0.1}:8080:8080']]]);
+  expect(published).toEqual([
+    ['gateway', ['${GATEWAY_BIND_ADDRESS:-127.0.0.1}:8080:8080']],
+    ['jaeger', ['127.0.0.1:16686:16686']],
+  ]);
   expect(services.filter(([, service]) => service.container_name !== undefined)).toEqual([]);
 });
 
