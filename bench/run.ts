@@ -20,12 +20,14 @@
  * (`--publish`: also docs/bench.svg, the chart the README shows).
  *
  * `npm run bench -- --scale`: the read endpoints at 10k and at 1M rows instead (see scale.ts).
+ * `npm run bench -- --tracing`: what tracing costs the gateway instead (see tracing.ts).
  */
 import { copyFile, mkdir, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { chartSvg, type ChartRow } from './chart.ts';
 import { startNginx } from './nginx.ts';
 import { runScale } from './scale.ts';
+import { runTracing } from './tracing.ts';
 import {
   cleanUpOnSignals,
   cpuMicros,
@@ -285,6 +287,7 @@ async function compare(publish: boolean): Promise<void> {
   }
 }
 
-const { values } = parseArgs({ options: { scale: { type: 'boolean', default: false }, publish: { type: 'boolean', default: false } } });
+const { values } = parseArgs({ options: { scale: { type: 'boolean', default: false }, tracing: { type: 'boolean', default: false }, publish: { type: 'boolean', default: false } } });
 if (values.scale) await runScale(values.publish);
+else if (values.tracing) await runTracing();
 else await compare(values.publish);

@@ -5,7 +5,7 @@ import type { RequestListener } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { type Lifecycle, writeProblem } from './http.js';
 import type { Logger } from './logger.js';
-import { flushTelemetry } from '../telemetry/server-spans.js';
+import { flushTelemetry, traceRequests } from '../telemetry/server-spans.js';
 import { HttpProblem } from './problem.js';
 
 /**
@@ -221,7 +221,8 @@ async function listenShared(server: http.Server, options: net.ListenOptions, soc
 export async function listen(handler: RequestListener, port: number, host?: string, logger?: Logger, sockets = 1): Promise<RunningServer> {
   const server = http.createServer(
     { keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS, headersTimeout: KEEP_ALIVE_TIMEOUT_MS + 1_000, requireHostHeader: false },
-    refuseMalformedRequests(handler),
+    // With tracing on, every request in a server span, the malformed ones too.
+    traceRequests(refuseMalformedRequests(handler)),
   );
   answerClientErrors(server, logger);
   // An Expect other than 100-continue (RFC 9110 §10.1.1): Node's own 417 has no body.

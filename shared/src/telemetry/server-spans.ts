@@ -1,10 +1,15 @@
-import type { IncomingMessage } from 'node:http';
-import { context, type Span } from '@opentelemetry/api';
-import { getRPCMetadata } from '@opentelemetry/core';
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { context, propagation, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { getRPCMetadata, RPCType, setRPCMetadata, W3CTraceContextPropagator } from '@opentelemetry/core';
 
 /**
- * What a process tells the tracing set up by the preload (preload.ts) about its requests. Only the
- * OpenTelemetry API here: with tracing off, every call below finds no span and does nothing.
+ * Each request's server span, made here rather than by @opentelemetry/instrumentation-http (which
+ * still makes the client spans): that one cost a warm cache hit of the gateway twice its CPU time
+ * (npm run bench -- --tracing, docs/tracing.md), sampled or not, in per-request attributes, URL
+ * parsing, listeners and metrics. Here an unsampled request costs a sampling decision and a
+ * context; a sampled one, a span with the route, the status and whatever the process adds
+ * (`currentServerSpan`). Only the OpenTelemetry API: with tracing off, `traceRequests` returns the
+ * handler as it is and every other call finds no span.
  */
 export interface ServerSpanSettings {
   /**
@@ -25,18 +30,83 @@ export function configureServerSpans(settings: Partial<ServerSpanSettings>): voi
 
 /**
  * The server span of the request being handled, wherever its handling has got to (inside an express
- * layer's span, or after an await): the http instrumentation keeps it in the request's context.
- * Undefined with tracing off, or outside a request.
+ * layer's span, or after an await). Undefined with tracing off, or outside a request.
  */
 export function currentServerSpan(): Span | undefined {
   return getRPCMetadata(context.active())?.span;
 }
 
+/** Calls `log` on `self` within `span`'s context, so that the pino instrumentation puts its ids on the line. */
+export function logWithin<T, A extends unknown[]>(span: Span | undefined, log: (this: T, ...args: A) => void, self: T, ...args: A): void {
+  if (span) context.with(trace.setSpan(ROOT_CONTEXT, span), log, self, ...args);
+  else log.apply(self, args);
+}
+
+/** Probes and scrapes: every few seconds from the platform, never what an operator opens a trace for. */
+const UNTRACED_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
+
+const clientContext = new W3CTraceContextPropagator();
+const headerGetter = {
+  get: (headers: IncomingMessage['headers'], key: string) => headers[key],
+  keys: (headers: IncomingMessage['headers']) => Object.keys(headers),
+};
+
+const TRACED = Symbol('traced request');
+/** The span and the route express found (its instrumentation sets `route`), as @opentelemetry/core's RPCMetadata. */
+type TracedResponse = ServerResponse & { [TRACED]?: { span: Span; route?: string } };
+
+/** Once the response is done (or the client went away): status, route and name, then the end. */
+function endServerSpan(this: TracedResponse): void {
+  const traced = this[TRACED];
+  if (!traced) return;
+  const { span } = traced;
+  const req = this.req;
+  const route = serverSpanSettings.routeOf?.(req) ?? traced.route;
+  span.setAttribute('http.response.status_code', this.statusCode);
+  if (route !== undefined) {
+    span.setAttribute('http.route', route);
+    span.updateName(`${req.method ?? 'GET'} ${route}`);
+  }
+  if (this.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+  if (!this.writableFinished) span.setAttribute('http.response.aborted', true);
+  span.end();
+}
+
+let tracing = false;
 let flush: (() => Promise<void>) | undefined;
 
-/** Called by the preload once the SDK runs: how to send the spans still held before the process exits. */
-export function onTelemetryFlush(flushSpans: () => Promise<void>): void {
+/** Called by the preload once the SDK runs: requests get server spans, and how to send the spans still held before the process exits. */
+export function tracingStarted(flushSpans: () => Promise<void>): void {
+  tracing = true;
   flush = flushSpans;
+}
+
+/** `handler` with a server span around each request, when tracing is on; `handler` itself otherwise. */
+export function traceRequests(handler: RequestListener): RequestListener {
+  if (!tracing) return handler;
+  const tracer = trace.getTracer('@app/shared/telemetry');
+  return (req, res) => {
+    const path = (req.url ?? '/').split('?', 1)[0] ?? '/';
+    if (UNTRACED_PATHS.has(path)) {
+      handler(req, res);
+      return;
+    }
+    const method = req.method ?? 'GET';
+    const parent = serverSpanSettings.continueClientTrace ? propagation.extract(ROOT_CONTEXT, req.headers) : ROOT_CONTEXT;
+    const span = tracer.startSpan(method, { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'url.path': path } }, parent);
+    const metadata = { type: RPCType.HTTP as const, span, route: undefined as string | undefined };
+    if (span.isRecording()) {
+      // A client's trace context the process did not continue is linked from its own trace.
+      if (!serverSpanSettings.continueClientTrace && req.headers.traceparent !== undefined) {
+        const client = trace.getSpanContext(clientContext.extract(ROOT_CONTEXT, req.headers, headerGetter));
+        if (client) span.addLink({ context: client });
+      }
+      (res as TracedResponse)[TRACED] = metadata;
+      res.once('close', endServerSpan);
+    }
+    // Unsampled too: the services and the client spans follow the decision (traceparent …-00).
+    context.with(setRPCMetadata(trace.setSpan(parent, span), metadata), () => handler(req, res));
+  };
 }
 
 /**
