@@ -1,7 +1,7 @@
 import type { IncomingMessage, RequestListener } from 'node:http';
 import { baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, refuseOversizedBodies, requestContext } from '@app/shared/platform/http';
 import type { Logger } from '@app/shared/platform/logger';
-import { configureServerSpans } from '@app/shared/telemetry/server-spans';
+import { configureServerSpans } from '@app/shared/telemetry/spans';
 import type { RequestHandler } from 'express';
 import { cachedReads, type CachedUpstream } from './cache/cached-reads.js';
 import { Fills } from './cache/fills.js';

@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders, IncomingMessage, RequestListener, ServerRespo
 import { type FinishedRequest, observeRequest, writeProblem } from '@app/shared/platform/http';
 import type { Logger } from '@app/shared/platform/logger';
 import { HttpProblem, problems } from '@app/shared/platform/problem';
-import { currentServerSpan } from '@app/shared/telemetry/server-spans';
+import { currentServerSpan } from '@app/shared/telemetry/spans';
 import cors from 'cors';
 import type { RequestHandler } from 'express';
 import proxyaddr from 'proxy-addr';

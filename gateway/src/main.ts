@@ -2,7 +2,7 @@ import { ConfigError, loadConfig } from '@app/shared/platform/config';
 import { Lifecycle } from '@app/shared/platform/http';
 import { createLogger } from '@app/shared/platform/logger';
 import { serve } from '@app/shared/platform/server';
-import { configureServerSpans } from '@app/shared/telemetry/server-spans';
+import { configureServerSpans } from '@app/shared/telemetry/spans';
 import { createApp, upstreamsFrom } from './app.js';
 import { createMemoryTier } from './cache/memory-tier.js';
 import { TokenVerifier } from './auth/tokens.js';

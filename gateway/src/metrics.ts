@@ -1,7 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { IncomingMessage } from 'node:http';
 import type { FinishedRequest } from '@app/shared/platform/http';
-import { currentServerSpan } from '@app/shared/telemetry/server-spans';
+import { currentServerSpan } from '@app/shared/telemetry/spans';
 
 export type CacheOutcome = 'hit' | 'miss' | 'bypass' | 'stale' | 'collapsed';
 

@@ -14,7 +14,7 @@ import { migrate } from './platform/migrate.js';
 import { Database, DEFAULT_WRITE_DEADLINE_MS } from './platform/mysql.js';
 import { UUID_V7 } from './platform/request-target.js';
 import { serve } from './platform/server.js';
-import { configureServerSpans } from './telemetry/server-spans.js';
+import { configureServerSpans } from './telemetry/spans.js';
 import { MySqlIdempotencyStore } from './resource/idempotency-store.js';
 import { DEFAULT_IDEMPOTENCY_TTL_SECONDS, type IdempotencyStore } from './resource/idempotency.js';
 import type { ResourceRoutes } from './resource/routes.js';

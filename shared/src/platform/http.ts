@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response, type Router } from 'express';
 import type { Logger } from './logger.js';
-import { currentServerSpan, logWithin } from '../telemetry/server-spans.js';
+import { currentServerSpan, logWithin } from '../telemetry/spans.js';
 import { HttpProblem, problems, type FieldError } from './problem.js';
 import { requestTarget } from './request-target.js';
 

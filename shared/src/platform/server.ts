@@ -5,7 +5,7 @@ import type { RequestListener } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { type Lifecycle, writeProblem } from './http.js';
 import type { Logger } from './logger.js';
-import { flushTelemetry, traceRequests } from '../telemetry/server-spans.js';
+import { flushTelemetry, traceRequests } from '../telemetry/spans.js';
 import { HttpProblem } from './problem.js';
 
 /**

@@ -3,13 +3,13 @@ import { context, propagation, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode
 import { getRPCMetadata, RPCType, setRPCMetadata, W3CTraceContextPropagator } from '@opentelemetry/core';
 
 /**
- * Each request's server span, made here rather than by @opentelemetry/instrumentation-http (which
- * still makes the client spans): that one cost a warm cache hit of the gateway twice its CPU time
- * (npm run bench -- --tracing, docs/tracing.md), sampled or not, in per-request attributes, URL
- * parsing, listeners and metrics. Here an unsampled request costs a sampling decision and a
- * context; a sampled one, a span with the route, the status and whatever the process adds
- * (`currentServerSpan`). Only the OpenTelemetry API: with tracing off, `traceRequests` returns the
- * handler as it is and every other call finds no span.
+ * The spans of HTTP requests, served (`traceRequests`) and sent (`startClientSpan`), made here
+ * rather than by @opentelemetry/instrumentation-http: its server side alone cost a warm cache hit of
+ * the gateway twice its CPU time, sampled or not (per-request attributes, URL parsing, listeners,
+ * metrics; docs/tracing.md). Here an unsampled request costs a sampling decision, a context and the
+ * `traceparent` it passes on; a sampled one, spans with the route, the status and whatever the
+ * process adds (`currentServerSpan`). Only the OpenTelemetry API: with tracing off, `traceRequests`
+ * returns the handler as it is and every other call finds no span.
  */
 export interface ServerSpanSettings {
   /**
@@ -107,6 +107,36 @@ export function traceRequests(handler: RequestListener): RequestListener {
     // Unsampled too: the services and the client spans follow the decision (traceparent …-00).
     context.with(setRPCMetadata(trace.setSpan(parent, span), metadata), () => handler(req, res));
   };
+}
+
+/**
+ * A client span for a request to `path` on `service`, a child of the request being served, whose
+ * context goes into `headers` (`traceparent`, sampled or not: the service follows the decision).
+ * Undefined when not sampled, and `headers` untouched with tracing off or outside a request; end it
+ * with `endClientSpan`.
+ */
+export function startClientSpan(method: string, service: URL, path: string, headers: Record<string, unknown>): Span | undefined {
+  if (!tracing) return undefined;
+  const parent = context.active();
+  if (trace.getSpan(parent) === undefined) return undefined;
+  const span = trace.getTracer('@app/shared/telemetry').startSpan(method, { kind: SpanKind.CLIENT }, parent);
+  propagation.inject(trace.setSpan(parent, span), headers);
+  if (!span.isRecording()) return undefined;
+  span.setAttributes({ 'http.request.method': method, 'server.address': service.hostname, 'server.port': Number(service.port || 80), 'url.full': `${service.origin}${path}` });
+  return span;
+}
+
+/** Ends a client span with the service's status (an error at 5xx), or with the failure that left it without one. */
+export function endClientSpan(span: Span | undefined, outcome: number | Error): void {
+  if (!span) return;
+  if (typeof outcome === 'number') {
+    span.setAttribute('http.response.status_code', outcome);
+    if (outcome >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+  } else {
+    span.setAttribute('error.type', outcome.name);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: outcome.message });
+  }
+  span.end();
 }
 
 /**
