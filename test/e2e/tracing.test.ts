@@ -17,6 +17,8 @@ let gateway: RunningProcess;
 let trusting: RunningProcess;
 /** One exporting in protobuf (http/protobuf). */
 let protobuf: RunningProcess;
+/** One that samples no request (OTEL_TRACES_SAMPLER=always_off). */
+let unsampled: RunningProcess;
 let api: ReturnType<typeof client>;
 let trustingApi: ReturnType<typeof client>;
 const databaseUrl = throwawayDatabaseUrl('tracing');
@@ -53,13 +55,14 @@ beforeAll(async () => {
   gateway = startGateway();
   trusting = startGateway({ OTEL_SERVICE_NAME: 'gateway-behind-proxy', TRACE_TRUST_CLIENT_CONTEXT: 'true', TRACE_RECORD_SUBJECT: 'true' });
   protobuf = startGateway({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' });
-  const [url, trustingUrl] = await Promise.all([gatewayUrl(gateway), gatewayUrl(trusting), gatewayUrl(protobuf)]);
+  unsampled = startGateway({ OTEL_SERVICE_NAME: 'gateway-unsampled', OTEL_TRACES_SAMPLER: 'always_off' });
+  const [url, trustingUrl] = await Promise.all([gatewayUrl(gateway), gatewayUrl(trusting), gatewayUrl(protobuf), gatewayUrl(unsampled)]);
   api = client(url);
   trustingApi = client(trustingUrl);
 }, 60_000);
 
 afterAll(async () => {
-  const all = [gateway, trusting, protobuf, products];
+  const all = [gateway, trusting, protobuf, unsampled, products];
   for (const started of all) started?.child.kill('SIGTERM');
   await Promise.all(all.map((started) => started?.exited));
   await receiver?.close();
@@ -192,6 +195,22 @@ test('OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf exports in protobuf', async () =
   expect((await protobufApi.get(productPath)).status).toBe(200);
   const [first] = await receiver.waitFor(() => (receiver.protobufExports.length > 0 ? receiver.protobufExports : undefined));
   expect(first!.bytes).toBeGreaterThan(0);
+});
+
+test("a request the gateway does not sample is traced nowhere: products-service follows the gateway's decision", async () => {
+  const created = await api.post('/api/products', { sku: 'TRACE-2', name: 'Not traced', price: { amount: '1', currency: 'EUR' } });
+  const path = created.headers.get('location')!;
+  const miss = await client(await gatewayUrl(unsampled)).get(path);
+  expect(miss.headers.get('x-cache')).toBe('MISS');
+  // products-service sends its spans in the order they end: once those of a later request (a write
+  // in a trace of the test's own, through the gateway that continues it) have arrived, the
+  // unsampled read's would have too.
+  const laterTrace = '5d2c6a0f4e1b4c6d8a9b0c1d2e3f4a5b';
+  const later = await trustingApi.post('/api/products', { sku: 'TRACE-3', name: 'Traced after', price: { amount: '1', currency: 'EUR' } }, { headers: { traceparent: `00-${laterTrace}-1a2b3c4d5e6f7a8b-01` } });
+  expect(later.status).toBe(201);
+  await receiver.waitFor((spans) => spans.find((span) => span.service === 'products-service' && span.traceId === laterTrace));
+  expect(receiver.spans.filter((span) => span.attributes['url.path'] === path)).toEqual([]);
+  expect(receiver.spans.filter((span) => span.service === 'gateway-unsampled')).toEqual([]);
 });
 
 test('the token never reaches a span', () => {

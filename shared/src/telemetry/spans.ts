@@ -30,7 +30,8 @@ export function configureServerSpans(settings: Partial<ServerSpanSettings>): voi
 
 /**
  * The server span of the request being handled, wherever its handling has got to (inside an express
- * layer's span, or after an await). Undefined with tracing off, or outside a request.
+ * layer's span, or after an await). Undefined with tracing off, outside a request, or when the
+ * request is not sampled (nothing to record).
  */
 export function currentServerSpan(): Span | undefined {
   return getRPCMetadata(context.active())?.span;
@@ -93,19 +94,22 @@ export function traceRequests(handler: RequestListener): RequestListener {
     }
     const method = req.method ?? 'GET';
     const parent = serverSpanSettings.continueClientTrace ? propagation.extract(ROOT_CONTEXT, req.headers) : ROOT_CONTEXT;
-    const span = tracer.startSpan(method, { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'url.path': path } }, parent);
-    const metadata = { type: RPCType.HTTP as const, span, route: undefined as string | undefined };
-    if (span.isRecording()) {
-      // A client's trace context the process did not continue is linked from its own trace.
-      if (!serverSpanSettings.continueClientTrace && req.headers.traceparent !== undefined) {
-        const client = trace.getSpanContext(clientContext.extract(ROOT_CONTEXT, req.headers, headerGetter));
-        if (client) span.addLink({ context: client });
-      }
-      (res as TracedResponse)[TRACED] = metadata;
-      res.once('close', endServerSpan);
+    const span = tracer.startSpan(method, { kind: SpanKind.SERVER }, parent);
+    if (!span.isRecording()) {
+      // Not sampled: only the decision, which the client spans (so the services) and the Redis and MySQL spans follow.
+      context.with(trace.setSpan(parent, span), handler, undefined, req, res);
+      return;
     }
-    // Unsampled too: the services and the client spans follow the decision (traceparent …-00).
-    context.with(setRPCMetadata(trace.setSpan(parent, span), metadata), () => handler(req, res));
+    span.setAttributes({ 'http.request.method': method, 'url.path': path });
+    // A client's trace context the process did not continue is linked from its own trace.
+    if (!serverSpanSettings.continueClientTrace && req.headers.traceparent !== undefined) {
+      const client = trace.getSpanContext(clientContext.extract(ROOT_CONTEXT, req.headers, headerGetter));
+      if (client) span.addLink({ context: client });
+    }
+    const metadata = { type: RPCType.HTTP as const, span, route: undefined as string | undefined };
+    (res as TracedResponse)[TRACED] = metadata;
+    res.once('close', endServerSpan);
+    context.with(setRPCMetadata(trace.setSpan(parent, span), metadata), handler, undefined, req, res);
   };
 }
 
