@@ -105,9 +105,12 @@ function relay(proxyRes: http.IncomingMessage, res: http.ServerResponse): void {
   proxyRes.pipe(res);
 }
 
-const CLIENT_SPAN = Symbol('client span');
-/** A proxied request whose call to the service is traced (sampled): its client span, ended when the service answers or the call fails. */
-type TracedCall = http.IncomingMessage & { [CLIENT_SPAN]?: ReturnType<typeof startClientSpan> };
+/**
+ * The client span of each proxied request whose call to the service is traced (sampled), ended when
+ * the service answers or the call fails. Not a property of the request: a sampled request of another
+ * shape than the rest would make the code every request runs through polymorphic.
+ */
+const clientSpans = new WeakMap<http.IncomingMessage, NonNullable<ReturnType<typeof startClientSpan>>>();
 
 /** What the proxy hands a failure to: answers it (problem+json), or cuts the response under way. */
 export type ProxyNext = (error?: unknown) => void;
@@ -144,14 +147,14 @@ export function upstreamProxy(
     on: {
       proxyReq: (proxyReq, req) => superviseUpstreamRequest(proxyReq, options.deadlines, req),
       proxyRes: (proxyRes, req, res) => {
-        endClientSpan((req as TracedCall)[CLIENT_SPAN], proxyRes.statusCode ?? 502);
+        endClientSpan(clientSpans.get(req), proxyRes.statusCode ?? 502);
         const settled = options.onSettled?.(req, proxyRes.statusCode ?? 502);
         if (settled) void settled.then(() => relay(proxyRes, res));
         else relay(proxyRes, res);
       },
       // httpxy hands failures only to this listener (never to `next`), so it answers here.
       error: async (error, req, res) => {
-        endClientSpan((req as TracedCall)[CLIENT_SPAN], error);
+        endClientSpan(clientSpans.get(req), error);
         if (!('setHeader' in res)) return;
         observationOf(res)?.log.warn({ upstream: upstream.name, err: error }, 'upstream request failed');
         await options.onSettled?.(req, 502);
@@ -176,7 +179,7 @@ export function upstreamProxy(
     else req.headers['x-forwarded-for'] = chain;
     // And, with tracing on, this call's trace context (traceparent): never the client's own.
     const span = startClientSpan(req.method ?? 'GET', service, req.url ?? '/', req.headers);
-    if (span) (req as TracedCall)[CLIENT_SPAN] = span;
+    if (span) clientSpans.set(req, span);
     proxy(req, res, next);
   };
 }

@@ -52,24 +52,21 @@ const headerGetter = {
   keys: (headers: IncomingMessage['headers']) => Object.keys(headers),
 };
 
-const TRACED = Symbol('traced request');
-/** The span and the route express found (its instrumentation sets `route`), as @opentelemetry/core's RPCMetadata. */
-type TracedResponse = ServerResponse & { [TRACED]?: { span: Span; route?: string } };
-
-/** Once the response is done (or the client went away): status, route and name, then the end. */
-function endServerSpan(this: TracedResponse): void {
-  const traced = this[TRACED];
-  if (!traced) return;
+/**
+ * Once the response is done (or the client went away): status, route and name, then the end.
+ * `traced` is the RPC metadata of @opentelemetry/core, whose `route` express's instrumentation sets.
+ */
+function endServerSpan(res: ServerResponse, traced: { span: Span; route?: string }): void {
   const { span } = traced;
-  const req = this.req;
+  const req = res.req;
   const route = serverSpanSettings.routeOf?.(req) ?? traced.route;
-  span.setAttribute('http.response.status_code', this.statusCode);
+  span.setAttribute('http.response.status_code', res.statusCode);
   if (route !== undefined) {
     span.setAttribute('http.route', route);
     span.updateName(`${req.method ?? 'GET'} ${route}`);
   }
-  if (this.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
-  if (!this.writableFinished) span.setAttribute('http.response.aborted', true);
+  if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+  if (!res.writableFinished) span.setAttribute('http.response.aborted', true);
   span.end();
 }
 
@@ -107,8 +104,9 @@ export function traceRequests(handler: RequestListener): RequestListener {
       if (client) span.addLink({ context: client });
     }
     const metadata = { type: RPCType.HTTP as const, span, route: undefined as string | undefined };
-    (res as TracedResponse)[TRACED] = metadata;
-    res.once('close', endServerSpan);
+    // A closure, not a property on the response: a sampled response of another shape than the rest
+    // would make Node's code for every response slower (polymorphic).
+    res.once('close', () => endServerSpan(res, metadata));
     context.with(setRPCMetadata(trace.setSpan(parent, span), metadata), handler, undefined, req, res);
   };
 }
