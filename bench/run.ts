@@ -38,6 +38,7 @@ import {
   guardOn,
   machine,
   median,
+  productsServiceWithAProduct,
   pinning,
   REDIS_URL,
   rssMiB,
@@ -172,14 +173,7 @@ async function compare(publish: boolean): Promise<void> {
   cleanUpOnSignals([schema]);
   let closeNginx: () => Promise<void> = async () => undefined;
   try {
-    const products = await startNode('products-service', 'products-service/dist/main.js', { DATABASE_URL: schemaUrl(schema) }, await freePort());
-    const created = await fetch(`${products.url}/api/products`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ sku: 'BENCH-1', name: 'Benchmark widget', description: 'Measured.', price: { amount: '19.99', currency: 'EUR' }, stock: 42 }),
-    });
-    if (created.status !== 201) throw new Error(`could not create the product: ${created.status} ${await created.text()}`);
-    const path = created.headers.get('location')!;
+    const { products, path } = await productsServiceWithAProduct(schema, { sku: 'BENCH-1', name: 'Benchmark widget' });
     const sample = await fetch(`${products.url}${path}`);
     const body = await sample.text();
     const answered = Object.fromEntries(['content-type', 'etag', 'cache-control'].map((name) => [name, sample.headers.get(name) ?? '']));

@@ -21,9 +21,9 @@ import {
   guardOn,
   machine,
   median,
+  productsServiceWithAProduct,
   pinning,
   REDIS_URL,
-  schemaUrl,
   settle,
   startNode,
   startOptions,
@@ -70,14 +70,7 @@ export async function runTracing(): Promise<void> {
   cleanUpOnSignals([schema]);
   const sink = await otlpSink();
   try {
-    const products = await startNode('products-service', 'products-service/dist/main.js', { DATABASE_URL: schemaUrl(schema) }, await freePort());
-    const created = await fetch(`${products.url}/api/products`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ sku: 'TRACE-1', name: 'Traced widget', description: 'Measured.', price: { amount: '19.99', currency: 'EUR' }, stock: 42 }),
-    });
-    if (created.status !== 201) throw new Error(`could not create the product: ${created.status}`);
-    const path = created.headers.get('location')!;
+    const { products, path } = await productsServiceWithAProduct(schema, { sku: 'TRACE-1', name: 'Traced widget' });
     const guarded = await guardOn();
     const base = { USERS_SERVICE_URL: products.url, PRODUCTS_SERVICE_URL: products.url, REDIS_URL, ...guarded.env };
     const tracing: Record<Configuration, Record<string, string>> = {
