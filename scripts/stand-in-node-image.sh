@@ -11,6 +11,7 @@
 # Needs root, podman and debootstrap (Debian packages), and `npm ci` done in the repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/stand-in/debian-rootfs.sh
 
 IMAGE=docker.io/library/node:24-slim
 NODE_BIN=node_modules/node/bin/node
@@ -27,14 +28,7 @@ work="$(mktemp -d /var/tmp/stand-in-node.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 rootfs="$work/rootfs"
 
-# The Debian mirror this machine's apt already uses (the first one its sources name).
-mirror="$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null)"
-[ -n "$mirror" ] || mirror="$(awk '$1 == "deb" { print $2; exit }' /etc/apt/sources.list 2>/dev/null)"
-[ -n "$mirror" ] || { echo "no Debian mirror in this machine's apt sources" >&2; exit 1; }
-
-echo "debootstrap bookworm (minbase) from $mirror into $rootfs"
-debootstrap --variant=minbase --include=ca-certificates bookworm "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 \
-  || { tail -20 "$work/debootstrap.log" >&2; exit 1; }
+debootstrap_minbase "$rootfs" ca-certificates
 
 # Node and npm where the official image has them.
 install -m 0755 "$NODE_BIN" "$rootfs/usr/local/bin/node"
@@ -56,17 +50,8 @@ echo 'cafile=/etc/ssl/certs/ca-certificates.crt' >"$rootfs/usr/local/etc/npmrc"
 chroot "$rootfs" groupadd --gid 1000 node
 chroot "$rootfs" useradd --uid 1000 --gid node --shell /bin/bash --create-home node
 
-# What a slim image leaves out.
-rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/usr/share/doc/* \
-  "$rootfs"/usr/share/man/* "$rootfs"/usr/share/locale/* "$rootfs"/var/log/*
-
-previous="$(podman image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)"
-tar -C "$rootfs" -c . | podman import \
+slim_rootfs "$rootfs"
+import_rootfs "$rootfs" "$IMAGE" "stand-in for node:24-slim: Debian bookworm minbase, Node $node_version, npm $npm_version" \
   --change 'ENV NODE_VERSION='"${node_version#v}" \
   --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-  --change 'CMD ["node"]' \
-  --message "stand-in for node:24-slim: Debian bookworm minbase, Node $node_version, npm $npm_version" \
-  - "$IMAGE" >/dev/null
-# A replaced stand-in goes, unless images built on it still use it.
-[ -z "$previous" ] || podman rmi "$previous" >/dev/null 2>&1 || true
-echo "$IMAGE built: Node $node_version, npm $npm_version, $(podman image inspect --format '{{.Size}}' "$IMAGE" | numfmt --to=iec) "
+  --change 'CMD ["node"]'

@@ -113,7 +113,7 @@ export function createApp({
   for (const { proxy } of hops) app.use(proxy);
   app.use(notFound);
   app.use(problemHandler());
-  const proxied = withProxyPath(app, { hops, isCacheMiss: (req) => misses.has(req), logger, metrics });
+  const proxied = withProxyPath(app, { hops, isCacheMiss: (req) => misses.has(req), requestBodyMs: requestBodyTimeoutMs, logger, metrics });
   const served = cache ? withCacheHotPath(proxied, { cache, fills, scopes, logger, metrics }) : proxied;
   const policy = new AccessPolicy(scopes, new Set(guard.publicProductReads ? ['products'] : []));
   return withFrontDoor(withGuard(served, { ...guard, policy, logger, onFinished: metrics.requestFinished }));

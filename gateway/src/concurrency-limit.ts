@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { sendProblem } from '@app/shared/platform/http';
 import { HttpProblem } from '@app/shared/platform/problem';
 import type { RequestHandler } from 'express';
+import { callerOf } from './guard.js';
 
 export interface ConcurrencyLimitSettings {
   /** Requests this gateway may have in flight to one upstream at once. */
@@ -14,6 +15,11 @@ export interface ConcurrencyLimitSettings {
 export const SHED_RETRY_AFTER_SECONDS = 1;
 
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** While others are refused, one caller holds at most this many of a kind's `limit` slots. */
+const fairShare = (limit: number) => Math.max(1, Math.floor(limit / 4));
+/** How long after another caller was refused a slot the fair share applies. */
+const CONTENDED_MS = 1_000;
 
 export const isWrite = (req: Pick<IncomingMessage, 'method'>) => WRITES.has(req.method ?? '');
 
@@ -40,6 +46,10 @@ export class ConcurrencyLimit {
   #writes = 0;
   readonly #readLimit: number;
   readonly #writeLimit: number;
+  /** Slots each caller holds now, by kind (no entry for a caller holding none). */
+  readonly #held = { read: new Map<string, number>(), write: new Map<string, number>() };
+  /** The last caller refused for want of a slot, by kind, and when (Date.now()). */
+  readonly #lastShed: Record<'read' | 'write', { caller: string | undefined; at: number }> = { read: { caller: undefined, at: 0 }, write: { caller: undefined, at: 0 } };
   /**
    * One problem for every request shed, made once: it is the same answer each time, and an
    * HttpProblem (an Error) records a stack trace when made, which under overload, when hundreds of
@@ -63,18 +73,40 @@ export class ConcurrencyLimit {
     return { read: this.#reads, write: this.#writes };
   }
 
-  /** A slot for one request to the upstream, or undefined when none is free. Release it exactly once. */
-  tryAcquire(write: boolean): (() => void) | undefined {
-    if (write ? this.#writes >= this.#writeLimit : this.#reads >= this.#readLimit) return undefined;
+  /**
+   * A slot for one request to the upstream, or undefined when none is free. Release it exactly once.
+   * A `caller` (who the rate limits count) holding its fair share of its kind's slots is refused
+   * while another caller was refused for want of one within the last second: a lone caller may use
+   * them all, but not hold them out of others' reach.
+   */
+  tryAcquire(write: boolean, caller?: string): (() => void) | undefined {
+    const kind = write ? 'write' : 'read';
+    const limit = write ? this.#writeLimit : this.#readLimit;
+    const held = caller === undefined ? 0 : (this.#held[kind].get(caller) ?? 0);
+    if ((write ? this.#writes : this.#reads) >= limit || (held >= fairShare(limit) && this.#othersShed(kind, caller))) {
+      this.#lastShed[kind] = { caller, at: Date.now() };
+      return undefined;
+    }
     if (write) this.#writes++;
     else this.#reads++;
+    if (caller !== undefined) this.#held[kind].set(caller, held + 1);
     let released = false;
     return () => {
       if (released) return;
       released = true;
       if (write) this.#writes--;
       else this.#reads--;
+      if (caller === undefined) return;
+      const holding = (this.#held[kind].get(caller) ?? 1) - 1;
+      if (holding === 0) this.#held[kind].delete(caller);
+      else this.#held[kind].set(caller, holding);
     };
+  }
+
+  /** Whether a caller other than `caller` was refused a slot of this kind within the last second. */
+  #othersShed(kind: 'read' | 'write', caller: string | undefined): boolean {
+    const last = this.#lastShed[kind];
+    return last.caller !== caller && Date.now() - last.at < CONTENDED_MS;
   }
 
   /** The answer to a request that found no free slot. */
@@ -89,7 +121,7 @@ export class ConcurrencyLimit {
  */
 export function holdSlot(limit: ConcurrencyLimit, req: IncomingMessage, res: ServerResponse, onShed: (limit: ConcurrencyLimit, write: boolean) => void): boolean {
   const write = isWrite(req);
-  const release = limit.tryAcquire(write);
+  const release = limit.tryAcquire(write, callerOf(req));
   if (!release) {
     onShed(limit, write);
     return false;

@@ -29,7 +29,19 @@ export interface GuardSettings {
 }
 
 const LIMIT_HEADERS = Symbol('rate limit headers');
-type LimitedRequest = IncomingMessage & { [LIMIT_HEADERS]?: Record<string, string> };
+const CALLER = Symbol('caller');
+type LimitedRequest = IncomingMessage & { [LIMIT_HEADERS]?: Record<string, string>; [CALLER]?: string };
+
+/**
+ * Who the rate limits counted the request against (`sub:<subject>` or `addr:<address>`); with
+ * rate limits off, the verified subject if any. Undefined for an anonymous request then.
+ */
+export function callerOf(req: IncomingMessage): string | undefined {
+  const counted = (req as LimitedRequest)[CALLER];
+  if (counted !== undefined) return counted;
+  const subject = req.headers[SUBJECT_HEADER];
+  return typeof subject === 'string' ? `sub:${subject}` : undefined;
+}
 
 /**
  * The RateLimit headers the guard decided for a request it let through, still to be sent. Kept on
@@ -157,6 +169,7 @@ export function withGuard(
     const method = req.method ?? 'GET';
     const budget = method === 'GET' || method === 'HEAD' || method === 'OPTIONS' ? 'read' : 'write';
     const client = principal ? `sub:${principal.subject}` : `addr:${proxyaddr(req, trustHop)}`;
+    (req as LimitedRequest)[CALLER] = client;
     const outcome = limits.consume(budget, client);
     if (outcome instanceof Promise) return outcome.then((settled) => limited(req, res, settled, budget, refusal));
     return limited(req, res, outcome, budget, refusal);
@@ -173,6 +186,9 @@ export function withGuard(
     for (const name in outcome.headers) res.setHeader(name, outcome.headers[name] as string);
     const retryAfter = outcome.headers['Retry-After'];
     if (outcome.allowed || retryAfter === undefined) return refusal?.problem;
+    if (outcome.uncounted) {
+      return new HttpProblem('service-unavailable', `The ${budget} budget of this client cannot be counted now; retry after ${retryAfter} s`, { headers: { 'Retry-After': retryAfter } });
+    }
     return new HttpProblem('rate-limited', `Over the budget of ${budget} requests for this client; retry after ${retryAfter} s`, {
       headers: { 'Retry-After': retryAfter },
     });

@@ -1,7 +1,7 @@
 import type { Logger } from '@app/shared/platform/logger';
 import { LRUCache } from 'lru-cache';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
-import type { Redis } from './redis.js';
+import { isOutOfMemory, type Redis } from './redis.js';
 
 /** Reads (GET, HEAD, OPTIONS) and writes have separate budgets: a client reading a lot can still write. */
 export type Budget = 'read' | 'write';
@@ -17,11 +17,15 @@ export interface RateLimitSettings {
 
 export interface RateLimitOutcome {
   allowed: boolean;
+  /** Refused because the budget cannot be counted now (Redis is full), not because it is spent: a 503. */
+  uncounted?: true;
   /** `RateLimit-Policy` and `RateLimit` (IETF draft-ietf-httpapi-ratelimit-headers), and `Retry-After` when refused. */
   headers: Record<string, string>;
 }
 
 const WINDOW_SECONDS = 60;
+/** When a caller refused because Redis is full may try again. */
+const RETRY_UNCOUNTED_SECONDS = 1;
 /** A lease is at most this share of a budget, so that small budgets stay exact (a budget under 200 leases one point at a time). */
 const LEASE_SHARE_OF_BUDGET = 0.01;
 /** Clients whose leases one replica remembers; a forgotten lease's unused points are lost for its window (never granted twice). */
@@ -51,6 +55,9 @@ type Taken = { granted: number; leftInStore: number; endsAt: number } | { outcom
  * Redis fails or is not connected, each replica counts in its own memory instead (the insurance
  * limiter): limits loosen by the number of replicas, and nobody is refused or held up because Redis
  * is away. The Redis client's own timeout (twice REDIS_COMMAND_TIMEOUT_MS) bounds a slow Redis.
+ * A Redis that answers but refuses to count (maxmemory reached) fails closed instead: a caller can
+ * fill Redis on purpose, and must not earn a budget per replica by it. Its requests are refused
+ * with a 503 once the points its replica already holds are used.
  *
  * Leases: a replica does not ask Redis for every request. It consumes a lease of points at once
  * (1% of the budget, at most RATE_LIMIT_LEASE_POINTS) and serves the client's next requests from
@@ -70,6 +77,10 @@ type Taken = { granted: number; leftInStore: number; endsAt: number } | { outcom
  */
 export class RateLimits {
   readonly #limiters: Record<Budget, RateLimiterAbstract>;
+  /** Each replica's own count, for when Redis cannot be reached (undefined without Redis: then the limiters are these). */
+  readonly #insurance: Record<Budget, RateLimiterAbstract> | undefined;
+  /** Redis refused to count for being full, last it was asked (said once in the log, not per request). */
+  #full = false;
   readonly #points: Record<Budget, number>;
   readonly #leaseSize: Record<Budget, number>;
   readonly #policies: Record<Budget, string>;
@@ -80,16 +91,16 @@ export class RateLimits {
     settings: RateLimitSettings,
     private readonly logger: Logger,
   ) {
-    const limiter = (budget: Budget, points: number): RateLimiterAbstract => {
-      const options = { points, duration: WINDOW_SECONDS, keyPrefix: `${settings.keyPrefix}:${budget}` };
-      const memory = new RateLimiterMemory(options);
-      if (!redis) return memory;
-      // No inMemoryBlockOnConsumed: a lease cut short goes beyond the budget for a moment, and the
-      // leases already refuse a client over its budget from memory until its window ends.
-      return new RateLimiterRedis({ ...options, storeClient: redis, rejectIfRedisNotReady: true, insuranceLimiter: memory });
-    };
+    const options = (budget: Budget, points: number) => ({ points, duration: WINDOW_SECONDS, keyPrefix: `${settings.keyPrefix}:${budget}` });
+    const memory = (budget: Budget, points: number) => new RateLimiterMemory(options(budget, points));
+    // No inMemoryBlockOnConsumed: a lease cut short goes beyond the budget for a moment, and the
+    // leases already refuse a client over its budget from memory until its window ends. No
+    // insuranceLimiter either: `#take` chooses between it and failing closed by the error.
+    const stored = (budget: Budget, points: number): RateLimiterAbstract =>
+      redis ? new RateLimiterRedis({ ...options(budget, points), storeClient: redis, rejectIfRedisNotReady: true }) : memory(budget, points);
     this.#points = { read: settings.readsPerMinute, write: settings.writesPerMinute };
-    this.#limiters = { read: limiter('read', settings.readsPerMinute), write: limiter('write', settings.writesPerMinute) };
+    this.#limiters = { read: stored('read', settings.readsPerMinute), write: stored('write', settings.writesPerMinute) };
+    this.#insurance = redis ? { read: memory('read', settings.readsPerMinute), write: memory('write', settings.writesPerMinute) } : undefined;
     const leaseSize = (points: number) => Math.max(1, Math.min(settings.leasePoints, Math.floor(points * LEASE_SHARE_OF_BUDGET)));
     this.#leaseSize = { read: leaseSize(settings.readsPerMinute), write: leaseSize(settings.writesPerMinute) };
     this.#policies = {
@@ -153,9 +164,9 @@ export class RateLimits {
   async #take(budget: Budget, client: string, size: number): Promise<Taken> {
     const limiter = this.#limiters[budget];
     const letThrough = { outcome: { allowed: true, headers: { 'RateLimit-Policy': this.#policies[budget] } } };
-    let result: RateLimiterRes;
+    let result: RateLimiterRes | Taken;
     try {
-      result = await limiter.consume(client, size);
+      result = await this.#counted(budget, limiter, client, size);
     } catch (error) {
       if (!(error instanceof RateLimiterRes)) {
         this.logger.warn({ err: error }, 'rate limiter failed: request let through');
@@ -163,6 +174,7 @@ export class RateLimits {
       }
       result = error;
     }
+    if (!(result instanceof RateLimiterRes)) return result;
     // A reply the limiter could not read (a Redis command that timed out half-way) has no figures:
     // the policy is still stated, the request goes on.
     if (!(Number.isFinite(result.consumedPoints) && Number.isFinite(result.msBeforeNext))) return letThrough;
@@ -173,6 +185,25 @@ export class RateLimits {
       limiter.reward(client, size - granted).catch((error: unknown) => this.logger.warn({ err: error }, 'rate limiter could not give back unused points'));
     }
     return { granted, leftInStore: Math.max(0, points - result.consumedPoints), endsAt: Date.now() + Math.max(0, result.msBeforeNext) };
+  }
+
+  /**
+   * `size` points counted in Redis; where Redis cannot be reached, in this replica's memory. Where
+   * Redis answers but is full, nothing is counted: the request is refused (fails closed).
+   */
+  async #counted(budget: Budget, limiter: RateLimiterAbstract, client: string, size: number): Promise<RateLimiterRes | Taken> {
+    try {
+      const counted = await limiter.consume(client, size);
+      this.#full = false;
+      return counted;
+    } catch (error) {
+      if (error instanceof RateLimiterRes) this.#full = false;
+      if (error instanceof RateLimiterRes || !this.#insurance) throw error;
+      if (!isOutOfMemory(error)) return this.#insurance[budget].consume(client, size);
+      if (!this.#full) this.logger.warn({ err: error }, 'redis is full and cannot count request budgets: refusing requests beyond the points already leased');
+      this.#full = true;
+      return { outcome: { allowed: false, uncounted: true, headers: { 'RateLimit-Policy': this.#policies[budget], 'Retry-After': String(RETRY_UNCOUNTED_SECONDS) } } };
+    }
   }
 
   #outcome(budget: Budget, allowed: boolean, remaining: number, resetMs: number): RateLimitOutcome {

@@ -3,6 +3,9 @@ import type { Logger } from '@app/shared/platform/logger';
 
 export type { Redis };
 
+/** Redis refused a command that needs memory: maxmemory is reached and nothing may be evicted. */
+export const isOutOfMemory = (error: unknown): boolean => error instanceof Error && error.name === 'ReplyError' && /\bOOM\b/.test(error.message);
+
 /**
  * A connection is ready as soon as it connects: RESP2, so no HELLO, and no other handshake command
  * (CLIENT SETINFO) or ready check (INFO) before it. Under load the gateway's event loop reads each reply late, a whole busy

@@ -112,6 +112,22 @@ function relay(proxyRes: http.IncomingMessage, res: http.ServerResponse): void {
  */
 const clientSpans = new WeakMap<http.IncomingMessage, NonNullable<ReturnType<typeof startClientSpan>>>();
 
+const RECEIVED_BODY = Symbol('received body');
+type WithReceivedBody = http.IncomingMessage & { [RECEIVED_BODY]?: Buffer };
+
+/**
+ * A request body the gateway received whole before it took a slot to the service (proxy-path.ts):
+ * the proxy sends it on as soon as it has a connection; the request stream itself has ended.
+ */
+export const receivedBodies = {
+  set: (req: http.IncomingMessage, body: Buffer) => {
+    (req as WithReceivedBody)[RECEIVED_BODY] = body;
+    // The body is here: the service has nothing to agree to (and httpxy skips `proxyReq` for an Expect).
+    if (req.headers.expect !== undefined) delete req.headers.expect;
+  },
+  get: (req: http.IncomingMessage): Buffer | undefined => (req as WithReceivedBody)[RECEIVED_BODY],
+};
+
 /** What the proxy hands a failure to: answers it (problem+json), or cuts the response under way. */
 export type ProxyNext = (error?: unknown) => void;
 
@@ -145,7 +161,12 @@ export function upstreamProxy(
     ejectPlugins: true,
     plugins: [proxyEventsPlugin],
     on: {
-      proxyReq: (proxyReq, req) => superviseUpstreamRequest(proxyReq, options.deadlines, req),
+      proxyReq: (proxyReq, req) => {
+        superviseUpstreamRequest(proxyReq, options.deadlines, req);
+        // Written before httpxy pipes the (ended) request stream, which then only ends the request.
+        const body = receivedBodies.get(req);
+        if (body) proxyReq.write(body);
+      },
       proxyRes: (proxyRes, req, res) => {
         endClientSpan(clientSpans.get(req), proxyRes.statusCode ?? 502);
         const settled = options.onSettled?.(req, proxyRes.statusCode ?? 502);

@@ -249,3 +249,14 @@ test('k8s dev holds every ConfigMap and Secret its containers read; prod reads o
   const byName = (a: { name?: string }, b: { name?: string }) => (a.name ?? '').localeCompare(b.name ?? '');
   expect(unresolved('prod').sort(byName)).toEqual(documented.sort(byName));
 });
+
+test('Compose and k8s dev bound Redis alike and never let it evict generations, holds or counters', () => {
+  const settings = (args: string[]) => ({ maxmemory: args[args.indexOf('--maxmemory') + 1], policy: args[args.indexOf('--maxmemory-policy') + 1] });
+  const composed = settings(composeFile.services.redis!.command as string[]);
+  const redis = findObject<KubernetesObject & IDeployment>(rendered.dev, 'StatefulSet', 'redis');
+  expect(settings(mainContainer(redis).args!)).toEqual(composed);
+  expect(composed).toEqual({ maxmemory: expect.stringMatching(/^\d+mb$/), policy: 'noeviction' });
+  // Below the container's memory limit, with room for what Redis keeps besides the data.
+  const limitMi = Number(/^(\d+)Mi$/.exec(String(mainContainer(redis).resources!.limits!.memory))![1]);
+  expect(Number(composed.maxmemory!.replace('mb', ''))).toBeLessThanOrEqual(limitMi * 0.8);
+});

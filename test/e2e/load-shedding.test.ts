@@ -4,7 +4,10 @@
  * shed; reads cannot take the slots kept for writes. Real gateway and users service, with a proxy
  * in between that holds responses so the test decides what is in flight.
  */
+import net from 'node:net';
+import { testToken } from '../support/auth.js';
 import { client, expectProblem, type Client } from '../support/http.js';
+import { portOf, rawRequest } from '../support/raw-socket.js';
 import { HoldingProxy } from '../support/holding-proxy.js';
 import { startGateway, startUsersService, type RunningGateway, type RunningService } from '../support/stack.js';
 
@@ -108,4 +111,61 @@ it('sheds writes beyond their share while reads still get through, and reads can
   const reads = await holdReads([d!, e!, f!].map((user) => user.location));
   expect((await api.patch(b!.location, { name: 'Written while reads saturate' })).status).toBe(200);
   await reads.release();
+});
+
+describe('slow senders and greedy callers', () => {
+  /** Connections that each send a write's head and one byte of its 1,000-byte body, then nothing. */
+  async function slowBodies(url: string, count: number): Promise<net.Socket[]> {
+    const sockets = await Promise.all(
+      Array.from({ length: count }, () => new Promise<net.Socket>((resolve) => {
+        const socket = net.connect(portOf(url), '127.0.0.1', () => resolve(socket));
+        socket.on('error', () => undefined);
+      })),
+    );
+    for (const socket of sockets) socket.write(rawRequest('POST', '/api/users', { 'Content-Type': 'application/json', 'Content-Length': '1000' }, '{'));
+    return sockets;
+  }
+
+  it('a write whose body is still arriving holds no slot: slow senders cannot shed everyone else’s writes', async () => {
+    // 2 write slots; 6 connections trickling their bodies.
+    const limited = await startGateway({ usersUrl: users.url, productsUrl: users.url, concurrency: { limit: 8, writeShare: 0.25 } });
+    const sockets = await slowBodies(limited.url, 6);
+    try {
+      const through = client(limited.url);
+      const created = await through.post('/api/users', { email: `past-slow-${Date.now()}@example.com`, name: 'Past the slow senders' });
+      expect(created.status).toBe(201);
+      expect((await through.get('/metrics')).text).toMatch(/gateway_upstream_in_flight\{upstream="users",kind="write"\} 0/);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await limited.close();
+    }
+  });
+
+  it('while another caller is refused, one caller holds no more than a fair share of the slots', async () => {
+    // 8 write slots, a fair share of 2.
+    const held = await new HoldingProxy(users.url).start();
+    const limited = await startGateway({ usersUrl: held.url, productsUrl: users.url, concurrency: { limit: 16, writeShare: 0.5 } });
+    const greedy = client(limited.url);
+    const other = client(limited.url, { token: await testToken({ subject: 'another-client' }) });
+    try {
+      const users8 = [];
+      for (let i = 0; i < 9; i++) users8.push(await createUser());
+      const holds = users8.slice(0, 8).map((user) => held.hold((method, path) => method === 'PATCH' && path === user.location));
+      // Alone, a caller may use every slot.
+      const writes = users8.slice(0, 8).map((user) => greedy.patch(user.location, { name: 'Greedy' }));
+      await Promise.all(holds.map((hold) => hold.reached));
+      expectProblem(await other.patch(users8[8]!.location, { name: 'Refused while the greedy hold all' }), 503);
+      for (const hold of holds.slice(0, 6)) hold.release();
+      const settled = await Promise.all(writes.slice(0, 6));
+      expect(settled.map((write) => write.status)).toEqual([200, 200, 200, 200, 200, 200]);
+      // It holds 2 (its share) and the other was just refused: its next write waits its turn.
+      expectProblem(await greedy.patch(users8[0]!.location, { name: 'Beyond its share' }), 503);
+      expect((await other.patch(users8[8]!.location, { name: 'Its turn' })).status).toBe(200);
+      for (const hold of holds.slice(6)) hold.release();
+      await Promise.all(writes);
+    } finally {
+      await limited.close();
+      await held.stop();
+    }
+  });
 });

@@ -3,7 +3,8 @@ import net from 'node:net';
 /**
  * Where the tests get MySQL and Redis, in this order: TEST_MYSQL_URL / TEST_REDIS_URL when set;
  * containers (mysql:8.4, redis:7) when a Docker engine runs; the local defaults when they answer;
- * otherwise a message saying what to provide.
+ * otherwise a message saying what to provide. TEST_SERVERS=containers takes containers or stops:
+ * no URL, no fallback to the local servers. docs/testing.md tells the whole story.
  */
 export interface TestServers {
   mysqlUrl: string;
@@ -13,6 +14,8 @@ export interface TestServers {
 
 const LOCAL_MYSQL = 'mysql://root@127.0.0.1:3306';
 const LOCAL_REDIS = 'redis://127.0.0.1:6379';
+const MYSQL_IMAGE = 'mysql:8.4';
+const REDIS_IMAGE = 'redis:7';
 
 function answers(url: string): Promise<boolean> {
   const { hostname, port } = new URL(url);
@@ -30,35 +33,46 @@ function answers(url: string): Promise<boolean> {
   });
 }
 
-async function dockerRuns(): Promise<boolean> {
+/** Why no Docker API engine can be used, or undefined when one answers. */
+async function containerEngineProblem(): Promise<string | undefined> {
   try {
     const { getContainerRuntimeClient } = await import('testcontainers');
     await getContainerRuntimeClient();
-    return true;
-  } catch {
-    return false;
+    return undefined;
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
   }
 }
 
-async function resolveTestServers(env: NodeJS.ProcessEnv = process.env): Promise<TestServers> {
-  if (env.TEST_MYSQL_URL && env.TEST_REDIS_URL) {
-    return { mysqlUrl: env.TEST_MYSQL_URL, redisUrl: env.TEST_REDIS_URL, stop: async () => undefined };
-  }
-  if (await dockerRuns()) {
-    const { MySqlContainer } = await import('@testcontainers/mysql');
-    const { RedisContainer } = await import('@testcontainers/redis');
-    const [mysql, redis] = await Promise.all([
-      env.TEST_MYSQL_URL ? undefined : new MySqlContainer('mysql:8.4').withRootPassword('test').start(),
-      env.TEST_REDIS_URL ? undefined : new RedisContainer('redis:7').start(),
-    ]);
-    return {
-      mysqlUrl: env.TEST_MYSQL_URL ?? `mysql://root:test@${mysql!.getHost()}:${mysql!.getPort()}`,
-      redisUrl: env.TEST_REDIS_URL ?? redis!.getConnectionUrl(),
-      stop: async () => {
-        await Promise.all([mysql?.stop(), redis?.stop()]);
-      },
-    };
-  }
+/** One line per server saying where it runs; passwords left out. */
+function announce(name: string, url: string, where: string): void {
+  const shown = new URL(url);
+  if (shown.password) shown.password = '***';
+  process.stdout.write(`\ntest servers: ${name} at ${shown.toString()} (${where})`);
+}
+
+/** Containers for whichever of MySQL and Redis `env` names no URL for. */
+async function startContainers(env: NodeJS.ProcessEnv): Promise<TestServers> {
+  const { MySqlContainer } = await import('@testcontainers/mysql');
+  const { RedisContainer } = await import('@testcontainers/redis');
+  const [mysql, redis] = await Promise.all([
+    env.TEST_MYSQL_URL ? undefined : new MySqlContainer(MYSQL_IMAGE).withRootPassword('test').start(),
+    env.TEST_REDIS_URL ? undefined : new RedisContainer(REDIS_IMAGE).start(),
+  ]);
+  const mysqlUrl = mysql ? `mysql://root:test@${mysql.getHost()}:${mysql.getPort()}` : env.TEST_MYSQL_URL!;
+  const redisUrl = redis ? redis.getConnectionUrl() : env.TEST_REDIS_URL!;
+  announce('MySQL', mysqlUrl, mysql ? `container ${mysql.getId().slice(0, 12)} of ${MYSQL_IMAGE}` : 'TEST_MYSQL_URL');
+  announce('Redis', redisUrl, redis ? `container ${redis.getId().slice(0, 12)} of ${REDIS_IMAGE}` : 'TEST_REDIS_URL');
+  return {
+    mysqlUrl,
+    redisUrl,
+    stop: async () => {
+      await Promise.all([mysql?.stop(), redis?.stop()]);
+    },
+  };
+}
+
+async function localServers(env: NodeJS.ProcessEnv): Promise<TestServers> {
   const mysqlUrl = env.TEST_MYSQL_URL ?? LOCAL_MYSQL;
   const redisUrl = env.TEST_REDIS_URL ?? LOCAL_REDIS;
   const missing = [
@@ -72,12 +86,38 @@ async function resolveTestServers(env: NodeJS.ProcessEnv = process.env): Promise
         `\nOr start them locally on 127.0.0.1:3306 (user root, no password) and 127.0.0.1:6379.`,
     );
   }
+  announce('MySQL', mysqlUrl, env.TEST_MYSQL_URL ? 'TEST_MYSQL_URL' : 'local default');
+  announce('Redis', redisUrl, env.TEST_REDIS_URL ? 'TEST_REDIS_URL' : 'local default');
   return { mysqlUrl, redisUrl, stop: async () => undefined };
+}
+
+/** TEST_SERVERS=containers: both servers in containers, or a stop saying why not. */
+async function requiredContainers(env: NodeJS.ProcessEnv): Promise<TestServers> {
+  const named = ['TEST_MYSQL_URL', 'TEST_REDIS_URL'].filter((name) => env[name]);
+  if (named.length > 0) throw new Error(`TEST_SERVERS=containers starts both servers in containers: unset ${named.join(' and ')}.`);
+  const problem = await containerEngineProblem();
+  if (problem) throw new Error(`TEST_SERVERS=containers, and no Docker API engine answers: ${problem}`);
+  return startContainers(env);
+}
+
+async function resolveTestServers(env: NodeJS.ProcessEnv = process.env): Promise<TestServers> {
+  if (env.TEST_SERVERS !== undefined && env.TEST_SERVERS !== 'containers') {
+    throw new Error(`TEST_SERVERS is "${env.TEST_SERVERS}": leave it unset, or set it to "containers".`);
+  }
+  if (env.TEST_SERVERS === 'containers') return requiredContainers(env);
+  if (env.TEST_MYSQL_URL && env.TEST_REDIS_URL) {
+    announce('MySQL', env.TEST_MYSQL_URL, 'TEST_MYSQL_URL');
+    announce('Redis', env.TEST_REDIS_URL, 'TEST_REDIS_URL');
+    return { mysqlUrl: env.TEST_MYSQL_URL, redisUrl: env.TEST_REDIS_URL, stop: async () => undefined };
+  }
+  if ((await containerEngineProblem()) === undefined) return startContainers(env);
+  return localServers(env);
 }
 
 /** Resolves the servers once per run; workers inherit them through the environment. */
 export default async function globalSetup(): Promise<void> {
   const servers = await resolveTestServers();
+  process.stdout.write('\n');
   process.env.TEST_MYSQL_URL = servers.mysqlUrl;
   process.env.TEST_REDIS_URL = servers.redisUrl;
   // This run's gateways keep their Redis keys apart from any other run's on the same Redis.

@@ -1,4 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -61,9 +63,15 @@ export function run(command: string, args: string[], env: Record<string, string>
   };
 }
 
-/** Starts a workspace's built `dist/main.js` on a free port; resolves once it listens. */
-export async function startWorkspace(workspace: string, env: Record<string, string>) {
-  const started = run(process.execPath, [`${workspace}/dist/main.js`], { PORT: '0', ...env });
+/** The Node options a workspace's `npm start` runs it with (its package.json), as its image does. */
+export function deployedNodeOptions(workspace: string): string[] {
+  const { scripts } = JSON.parse(readFileSync(path.join(ROOT, workspace, 'package.json'), 'utf8')) as { scripts: { start: string } };
+  return scripts.start.split(/\s+/).filter((word) => word.startsWith('--'));
+}
+
+/** Starts a workspace's built `dist/main.js` on a free port (with `nodeOptions`); resolves once it listens. */
+export async function startWorkspace(workspace: string, env: Record<string, string>, nodeOptions: string[] = []) {
+  const started = run(process.execPath, [...nodeOptions, `${workspace}/dist/main.js`], { PORT: '0', ...env });
   const listening = await started.logged((line) => typeof line.msg === 'string' && line.msg.endsWith('listening'));
   return { ...started, port: listening.port as number, url: `http://127.0.0.1:${listening.port as number}` };
 }

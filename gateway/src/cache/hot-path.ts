@@ -28,7 +28,8 @@ function isCacheableRequest(req: IncomingMessage): boolean {
 
 /**
  * Serves fresh cache hits before express does any work: from this gateway's memory when it holds the
- * entry (no round trip), else one Redis round trip; the same headers and log line as any response.
+ * entry (once the turn's invalidation barrier is back: no round trip of its own), else one Redis
+ * round trip; the same headers and log line as any response.
  * A miss whose fill is under way (fetched under the generation this request's own lookup found) waits
  * for it here too and is answered as express would (MISS, collapsed), unless the fill failed or got a
  * 5xx: express decides those (stale or a problem). Anything else goes on to the express app.
@@ -73,6 +74,12 @@ export function withCacheHotPath(
     serveFilled(req, res, fetched);
     return true;
   };
+  const viaRedis = (req: IncomingMessage, res: ServerResponse, scope: ReadScope) => {
+    tryRedis(req, res, scope).then(
+      (served) => served || app(req, res),
+      () => app(req, res),
+    );
+  };
   return (req, res) => {
     const target = requestTargets.get(req);
     const scope = target && isCacheableRequest(req) ? scopes.read(target) : undefined;
@@ -80,15 +87,15 @@ export function withCacheHotPath(
       app(req, res);
       return;
     }
-    // A hit from memory is answered synchronously: no promise, no round trip.
-    const held = cache.held(scope);
-    if (held) {
-      serveHit(req, res, held);
+    // A hit from memory waits for the turn's barrier (memory-tier.ts), not for a round trip of its own.
+    if (cache.held(scope)) {
+      cache.afterInvalidations((caughtUp) => {
+        const held = caughtUp ? cache.held(scope) : undefined;
+        if (held) serveHit(req, res, held);
+        else viaRedis(req, res, scope);
+      });
       return;
     }
-    tryRedis(req, res, scope).then(
-      (served) => served || app(req, res),
-      () => app(req, res),
-    );
+    viaRedis(req, res, scope);
   };
 }

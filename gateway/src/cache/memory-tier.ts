@@ -7,8 +7,8 @@ import { generationKeyOfHold, type ReadScope, type WriteScope } from './scope.js
 /** The channel Redis publishes invalidations on for a client tracking keys in RESP2 redirect mode. */
 const INVALIDATIONS = '__redis__:invalidate';
 
-/** At most this many generations are remembered (about 100 bytes each); a forgotten one is a trip to Redis. */
-const MAX_GENERATIONS = 100_000;
+/** The share of the tier's bytes its generations may take; a forgotten generation is a trip to Redis. */
+const GENERATIONS_SHARE = 0.25;
 
 /**
  * The subscriber is pinged this often; a ping unanswered for HEARTBEAT_TIMEOUT_MS means its
@@ -18,8 +18,15 @@ const MAX_GENERATIONS = 100_000;
 export const HEARTBEAT_MS = 500;
 export const HEARTBEAT_TIMEOUT_MS = 1_500;
 
-/** What an entry costs besides its body and headers (the object, the key, LRU bookkeeping). */
-const ENTRY_OVERHEAD_BYTES = 256;
+/** How long hits wait for a barrier (`afterInvalidations`) before they ask Redis instead. */
+const BARRIER_TIMEOUT_MS = 100;
+
+/**
+ * What an entry or a generation costs besides the bytes of its strings and body: the objects,
+ * the body's own ArrayBuffer, the map slot and lru-cache's bookkeeping arrays.
+ */
+const ENTRY_OVERHEAD_BYTES = 512;
+const GENERATION_OVERHEAD_BYTES = 160;
 
 /** An entry held here: with its header list made once, and its own copy of its scope's generation key (see `held`). */
 interface HeldEntry extends CachedResponse {
@@ -62,6 +69,10 @@ export interface ScopeRead {
  * of either key arrived between sending the read and installing the result (`watch`). Redis
  * broadcasts every later change, which then removes it.
  *
+ * An entry is served only after a barrier on the subscriber connection (`afterInvalidations`), so a
+ * client that heard "written" from another replica never reads the old entry here, however late the
+ * invalidation travels.
+ *
  * When either connection is lost, everything in memory is dropped and hits go back to Redis round
  * trips until both are back and tracking is on again: invalidations sent meanwhile may be lost, so
  * nothing learnt before is trusted. A Redis flush (an invalidation without keys) drops everything too.
@@ -71,7 +82,7 @@ export interface ScopeRead {
 export class MemoryTier {
   readonly #entries: LRUCache<string, HeldEntry>;
   /** The current generation of each scope (by generation key) known to be current and not held. */
-  readonly #generations = new LRUCache<string, string>({ max: MAX_GENERATIONS });
+  readonly #generations: LRUCache<string, string>;
   /** By generation key, while reads of the scope are under way. */
   readonly #watches = new Map<string, ScopeWatch>();
   /** This tier's own generation reads under way (`learn`), one per scope, by generation key. */
@@ -85,6 +96,8 @@ export class MemoryTier {
   readonly #invalidationListeners: ((keys: readonly string[]) => void)[] = [];
   /** When the unanswered ping was sent (performance.now()), if one is. */
   #pingSentAt: number | undefined;
+  /** Hits waiting for the next barrier, which is sent at the end of this event-loop turn (`afterInvalidations`). */
+  #waiting: ((caughtUp: boolean) => void)[] | undefined;
   readonly #heartbeat: NodeJS.Timeout;
 
   constructor(
@@ -93,9 +106,16 @@ export class MemoryTier {
     readonly maxBytes: number,
     private readonly logger: Logger,
   ) {
+    // Counted by what each holds, keys included: a flood of distinct keys (query strings, ids) can
+    // fill the tier, never grow it past its bytes.
+    const generationBytes = Math.max(1, Math.floor(maxBytes * GENERATIONS_SHARE));
     this.#entries = new LRUCache<string, HeldEntry>({
-      maxSize: maxBytes,
-      sizeCalculation: (entry) => entrySize(entry),
+      maxSize: Math.max(1, maxBytes - generationBytes),
+      sizeCalculation: (entry, key) => entrySize(key, entry),
+    });
+    this.#generations = new LRUCache<string, string>({
+      maxSize: generationBytes,
+      sizeCalculation: (generation, key) => GENERATION_OVERHEAD_BYTES + stringBytes(key) + stringBytes(generation),
     });
     subscriber.on('messageBuffer', (channel: Buffer, message: Buffer[] | null) => {
       if (channel.toString() === INVALIDATIONS) this.#invalidated(message);
@@ -118,9 +138,9 @@ export class MemoryTier {
     return this.#tracking;
   }
 
-  /** Bytes of entries held now. */
+  /** Bytes of entries and generations held now. */
   get heldBytes(): number {
-    return this.#entries.calculatedSize;
+    return this.#entries.calculatedSize + this.#generations.calculatedSize;
   }
 
   /**
@@ -134,6 +154,50 @@ export class MemoryTier {
     if (entry === undefined || this.#generations.get(entry.generationKey) !== entry.generation) return undefined;
     return entry;
   }
+
+  /**
+   * Calls `then(true)` once every invalidation Redis had sent before this call has been applied
+   * here; `then(false)` when that cannot be known (the tier stopped tracking, or the subscriber
+   * failed): the caller then asks Redis itself.
+   *
+   * A write through another replica renews its generation, and Redis queues the invalidation on
+   * this tier's subscriber connection before it replies to the writer; but that connection may lag
+   * behind the writer's (a relay, a proxy, a busy network), so a client told "written" by one replica
+   * could read the old entry from another's memory. A PING sent on the subscriber after the read
+   * arrived comes back behind every invalidation queued before it, in order, on the same
+   * connection: its answer is the barrier. The hits of one event-loop turn share one PING, sent at
+   * the end of the turn.
+   */
+  afterInvalidations(then: (caughtUp: boolean) => void): void {
+    if (!this.#tracking) {
+      then(false);
+      return;
+    }
+    if (this.#waiting === undefined) {
+      this.#waiting = [];
+      setImmediate(this.#sendBarrier);
+    }
+    this.#waiting.push(then);
+  }
+
+  readonly #sendBarrier = (): void => {
+    const waiting = this.#waiting ?? [];
+    this.#waiting = undefined;
+    const session = this.#session;
+    let released = false;
+    const release = (caughtUp: boolean) => {
+      if (released) return;
+      released = true;
+      clearTimeout(late);
+      for (const then of waiting) then(caughtUp && this.#tracking && session === this.#session);
+    };
+    // A subscriber that lags this much sends its hits to Redis rather than keep them waiting.
+    const late = setTimeout(() => release(false), BARRIER_TIMEOUT_MS).unref();
+    this.subscriber.ping().then(
+      () => release(true),
+      () => release(false),
+    );
+  };
 
   /**
    * To be called right before a read of `scope`'s hold and generation is sent, on any connection;
@@ -175,9 +239,8 @@ export class MemoryTier {
     const install = () => {
       // Checked again now: an invalidation may have come in since the generation was read.
       if (this.#tracking && this.#generations.get(scope.generationKey) === entry.generation) {
-        // A copy: the body may be a slice of a much larger socket buffer, which it would keep alive.
         // The header list is made once here rather than on every hit.
-        this.#entries.set(scope.entryKey, { ...entry, body: Buffer.from(entry.body), headerList: headerList(entry.headers), generationKey: scope.generationKey });
+        this.#entries.set(scope.entryKey, { ...entry, body: ownCopy(entry.body), headerList: headerList(entry.headers), generationKey: scope.generationKey });
       }
     };
     if (this.#generations.get(scope.generationKey) === entry.generation) install();
@@ -330,10 +393,26 @@ export class MemoryTier {
   }
 }
 
-function entrySize(entry: CachedResponse): number {
-  let size = ENTRY_OVERHEAD_BYTES + entry.body.length + entry.generation.length;
-  for (const name in entry.headers) size += name.length + (entry.headers[name]?.length ?? 0);
+/** A string's bytes in V8: one a character, two if any is beyond Latin-1. */
+function stringBytes(text: string): number {
+  // eslint-disable-next-line no-control-regex
+  return /[^\u0000-\u00ff]/.test(text) ? 2 * text.length : text.length;
+}
+
+function entrySize(key: string, entry: HeldEntry): number {
+  let size = ENTRY_OVERHEAD_BYTES + stringBytes(key) + stringBytes(entry.generationKey) + entry.body.length + entry.generation.length;
+  for (const name in entry.headers) size += 16 + stringBytes(name) + stringBytes(entry.headers[name] ?? '');
   return size;
+}
+
+/**
+ * The body in a buffer of its own. A slice of a larger buffer would keep all of it alive: a reply
+ * from Redis, or one of Node's 8 KiB pool slabs, which `Buffer.from` uses for small copies.
+ */
+function ownCopy(body: Buffer): Buffer {
+  const copy = Buffer.allocUnsafeSlow(body.length);
+  body.copy(copy);
+  return copy;
 }
 
 /** The tier's two Redis connections (a cache client, which fails fast, and a subscriber), from `url`. */

@@ -1,13 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '@app/shared/platform/logger';
-import type { Redis } from '../redis.js';
+import { isOutOfMemory, type Redis } from '../redis.js';
 import { decode, encode, type CachedResponse } from './entry.js';
 import type { MemoryTier } from './memory-tier.js';
 import { defaultBreakerSettings, RedisHealth, type RedisBreakerSettings } from './redis-health.js';
 import type { ReadScope, WriteScope } from './scope.js';
 
-/** Generations outlive every entry by far; they only need to expire eventually. */
-const GENERATION_TTL_SECONDS = 86_400;
+/**
+ * Generations outlive every entry by far; they only need to expire eventually. Not much later: a
+ * read of an id nobody has creates one, so a flood of made-up ids must not keep them for long.
+ */
+const GENERATION_MARGIN_SECONDS = 60;
 
 export interface CacheSettings {
   ttlSeconds: number;
@@ -45,6 +48,7 @@ export class ResponseCache {
   #wakeSettle: (() => void) | undefined;
   readonly #health: RedisHealth;
   readonly now: () => number;
+  readonly #generationSeconds: number;
 
   constructor(
     redis: Redis,
@@ -54,6 +58,7 @@ export class ResponseCache {
     readonly memory?: MemoryTier,
   ) {
     this.now = settings.now ?? Date.now;
+    this.#generationSeconds = settings.ttlSeconds + settings.staleSeconds + GENERATION_MARGIN_SECONDS;
     this.#health = new RedisHealth(redis, logger, { ...defaultBreakerSettings, ...settings.breaker });
     redis.on('ready', () => {
       // Pay what is owed on the turn Redis is back, not after the retry pause under way.
@@ -82,6 +87,12 @@ export class ResponseCache {
   held(scope: ReadScope): CachedResponse | undefined {
     const entry = this.memory?.held(scope);
     return entry && this.#usable(scope) && this.isFresh(entry) ? entry : undefined;
+  }
+
+  /** Calls `then` once the memory tier has every invalidation Redis sent before now (memory-tier.ts). */
+  afterInvalidations(then: (caughtUp: boolean) => void): void {
+    if (this.memory) this.memory.afterInvalidations(then);
+    else then(false);
   }
 
   /**
@@ -131,7 +142,7 @@ export class ResponseCache {
     if (lookup.generation !== null) return lookup.generation;
     try {
       const created = newGeneration();
-      const existing = (await this.#health.run((redis) => redis.call('SET', scope.generationKey, created, 'EX', GENERATION_TTL_SECONDS, 'NX', 'GET'))) as string | null;
+      const existing = (await this.#health.run((redis) => redis.call('SET', scope.generationKey, created, 'EX', this.#generationSeconds, 'NX', 'GET'))) as string | null;
       return existing ?? created;
     } catch {
       return undefined;
@@ -183,9 +194,21 @@ export class ResponseCache {
     return keys.filter((_key, i) => results[i]?.status === 'rejected');
   }
 
+  /** Renews the generations; returns the keys it could not renew. */
   async #renew(keys: string[]): Promise<string[]> {
-    const results = await Promise.allSettled(keys.map((key) => this.#health.run((redis) => redis.set(key, newGeneration(), 'EX', GENERATION_TTL_SECONDS))));
+    const results = await Promise.allSettled(keys.map((key) => this.#renewOne(key)));
     return keys.filter((_key, i) => results[i]?.status === 'rejected');
+  }
+
+  /**
+   * A Redis that refuses to store anything more (maxmemory reached, `noeviction`) still deletes: a
+   * scope with no generation matches no entry, and gets a new one once Redis has room again.
+   */
+  #renewOne(key: string): Promise<unknown> {
+    return this.#health.run((redis) => redis.set(key, newGeneration(), 'EX', this.#generationSeconds)).catch((error: unknown) => {
+      if (!isOutOfMemory(error)) throw error;
+      return this.#health.run((redis) => redis.del(key));
+    });
   }
 
   /** Pays the owed invalidations as soon as Redis takes them; retries while it does not. */

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# npm run test:containers [jest arguments]: the service integration tests and the gateway's cache
+# end to end (or the suites given) with MySQL and Redis in containers that testcontainers starts,
+# as `npm test` does on a laptop with Docker. TEST_SERVERS=containers lets no test fall back to
+# a local server. Sets up what is missing first, and is quick when it is all there:
+#
+# - a Docker API engine: DOCKER_HOST, else /var/run/docker.sock, else (as root) podman's Docker API
+#   on /run/podman/podman.sock, started here and left running;
+# - on podman, images named mysql:8.4 and redis:7: pulled, or where no registry answers, built
+#   from Debian packages (scripts/stand-in-test-images.sh); Ryuk, which no registry serves here
+#   either, is off, and this script removes the containers of its run itself;
+# - as root, the tests run in a network namespace of their own, where nothing answers on the
+#   host's MySQL and Redis ports at any address, and the containers' ports are reached through the
+#   host's end of a veth pair.
+#
+# docs/testing.md explains each choice and says how long it takes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUITES=(shared/test users-service/test products-service/test test/e2e/cache.test.ts)
+PODMAN_SOCKET=/run/podman/podman.sock
+IMAGES=(docker.io/library/mysql:8.4 docker.io/library/redis:7)
+LOCAL_PORTS=(3306 6379)
+
+step() { printf '\n==> %s\n' "$*"; }
+engine_answers() {
+  node -e "require('node:http').get({ socketPath: process.argv[1], path: '/_ping', timeout: 2000 }, (r) => process.exit(r.statusCode === 200 ? 0 : 1)).on('error', () => process.exit(1))" "$1"
+}
+
+# podman's Docker API, giving containers limits this machine allows: the defaults exceed the hard
+# limits here, which a root without CAP_SYS_RESOURCE cannot raise (podman caps its own nproc at
+# 32768; 4096 is what npm run image-smoke gives its containers too).
+start_podman_service() {
+  engine_answers "$PODMAN_SOCKET" && return 0
+  step "starting podman's Docker API on $PODMAN_SOCKET"
+  install -d /run/podman
+  cat >/run/podman/test-containers.conf <<EOF
+[containers]
+default_ulimits = ["nofile=$(ulimit -Hn):$(ulimit -Hn)", "nproc=4096:4096"]
+EOF
+  CONTAINERS_CONF=/run/podman/test-containers.conf setsid podman system service --time=0 "unix://$PODMAN_SOCKET" \
+    </dev/null >/run/podman/service.log 2>&1 &
+  for _ in $(seq 1 60); do engine_answers "$PODMAN_SOCKET" && return 0; sleep 0.5; done
+  echo "podman's Docker API did not answer on $PODMAN_SOCKET:" >&2
+  tail -20 /run/podman/service.log >&2
+  return 1
+}
+
+# Images the engine lacks: pulled where a registry answers, else the Debian stand-ins.
+provide_images() {
+  local image missing=()
+  for image in "${IMAGES[@]}"; do
+    podman image exists "$image" || podman pull -q "$image" >/dev/null 2>&1 || missing+=("$image")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    step "no registry serves ${missing[*]}: building local stand-ins (scripts/stand-in-test-images.sh)"
+    scripts/stand-in-test-images.sh
+  fi
+  podman image ls --format '{{.Repository}}:{{.Tag}} {{.ID}} {{.Size}}' | grep -E "^($(IFS='|'; echo "${IMAGES[*]}")) "
+}
+
+testcontainers_ids() { podman ps -aq --filter label=org.testcontainers=true | sort; }
+
+# Without Ryuk, a run that fails or is stopped may leave its containers behind (jest's global
+# teardown stops them otherwise): those created since this script started go.
+netns=''
+veth=''
+cleanup() {
+  local status=$?
+  if [ -n "$netns" ]; then ip netns delete "$netns" 2>/dev/null || true; fi
+  if [ -n "$veth" ]; then ip link delete "$veth" 2>/dev/null || true; fi
+  if [ "$status" -ne 0 ] && [ -n "${containers_before+set}" ]; then
+    comm -13 <(echo "$containers_before") <(testcontainers_ids) | xargs -r podman rm -f -v >/dev/null 2>&1 || true
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# A namespace with loopback and one veth pair to the host: 10.231.N.2 here, 10.231.N.1 there.
+make_network_namespace() {
+  local n=$(($$ % 256))
+  netns="test-containers-$$"
+  veth="tc$$h"
+  ip netns add "$netns"
+  ip link add "$veth" type veth peer name "tc$$n" netns "$netns"
+  ip addr add "10.231.$n.1/30" dev "$veth"
+  ip link set "$veth" up
+  ip netns exec "$netns" ip link set lo up
+  ip netns exec "$netns" ip addr add "10.231.$n.2/30" dev "tc$$n"
+  ip netns exec "$netns" ip link set "tc$$n" up
+  ip netns exec "$netns" ip route add default via "10.231.$n.1"
+  export TESTCONTAINERS_HOST_OVERRIDE="10.231.$n.1"
+}
+
+# From inside the namespace, the host's MySQL and Redis ports answer at none of its addresses.
+assert_local_servers_unreachable() {
+  local address port reached=()
+  for address in 127.0.0.1 $(ip -4 -o addr show | awk '{ split($4, a, "/"); print a[1] }'); do
+    for port in "${LOCAL_PORTS[@]}"; do
+      if ip netns exec "$netns" timeout 2 bash -c "exec 3<>/dev/tcp/$address/$port" 2>/dev/null; then
+        reached+=("$address:$port")
+      fi
+    done
+  done
+  if [ ${#reached[@]} -gt 0 ]; then
+    echo "the tests' namespace reaches ${reached[*]}: a local server could stand in for a container" >&2
+    return 1
+  fi
+  echo "from the tests' network namespace, nothing answers on ports ${LOCAL_PORTS[*]} at 127.0.0.1 or any host address"
+}
+
+run_in=()
+if [ -z "${DOCKER_HOST:-}" ] && ! engine_answers /var/run/docker.sock && command -v podman >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  start_podman_service
+  export DOCKER_HOST="unix://$PODMAN_SOCKET"
+  provide_images
+  export TESTCONTAINERS_RYUK_DISABLED="${TESTCONTAINERS_RYUK_DISABLED:-true}"
+  containers_before="$(testcontainers_ids)"
+fi
+echo "engine: ${DOCKER_HOST:-whichever testcontainers finds (~/.testcontainers.properties, /var/run/docker.sock, rootless and Docker Desktop sockets)}"
+
+if [ "$(id -u)" = 0 ] && command -v ip >/dev/null 2>&1; then
+  make_network_namespace
+  assert_local_servers_unreachable
+  run_in=(ip netns exec "$netns")
+fi
+
+step "tsc -b"
+npx tsc -b
+[ $# -gt 0 ] || set -- "${SUITES[@]}"
+step "jest $* (TEST_SERVERS=containers)"
+TEST_SERVERS=containers DEBUG="${DEBUG:-testcontainers}" "${run_in[@]}" \
+  node --experimental-vm-modules --no-warnings=ExperimentalWarning node_modules/jest/bin/jest.js "$@"
