@@ -12,10 +12,10 @@ const fetched: FetchedResponse = { status: 200, headers: { etag: '"1"' }, body: 
 /** A response as `announce` sees it: something that closes. */
 const response = () => new EventEmitter() as unknown as ServerResponse;
 
-/** A promise and what settles it. */
-function deferred<T>(): { promise: Promise<T>; resolve: (value: T) => void } {
-  let resolve!: (value: T) => void;
-  const promise = new Promise<T>((settle) => (resolve = settle));
+/** A fill's `done`, and what settles it. */
+function pending(): { promise: Promise<undefined>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<undefined>((settle) => (resolve = () => settle(undefined)));
   return { promise, resolve };
 }
 
@@ -29,7 +29,7 @@ describe('Fills', () => {
   it('shares a started fill for its entry and generation until it is done, and only those', async () => {
     const fills = new Fills();
     const flight = Promise.resolve(fetched);
-    const done = deferred<void>();
+    const done = pending();
     fills.start(scope, 'g1', flight, done.promise);
     expect(fills.started(scope, 'g1')).toBe(flight);
     expect((await fills.underWay(scope, 'g1'))?.flight).toBe(flight);
@@ -48,7 +48,7 @@ describe('Fills', () => {
     const waiting = fills.underWay(scope, 'g1');
     expect(waiting).toBeInstanceOf(Promise);
     const flight = Promise.resolve(fetched);
-    fills.start(scope, 'g1', flight, deferred<void>().promise);
+    fills.start(scope, 'g1', flight, pending().promise);
     expect((await waiting)?.flight).toBe(flight);
   });
 
@@ -67,7 +67,7 @@ describe('Fills', () => {
     const res = response();
     fills.announce(scope, 'g1', res);
     const flight = Promise.resolve(fetched);
-    fills.start(scope, 'g1', flight, deferred<void>().promise);
+    fills.start(scope, 'g1', flight, pending().promise);
     res.emit('close');
     expect(fills.started(scope, 'g1')).toBe(flight);
     expect((await fills.underWay(scope, 'g1'))?.flight).toBe(flight);
@@ -86,7 +86,7 @@ describe('Fills', () => {
     await expect(waiting).resolves.toBeUndefined();
 
     const flight = Promise.resolve(fetched);
-    fills.start(other, 'g1', flight, deferred<void>().promise);
+    fills.start(other, 'g1', flight, pending().promise);
     const late = response();
     fills.announce(other, 'g1', late);
     late.emit('close');
@@ -95,10 +95,10 @@ describe('Fills', () => {
 
   it('does not let an earlier fill that ends remove a later one of the same entry and generation', async () => {
     const fills = new Fills();
-    const earlierDone = deferred<void>();
+    const earlierDone = pending();
     fills.start(scope, 'g1', Promise.resolve(fetched), earlierDone.promise);
     const later = Promise.resolve(fetched);
-    fills.start(scope, 'g1', later, deferred<void>().promise);
+    fills.start(scope, 'g1', later, pending().promise);
     earlierDone.resolve();
     await earlierDone.promise;
     await Promise.resolve();
