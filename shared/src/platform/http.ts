@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type ErrorRequestHandler, type Request, type RequestHandler, type Response, type Router } from 'express';
 import type { Logger } from './logger.js';
+import { currentServerSpan, logWithin } from '../telemetry/spans.js';
 import { HttpProblem, problems, type FieldError } from './problem.js';
 import { requestTarget } from './request-target.js';
 
@@ -55,6 +56,8 @@ export function stampArrival(req: IncomingMessage): void {
 class RequestObservation {
   #log: Logger | undefined;
   readonly started: number;
+  /** The request's server span (tracing on): its line is written when the response closes, outside the request's context. */
+  readonly #span = currentServerSpan();
 
   constructor(
     readonly request: IncomingMessage,
@@ -70,6 +73,11 @@ class RequestObservation {
   /** The request's logger, made on first use: a request that logs nothing never pays for it. */
   get log(): Logger {
     return (this.#log ??= this.logger.child({ requestId: this.requestId }));
+  }
+
+  #write(level: 'warn' | 'info', entry: object): void {
+    if (level === 'warn') this.log.warn(entry, 'request failed');
+    else this.log.info(entry, 'request');
   }
 
   /**
@@ -95,8 +103,7 @@ class RequestObservation {
         durationMs: Math.round(seconds * 10_000) / 10,
         ...(aborted ? { aborted: true } : {}),
       };
-      if (level === 'warn') this.log.warn(entry, 'request failed');
-      else this.log.info(entry, 'request');
+      logWithin(this.#span, this.#write, this, level, entry);
     }
     this.onFinished?.({ request: this.request, method: this.method, path, status, seconds });
   }
