@@ -72,7 +72,7 @@ export async function runTracing(): Promise<void> {
   try {
     const { products, path } = await productsServiceWithAProduct(schema, { sku: 'TRACE-1', name: 'Traced widget' });
     const guarded = await guardOn();
-    const base = { USERS_SERVICE_URL: products.url, PRODUCTS_SERVICE_URL: products.url, REDIS_URL, ...guarded.env };
+    const base = { UPSTREAM_URL_TEMPLATE: products.url, REDIS_URL, ...guarded.env };
     const tracing: Record<Configuration, Record<string, string>> = {
       noSdk: {},
       noExporter: {},

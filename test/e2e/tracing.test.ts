@@ -41,9 +41,8 @@ beforeAll(async () => {
   const productsPort = (await products.logged(listening)).port as number;
   const startGateway = (env: Record<string, string> = {}) =>
     npmStart('gateway', {
-      PRODUCTS_SERVICE_URL: `http://127.0.0.1:${productsPort}`,
-      // Nothing listens there: every request for /api/users fails with a 502.
-      USERS_SERVICE_URL: `http://127.0.0.1:${unreachable}`,
+      // Nothing listens for users: every request for /api/users fails with a 502.
+      GATEWAY_UPSTREAMS: `products=http://127.0.0.1:${productsPort},users=http://127.0.0.1:${unreachable}`,
       REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379',
       LISTEN_SOCKETS: '1',
       AUTH_PUBLIC_KEY: testPublicKeyPem,
