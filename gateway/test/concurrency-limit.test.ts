@@ -27,30 +27,18 @@ function take(limit: ConcurrencyLimit, count: number, write: boolean, caller?: s
 }
 
 describe('ConcurrencyLimit shares', () => {
-  it('gives writes their share of the limit and reads the rest', () => {
-    // 20 slots, a write share of 0.2: 4 for writes, 16 for reads.
-    const limit = new ConcurrencyLimit('users', { limit: 20, writeShare: 0.2 });
-    take(limit, 16, false);
-    expect(limit.tryAcquire(false)).toBeUndefined();
-    take(limit, 4, true);
+  // Writes get their share of the limit (rounded up), at least one slot and never all: reads the rest.
+  it.each([
+    { limit: 20, writeShare: 0.2, reads: 16, writes: 4 },
+    { limit: 2, writeShare: 0.99, reads: 1, writes: 1 },
+    { limit: 10, writeShare: 0.01, reads: 9, writes: 1 },
+  ])('a limit of $limit with a write share of $writeShare holds $reads reads and $writes writes', ({ limit: slots, writeShare, reads, writes }) => {
+    const limit = new ConcurrencyLimit('users', { limit: slots, writeShare });
+    take(limit, writes, true);
     expect(limit.tryAcquire(true)).toBeUndefined();
-    expect(limit.inFlight).toEqual({ read: 16, write: 4 });
-  });
-
-  it('keeps a slot for writes however many reads pile up, and one for reads however many writes', () => {
-    const limit = new ConcurrencyLimit('users', { limit: 2, writeShare: 0.99 });
-    expect(limit.tryAcquire(true)).toBeDefined();
-    expect(limit.tryAcquire(true)).toBeUndefined();
-    expect(limit.tryAcquire(false)).toBeDefined();
+    take(limit, reads, false);
     expect(limit.tryAcquire(false)).toBeUndefined();
-  });
-
-  it('gives writes at least one slot with a tiny share', () => {
-    const limit = new ConcurrencyLimit('users', { limit: 10, writeShare: 0.01 });
-    take(limit, 1, true);
-    expect(limit.tryAcquire(true)).toBeUndefined();
-    take(limit, 9, false);
-    expect(limit.tryAcquire(false)).toBeUndefined();
+    expect(limit.inFlight).toEqual({ read: reads, write: writes });
   });
 });
 
@@ -77,8 +65,12 @@ describe('ConcurrencyLimit fair share', () => {
 
   it('lets a lone caller take every slot of a kind', () => {
     const limit = new ConcurrencyLimit('users', settings);
-    take(limit, 16, false, 'sub:alice');
+    const alice = take(limit, 16, false, 'sub:alice');
     expect(limit.inFlight.read).toBe(16);
+    // Refused only for want of a slot: her own refusal does not make her share apply to her.
+    expect(limit.tryAcquire(false, 'sub:alice')).toBeUndefined();
+    alice.pop()!();
+    expect(limit.tryAcquire(false, 'sub:alice')).toBeDefined();
   });
 
   it('refuses a caller holding its fair share while another caller was refused within the last second', () => {
