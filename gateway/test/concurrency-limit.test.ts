@@ -1,0 +1,146 @@
+import { ConcurrencyLimit, isWrite, SHED_RETRY_AFTER_SECONDS } from '../src/concurrency-limit.js';
+
+/**
+ * The load shedding per upstream: reads and writes each have their share of the limit, a slot is
+ * released once however often its release is called, and a caller holding its fair share is
+ * refused while others are. Time is the limit's `Date.now()`, set here by hand.
+ */
+let clock = 1_000_000;
+const realNow = Date.now;
+beforeEach(() => {
+  clock = 1_000_000;
+  Date.now = () => clock;
+});
+afterEach(() => {
+  Date.now = realNow;
+});
+
+/** Takes `count` slots of one kind; fails the test if one is refused. */
+function take(limit: ConcurrencyLimit, count: number, write: boolean, caller?: string): (() => void)[] {
+  const releases = [];
+  for (let i = 0; i < count; i++) {
+    const release = limit.tryAcquire(write, caller);
+    if (!release) throw new Error(`slot ${i + 1} of ${count} refused`);
+    releases.push(release);
+  }
+  return releases;
+}
+
+describe('ConcurrencyLimit shares', () => {
+  // Writes get their share of the limit (rounded up), at least one slot and never all: reads the rest.
+  it.each([
+    { limit: 20, writeShare: 0.2, reads: 16, writes: 4 },
+    { limit: 2, writeShare: 0.99, reads: 1, writes: 1 },
+    { limit: 10, writeShare: 0.01, reads: 9, writes: 1 },
+  ])('a limit of $limit with a write share of $writeShare holds $reads reads and $writes writes', ({ limit: slots, writeShare, reads, writes }) => {
+    const limit = new ConcurrencyLimit('users', { limit: slots, writeShare });
+    take(limit, writes, true);
+    expect(limit.tryAcquire(true)).toBeUndefined();
+    take(limit, reads, false);
+    expect(limit.tryAcquire(false)).toBeUndefined();
+    expect(limit.inFlight).toEqual({ read: reads, write: writes });
+  });
+});
+
+describe('ConcurrencyLimit release', () => {
+  it('frees a slot exactly once, however often its release is called', () => {
+    const limit = new ConcurrencyLimit('users', { limit: 4, writeShare: 0.25 });
+    const [first, second, third] = take(limit, 3, false, 'alice');
+    first!();
+    first!();
+    first!();
+    expect(limit.inFlight).toEqual({ read: 2, write: 0 });
+    second!();
+    third!();
+    expect(limit.inFlight).toEqual({ read: 0, write: 0 });
+    // All three free again, and not more: a double release made no fourth read slot.
+    take(limit, 3, false, 'alice');
+    expect(limit.tryAcquire(false, 'alice')).toBeUndefined();
+  });
+});
+
+describe('ConcurrencyLimit fair share', () => {
+  // 20 slots: 16 for reads, of which a caller's fair share is 4.
+  const settings = { limit: 20, writeShare: 0.2 };
+
+  it('lets a lone caller take every slot of a kind', () => {
+    const limit = new ConcurrencyLimit('users', settings);
+    const alice = take(limit, 16, false, 'sub:alice');
+    expect(limit.inFlight.read).toBe(16);
+    // Refused only for want of a slot: her own refusal does not make her share apply to her.
+    expect(limit.tryAcquire(false, 'sub:alice')).toBeUndefined();
+    alice.pop()!();
+    expect(limit.tryAcquire(false, 'sub:alice')).toBeDefined();
+  });
+
+  it('refuses a caller holding its fair share while another caller was refused within the last second', () => {
+    const limit = new ConcurrencyLimit('users', settings);
+    const alice = take(limit, 16, false, 'sub:alice');
+    expect(limit.tryAcquire(false, 'sub:bob')).toBeUndefined(); // none free: bob is refused
+    alice.pop()!();
+    clock += 999;
+    // Alice holds 15, far beyond her share of 4, and bob was refused 999 ms ago: the slot is not hers.
+    expect(limit.tryAcquire(false, 'sub:alice')).toBeUndefined();
+    expect(limit.tryAcquire(false, 'sub:bob')).toBeDefined();
+  });
+
+  it('lets the caller take free slots again once nobody else was refused for a second', () => {
+    const limit = new ConcurrencyLimit('users', settings);
+    const alice = take(limit, 16, false, 'sub:alice');
+    expect(limit.tryAcquire(false, 'sub:bob')).toBeUndefined();
+    alice.pop()!();
+    clock += 1_000;
+    expect(limit.tryAcquire(false, 'sub:alice')).toBeDefined();
+  });
+
+  it('does not hold back a caller below its fair share while others are refused', () => {
+    const limit = new ConcurrencyLimit('users', settings);
+    const alice = take(limit, 13, false, 'sub:alice');
+    take(limit, 3, false, 'sub:carol');
+    expect(limit.tryAcquire(false, 'sub:bob')).toBeUndefined();
+    alice.pop()!();
+    // One slot free, bob refused just now: carol holds 3 of her share of 4, alice 12.
+    expect(limit.tryAcquire(false, 'sub:alice')).toBeUndefined();
+    expect(limit.tryAcquire(false, 'sub:carol')).toBeDefined();
+  });
+
+  it('counts the fair share per kind: reads held do not limit writes', () => {
+    const limit = new ConcurrencyLimit('users', settings);
+    take(limit, 16, false, 'sub:alice');
+    expect(limit.tryAcquire(false, 'sub:bob')).toBeUndefined();
+    expect(limit.tryAcquire(true, 'sub:alice')).toBeDefined();
+  });
+
+  it('never holds back requests with no caller to count', () => {
+    const limit = new ConcurrencyLimit('users', settings);
+    const anonymous = take(limit, 16, false);
+    expect(limit.tryAcquire(false, 'sub:bob')).toBeUndefined();
+    anonymous.pop()!();
+    expect(limit.tryAcquire(false)).toBeDefined();
+  });
+
+  it('gives back a caller’s slots as they are released', () => {
+    const limit = new ConcurrencyLimit('users', settings);
+    const alice = take(limit, 16, false, 'sub:alice');
+    expect(limit.tryAcquire(false, 'sub:bob')).toBeUndefined();
+    // Down to 3 held, below her share of 4: she may take a free slot though bob was just refused.
+    for (const release of alice.splice(0, 13)) release();
+    expect(limit.tryAcquire(false, 'sub:alice')).toBeDefined();
+  });
+});
+
+describe('shedding', () => {
+  it('answers 503 with Retry-After, naming the upstream, the same problem each time', () => {
+    const limit = new ConcurrencyLimit('products', { limit: 4, writeShare: 0.25 });
+    const problem = limit.shedProblem();
+    expect(problem.status).toBe(503);
+    expect(problem.detail).toContain('products');
+    expect(problem.extras.headers).toEqual({ 'Retry-After': String(SHED_RETRY_AFTER_SECONDS) });
+    expect(limit.shedProblem()).toBe(problem);
+  });
+
+  it('counts POST, PUT, PATCH and DELETE as writes, everything else as reads', () => {
+    for (const method of ['POST', 'PUT', 'PATCH', 'DELETE']) expect(isWrite({ method })).toBe(true);
+    for (const method of ['GET', 'HEAD', 'OPTIONS', undefined]) expect(isWrite({ method })).toBe(false);
+  });
+});
