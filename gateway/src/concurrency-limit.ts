@@ -83,10 +83,12 @@ export class ConcurrencyLimit {
     const kind = write ? 'write' : 'read';
     const limit = write ? this.#writeLimit : this.#readLimit;
     const held = caller === undefined ? 0 : (this.#held[kind].get(caller) ?? 0);
-    if ((write ? this.#writes : this.#reads) >= limit || (held >= fairShare(limit) && this.#othersShed(kind, caller))) {
+    if ((write ? this.#writes : this.#reads) >= limit) {
       this.#lastShed[kind] = { caller, at: Date.now() };
       return undefined;
     }
+    // Refused its share: not recorded, so the caller it makes room for stays the one remembered.
+    if (held >= fairShare(limit) && this.#othersShed(kind, caller)) return undefined;
     if (write) this.#writes++;
     else this.#reads++;
     if (caller !== undefined) this.#held[kind].set(caller, held + 1);

@@ -84,6 +84,18 @@ describe('ConcurrencyLimit fair share', () => {
     expect(limit.tryAcquire(false, 'sub:bob')).toBeDefined();
   });
 
+  it('keeps refusing the caller beyond its share, however often it asks, while the other waits', () => {
+    const limit = new ConcurrencyLimit('users', settings);
+    const alice = take(limit, 16, false, 'sub:alice');
+    expect(limit.tryAcquire(false, 'sub:bob')).toBeUndefined();
+    alice.pop()!();
+    alice.pop()!();
+    // Refused for her share, twice: that does not make her the one remembered as refused.
+    expect(limit.tryAcquire(false, 'sub:alice')).toBeUndefined();
+    expect(limit.tryAcquire(false, 'sub:alice')).toBeUndefined();
+    expect(limit.tryAcquire(false, 'sub:bob')).toBeDefined();
+  });
+
   it('lets the caller take free slots again once nobody else was refused for a second', () => {
     const limit = new ConcurrencyLimit('users', settings);
     const alice = take(limit, 16, false, 'sub:alice');
