@@ -1,6 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
-import { observationOf, writeProblem } from '@app/shared/platform/http';
+import { observationOf } from '@app/shared/platform/http/observation';
+import { writeProblem } from '@app/shared/platform/http/responses';
 import { HttpProblem } from '@app/shared/platform/problem';
 import { createProxyMiddleware, proxyEventsPlugin } from 'http-proxy-middleware';
 import { retireAgedSocket } from './upstream-agent.js';

@@ -3,7 +3,8 @@ import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import type { RequestListener } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { type Lifecycle, writeProblem } from './http.js';
+import type { Lifecycle } from './http/lifecycle.js';
+import { writeProblem } from './http/responses.js';
 import type { Logger } from './logger.js';
 import { HttpProblem } from './problem.js';
 
