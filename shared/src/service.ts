@@ -1,7 +1,7 @@
 /**
  * A service process from its definition. Beside the three folders rather than in one: it puts all
- * three together (platform/ for the process, resource/ for the routes, api-description/ for the
- * document), and nothing in them depends on it.
+ * three together (platform/ for the process, api-description/ for the document, resource/ for the
+ * routes), and nothing in them depends on it.
  */
 import type { RequestListener } from 'node:http';
 import { fileURLToPath } from 'node:url';

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request, RequestHandler, Response, Router } from 'express';
 import type { z } from 'zod';
 import { headers, json, parameters, problemResponse, routerOf, type Endpoint } from '../api-description/openapi.js';
-import { EXAMPLE_ID, resourceSchemas, validationExample } from '../api-description/resource-openapi.js';
+import { EXAMPLE_ID, resourceSchemas, validationExample } from './description.js';
 import { BODY_LIMIT } from '../platform/http/bodies.js';
 import { JSON_CONTENT_TYPE, sendJson } from '../platform/http/responses.js';
 import { idempotencyProblems, idempotent, type IdempotencyStore, type StoredResponse } from './idempotency.js';
