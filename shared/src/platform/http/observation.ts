@@ -29,6 +29,15 @@ export interface FinishedRequest {
   seconds: number;
 }
 
+/** Told what became of each request, once its response is done (for metrics). */
+export type OnFinished = (request: FinishedRequest) => void;
+
+/** What an observed request is known by: its id, and its logger (made on first use). */
+export interface ObservedRequest {
+  readonly requestId: string;
+  readonly log: Logger;
+}
+
 /** The status a request the client went away from is counted and logged with (nginx's "client closed request"). */
 export const CLIENT_CLOSED_REQUEST = 499;
 
@@ -55,7 +64,7 @@ class RequestObservation {
     readonly method: string,
     readonly url: string,
     private readonly logger: Logger,
-    readonly onFinished: ((request: FinishedRequest) => void) | undefined,
+    readonly onFinished: OnFinished | undefined,
   ) {
     this.started = (request as StampedRequest)[ARRIVED] ?? performance.now();
   }
@@ -110,12 +119,7 @@ function onResponseClose(this: ObservedResponse): void {
  * client went away); `onFinished` sees the same facts (for metrics). Returns the request id and the
  * request's logger (made on first use).
  */
-export function observeRequest(
-  logger: Logger,
-  req: IncomingMessage,
-  res: ServerResponse,
-  onFinished?: (request: FinishedRequest) => void,
-): { readonly requestId: string; readonly log: Logger } {
+export function observeRequest(logger: Logger, req: IncomingMessage, res: ServerResponse, onFinished?: OnFinished): ObservedRequest {
   const observation = observeResponse(logger, req, res, onFinished);
   res.setHeader('X-Request-Id', observation.requestId);
   return observation;
@@ -126,12 +130,7 @@ export function observeRequest(
  * `writeHead(status, headers)`, which must then carry `X-Request-Id` itself. Node writes such a
  * response without building its header map (no `setHeader` before it).
  */
-export function observeResponse(
-  logger: Logger,
-  req: IncomingMessage,
-  res: ServerResponse,
-  onFinished?: (request: FinishedRequest) => void,
-): { readonly requestId: string; readonly log: Logger } {
+export function observeResponse(logger: Logger, req: IncomingMessage, res: ServerResponse, onFinished?: OnFinished): ObservedRequest {
   const observation = new RequestObservation(req, requestIdOf(req.headers['x-request-id']), req.method ?? 'GET', req.url ?? '/', logger, onFinished);
   (res as ObservedResponse)[OBSERVATION] = observation;
   res.on('close', onResponseClose);
@@ -139,7 +138,7 @@ export function observeResponse(
 }
 
 /** The request id and logger `observeRequest` or `observeResponse` gave a response: for code outside express (no `res.locals`). */
-export function observationOf(res: ServerResponse): { readonly requestId: string; readonly log: Logger } | undefined {
+export function observationOf(res: ServerResponse): ObservedRequest | undefined {
   return (res as ObservedResponse)[OBSERVATION];
 }
 
@@ -152,7 +151,7 @@ const LOCALS_LOG: PropertyDescriptor = {
 };
 
 /** First middleware of every process: request id, request logger, one log line per request. */
-export function requestContext(logger: Logger, onFinished?: (request: FinishedRequest) => void): RequestHandler {
+export function requestContext(logger: Logger, onFinished?: OnFinished): RequestHandler {
   return (req, res, next) => {
     const observed = observeRequest(logger, req, res, onFinished);
     res.locals.requestId = observed.requestId;
