@@ -50,4 +50,4 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
 # node as PID 1 (not npm), so SIGTERM reaches the process and starts its graceful shutdown; with
 # the V8 options of its `npm start` (its package.json), which keep its memory small under load
 # (docs/performance.md).
-CMD ["node", "--max-semi-space-size=8", "dist/main.js"]
+CMD ["node", "--import", "@app/shared/telemetry/preload", "--max-semi-space-size=8", "dist/main.js"]

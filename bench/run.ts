@@ -20,12 +20,14 @@
  * (`--publish`: also docs/bench.svg, the chart the README shows).
  *
  * `npm run bench -- --scale`: the read endpoints at 10k and at 1M rows instead (see scale.ts).
+ * `npm run bench -- --tracing`: what tracing costs the gateway instead (see tracing.ts).
  */
 import { copyFile, mkdir, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { chartSvg, type ChartRow } from './chart.ts';
 import { startNginx } from './nginx.ts';
 import { runScale } from './scale.ts';
+import { runTracing } from './tracing.ts';
 import {
   cleanUpOnSignals,
   cpuMicros,
@@ -36,6 +38,7 @@ import {
   guardOn,
   machine,
   median,
+  productsServiceWithAProduct,
   pinning,
   REDIS_URL,
   rssMiB,
@@ -170,14 +173,7 @@ async function compare(publish: boolean): Promise<void> {
   cleanUpOnSignals([schema]);
   let closeNginx: () => Promise<void> = async () => undefined;
   try {
-    const products = await startNode('products-service', 'products-service/dist/main.js', { DATABASE_URL: schemaUrl(schema) }, await freePort());
-    const created = await fetch(`${products.url}/api/products`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ sku: 'BENCH-1', name: 'Benchmark widget', description: 'Measured.', price: { amount: '19.99', currency: 'EUR' }, stock: 42 }),
-    });
-    if (created.status !== 201) throw new Error(`could not create the product: ${created.status} ${await created.text()}`);
-    const path = created.headers.get('location')!;
+    const { products, path } = await productsServiceWithAProduct(schema, { sku: 'BENCH-1', name: 'Benchmark widget' });
     const sample = await fetch(`${products.url}${path}`);
     const body = await sample.text();
     const answered = Object.fromEntries(['content-type', 'etag', 'cache-control'].map((name) => [name, sample.headers.get(name) ?? '']));
@@ -285,6 +281,7 @@ async function compare(publish: boolean): Promise<void> {
   }
 }
 
-const { values } = parseArgs({ options: { scale: { type: 'boolean', default: false }, publish: { type: 'boolean', default: false } } });
+const { values } = parseArgs({ options: { scale: { type: 'boolean', default: false }, tracing: { type: 'boolean', default: false }, publish: { type: 'boolean', default: false } } });
 if (values.scale) await runScale(values.publish);
+else if (values.tracing) await runTracing();
 else await compare(values.publish);

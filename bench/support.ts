@@ -138,6 +138,18 @@ export function nodeOptionsFor(file: string): string[] {
 export const startNode = (name: string, file: string, env: Record<string, string>, port: number) =>
   startServer(name, process.execPath, [...nodeOptionsFor(file), file], { env, port });
 
+/** products-service as deployed, on `schema`, with one product in it: the service and that product's path, which the benchmarks read. */
+export async function productsServiceWithAProduct(schema: string, product: { sku: string; name: string }): Promise<{ products: Server; path: string }> {
+  const products = await startNode('products-service', 'products-service/dist/main.js', { DATABASE_URL: schemaUrl(schema) }, await freePort());
+  const created = await fetch(`${products.url}/api/products`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ ...product, description: 'Measured.', price: { amount: '19.99', currency: 'EUR' }, stock: 42 }),
+  });
+  if (created.status !== 201) throw new Error(`could not create the product: ${created.status} ${await created.text()}`);
+  return { products, path: created.headers.get('location')! };
+}
+
 /** User + system CPU time of `pids`, in microseconds (from /proc; 0 where it is missing). */
 export function cpuMicros(pids: number[]): number {
   const tick = 1e6 / 100; // USER_HZ is 100 on Linux

@@ -20,9 +20,9 @@ import {
   GUARD_OFF,
   guardOn,
   median,
+  productsServiceWithAProduct,
   REDIS_URL,
   rssMiB,
-  schemaUrl,
   startNode,
   startOptions,
   startServer,
@@ -57,14 +57,7 @@ ensureDebianTools({ wrk: 'wrk' });
 const schema = throwawaySchema('ab');
 cleanUpOnSignals([schema]);
 try {
-  const products = await startNode('products-service', 'products-service/dist/main.js', { DATABASE_URL: schemaUrl(schema) }, await freePort());
-  const created = await fetch(`${products.url}/api/products`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ sku: 'AB-1', name: 'A/B widget', description: 'Measured.', price: { amount: '19.99', currency: 'EUR' }, stock: 42 }),
-  });
-  if (created.status !== 201) throw new Error(`could not create the product: ${created.status}`);
-  const path = created.headers.get('location')!;
+  const { products, path } = await productsServiceWithAProduct(schema, { sku: 'AB-1', name: 'A/B widget' });
   const guarded = await guardOn();
   const setup = (on: string) => (on === 'on' ? guarded : { env: GUARD_OFF, headers: {} });
   const env = (on: string) => ({

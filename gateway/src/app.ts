@@ -7,6 +7,7 @@ import type { Lifecycle } from '@app/shared/platform/http/lifecycle';
 import { requestContext } from '@app/shared/platform/http/observation';
 import { notFound } from '@app/shared/platform/http/routing';
 import type { Logger } from '@app/shared/platform/logger';
+import { configureServerSpans } from '@app/shared/telemetry/spans';
 import type { RequestHandler } from 'express';
 import { cachedReads, type CachedUpstream } from './cache/cached-reads.js';
 import { Fills } from './cache/fills.js';
@@ -76,6 +77,8 @@ export function createApp({
     const target = requestTargets.get(req);
     return (target && scopes.route(target)) ?? (target && ownEndpoints.has(path) ? path : 'other');
   });
+  // A trace names a request by the same route template (a handful, never a raw id).
+  configureServerSpans({ routeOf: (req) => scopes.route(requestTargets.get(req)) });
   const health = new ReplicaHealth();
   const targets: CachedUpstream[] = upstreams.map((upstream) => ({
     upstream,

@@ -116,6 +116,13 @@ export const configSchema = z.object({
   RATE_LIMIT_WRITES_PER_MINUTE: count(3_000, 1, 1_000_000_000),
   RATE_LIMIT_LEASE_POINTS: count(1_000, 1, 1_000_000),
   TRUSTED_PROXY_HOPS: count(0, 0, 10),
+  /**
+   * Whether the gateway continues a client's W3C trace context (a trusted proxy in front, which traces
+   * too). By default it is not trusted: each request starts a new trace, linked to the client's.
+   */
+  TRACE_TRUST_CLIENT_CONTEXT: flag(false),
+  /** Whether a request's trace carries its verified subject (`enduser.id`): personal data, so off by default. */
+  TRACE_RECORD_SUBJECT: flag(false),
   CORS_ORIGINS: list('', origin, 'must be a comma-separated list of origins (scheme://host[:port])'),
   ...commonConfig,
 });

@@ -3,6 +3,7 @@ import { type FinishedRequest, observeRequest } from '@app/shared/platform/http/
 import { writeProblem } from '@app/shared/platform/http/responses';
 import type { Logger } from '@app/shared/platform/logger';
 import { HttpProblem, problems } from '@app/shared/platform/problem';
+import { currentServerSpan } from '@app/shared/telemetry/spans';
 import cors from 'cors';
 import type { RequestHandler } from 'express';
 import proxyaddr from 'proxy-addr';
@@ -24,6 +25,8 @@ export interface GuardSettings {
   corsOrigins: readonly string[];
   /** How many proxies in front of the gateway (e.g. an Ingress) add to X-Forwarded-For and are trusted. */
   trustedProxyHops: number;
+  /** Whether the verified subject goes on the request's trace (`enduser.id`): off by default, as it may be personal data. */
+  traceSubject?: boolean;
 }
 
 const LIMIT_HEADERS = Symbol('rate limit headers');
@@ -109,7 +112,7 @@ export function withGuard(
   next: RequestListener,
   options: GuardSettings & { policy: AccessPolicy; logger: Logger; onFinished?: (request: FinishedRequest) => void },
 ): RequestListener {
-  const { tokens, limits, policy, logger, onFinished } = options;
+  const { tokens, limits, policy, logger, onFinished, traceSubject = false } = options;
   const hops = options.trustedProxyHops;
   const trustHop = (_address: string, hop: number) => hop < hops;
   const corsHandler =
@@ -126,6 +129,7 @@ export function withGuard(
   /** The verified caller, with its subject for the services: a refusal when its token lacks the scope. */
   const admit = (req: IncomingMessage, principal: Principal, scope: string | undefined): Principal | Refusal => {
     req.headers[SUBJECT_HEADER] = principal.forwardedSubject;
+    if (traceSubject) currentServerSpan()?.setAttribute('enduser.id', principal.subject);
     if (scope === undefined || principal.scopes.has(scope)) return principal;
     const problem = new HttpProblem('insufficient-scope', `This request needs the ${scope} scope, which the access token does not grant`, {
       headers: { 'WWW-Authenticate': `${REALM}, error="insufficient_scope", scope="${scope}"` },
@@ -179,6 +183,7 @@ export function withGuard(
       return undefined;
     }
     // The guard answers this one itself.
+    if (!outcome.allowed) currentServerSpan()?.setAttribute('gateway.rate_limited', true);
     for (const name in outcome.headers) res.setHeader(name, outcome.headers[name] as string);
     const retryAfter = outcome.headers['Retry-After'];
     if (outcome.allowed || retryAfter === undefined) return refusal?.problem;

@@ -2,6 +2,7 @@ import { ConfigError, loadConfig } from '@app/shared/platform/config';
 import { Lifecycle } from '@app/shared/platform/http/lifecycle';
 import { createLogger } from '@app/shared/platform/logger';
 import { serve } from '@app/shared/platform/server';
+import { configureServerSpans } from '@app/shared/telemetry/spans';
 import { createApp } from './app.js';
 import { createMemoryTier } from './cache/memory-tier.js';
 import { TokenVerifier } from './auth/tokens.js';
@@ -55,7 +56,15 @@ const limits = config.RATE_LIMIT_ENABLED
       logger,
     )
   : undefined;
-const guard = { tokens, limits, corsOrigins: config.CORS_ORIGINS, trustedProxyHops: config.TRUSTED_PROXY_HOPS };
+const guard = {
+  tokens,
+  limits,
+  corsOrigins: config.CORS_ORIGINS,
+  trustedProxyHops: config.TRUSTED_PROXY_HOPS,
+  traceSubject: config.TRACE_RECORD_SUBJECT,
+};
+// The gateway is where clients come in: their trace context is linked, not continued, unless trusted.
+configureServerSpans({ continueClientTrace: config.TRACE_TRUST_CLIENT_CONTEXT });
 await serve({
   name: 'gateway',
   handler: createApp({

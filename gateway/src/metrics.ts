@@ -2,6 +2,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { IncomingMessage } from 'node:http';
 import type { FinishedRequest } from '@app/shared/platform/http/observation';
 import { connectionsWithoutRequest } from '@app/shared/platform/server';
+import { currentServerSpan } from '@app/shared/telemetry/spans';
 
 export type CacheOutcome = 'hit' | 'miss' | 'bypass' | 'stale' | 'collapsed';
 
@@ -123,7 +124,9 @@ export class GatewayMetrics {
     });
   }
 
+  /** Counts a cache outcome, and puts it on the request's trace (`X-Cache` says less: a collapsed request is a MISS). */
   cacheOutcome(outcome: CacheOutcome): void {
+    currentServerSpan()?.setAttribute('gateway.cache.outcome', outcome);
     let tally = this.#outcomes.get(outcome);
     if (!tally) this.#outcomes.set(outcome, (tally = { labels: { outcome }, uncounted: 0 }));
     tally.uncounted += 1;
@@ -141,6 +144,7 @@ export class GatewayMetrics {
   }
 
   readonly shed = (limit: { upstream: string }, write: boolean): void => {
+    currentServerSpan()?.setAttribute('gateway.shed', true);
     this.#shed.inc({ upstream: limit.upstream, kind: write ? 'write' : 'read' });
   };
 }

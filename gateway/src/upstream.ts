@@ -3,6 +3,7 @@ import https from 'node:https';
 import { observationOf } from '@app/shared/platform/http/observation';
 import { writeProblem } from '@app/shared/platform/http/responses';
 import { HttpProblem } from '@app/shared/platform/problem';
+import { endClientSpan, startClientSpan } from '@app/shared/telemetry/spans';
 import { createProxyMiddleware, proxyEventsPlugin } from 'http-proxy-middleware';
 import { retireAgedSocket } from './upstream-agent.js';
 
@@ -105,6 +106,13 @@ function relay(proxyRes: http.IncomingMessage, res: http.ServerResponse): void {
   proxyRes.pipe(res);
 }
 
+/**
+ * The client span of each proxied request whose call to the service is traced (sampled), ended when
+ * the service answers or the call fails. Not a property of the request: a sampled request of another
+ * shape than the rest would make the code every request runs through polymorphic.
+ */
+const clientSpans = new WeakMap<http.IncomingMessage, NonNullable<ReturnType<typeof startClientSpan>>>();
+
 const RECEIVED_BODY = Symbol('received body');
 type WithReceivedBody = http.IncomingMessage & { [RECEIVED_BODY]?: Buffer };
 
@@ -141,9 +149,10 @@ export function upstreamProxy(
   upstream: Upstream,
   options: { deadlines: Deadlines; agent: http.Agent; onSettled?: (req: http.IncomingMessage, status: number) => Promise<void> | undefined },
 ): (req: http.IncomingMessage, res: http.ServerResponse, next: ProxyNext) => void {
+  const service = new URL(upstream.url);
   const proxy = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
     // A URL, not a string: http-proxy-middleware and httpxy would each parse the string again for every request.
-    target: new URL(upstream.url),
+    target: service,
     agent: options.agent,
     selfHandleResponse: true,
     pathFilter: (path) => servesPath(upstream, path),
@@ -160,12 +169,14 @@ export function upstreamProxy(
         if (body) proxyReq.write(body);
       },
       proxyRes: (proxyRes, req, res) => {
+        endClientSpan(clientSpans.get(req), proxyRes.statusCode ?? 502);
         const settled = options.onSettled?.(req, proxyRes.statusCode ?? 502);
         if (settled) void settled.then(() => relay(proxyRes, res));
         else relay(proxyRes, res);
       },
       // httpxy hands failures only to this listener (never to `next`), so it answers here.
       error: async (error, req, res) => {
+        endClientSpan(clientSpans.get(req), error);
         if (!('setHeader' in res)) return;
         observationOf(res)?.log.warn({ upstream: upstream.name, err: error }, 'upstream request failed');
         await options.onSettled?.(req, 502);
@@ -188,6 +199,9 @@ export function upstreamProxy(
     const chain = forwardedFor(req.headers['x-forwarded-for'], req.socket.remoteAddress);
     if (chain === undefined) delete req.headers['x-forwarded-for'];
     else req.headers['x-forwarded-for'] = chain;
+    // And, with tracing on, this call's trace context (traceparent): never the client's own.
+    const span = startClientSpan(req.method ?? 'GET', service, req.url ?? '/', req.headers);
+    if (span) clientSpans.set(req, span);
     proxy(req, res, next);
   };
 }
@@ -272,8 +286,10 @@ export function fetchFromUpstream(
   if (chain !== undefined) headers['x-forwarded-for'] = chain;
   headers['x-request-id'] = request.requestId;
   const get = upstream.url.startsWith('https:') ? https.get : http.get;
-  return new Promise((resolve, reject) => {
-    const outgoing = get(new URL(request.path, upstream.url), { agent: options.agent, headers }, (response) => {
+  const target = new URL(request.path, upstream.url);
+  const span = startClientSpan('GET', target, request.path, headers);
+  const fetched = new Promise<FetchedResponse>((resolve, reject) => {
+    const outgoing = get(target, { agent: options.agent, headers }, (response) => {
       const chunks: Buffer[] = [];
       response.on('data', (chunk: Buffer) => chunks.push(chunk));
       response.once('end', () => resolve({ status: response.statusCode ?? 502, headers: response.headers, body: Buffer.concat(chunks) }));
@@ -286,6 +302,8 @@ export function fetchFromUpstream(
     superviseUpstreamRequest(outgoing, options.deadlines);
     outgoing.once('error', reject);
   });
+  if (span) fetched.then((response) => endClientSpan(span, response.status), (error: Error) => endClientSpan(span, error));
+  return fetched;
 }
 
 /**

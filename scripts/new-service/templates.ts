@@ -3,9 +3,18 @@
  * users-service and products-service are, so the three read alike. `name` is the plural the path
  * uses (`orders`); the sample resource is one of them (`order`).
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 
-const IDEMPOTENCY_MIGRATION = new URL('../../products-service/migrations/0002_create_idempotency_keys.sql', import.meta.url);
+/** Every migration of products-service after its own table's: the idempotency keys' (the resource engine needs them). */
+const ENGINE_MIGRATIONS_FROM = new URL('../../products-service/migrations/', import.meta.url);
+const engineMigrations = () =>
+  Object.fromEntries(
+    readdirSync(ENGINE_MIGRATIONS_FROM)
+      .filter((file) => file.endsWith('.sql') && !file.startsWith('0001_'))
+      .map((file) => [`migrations/${file}`, readFileSync(new URL(file, ENGINE_MIGRATIONS_FROM), 'utf8')]),
+  );
+/** The start script a service runs with (its Node options, the telemetry preload): users-service's. */
+const START_SCRIPT = (JSON.parse(readFileSync(new URL('../../users-service/package.json', import.meta.url), 'utf8')) as { scripts: { start: string } }).scripts.start;
 
 /** The deployment files a new service starts from: users-service's, with its name replaced. */
 const DEPLOY_FILES = ['compose.env', 'mysql.env', 'k8s/kustomization.yaml', 'k8s/service.yaml', 'k8s/network-policies.yaml', 'k8s/dev/kustomization.yaml', 'k8s/dev/database-secret.yaml'];
@@ -30,7 +39,7 @@ export function serviceFiles(name: string): Record<string, string> {
         description: `The ${name} service: /api/${name} backed by its own MySQL schema.`,
         type: 'module',
         engines: { node: '>=24 <25' },
-        scripts: { start: 'exec node --max-semi-space-size=8 dist/main.js', migrate: 'exec node dist/migrate.js' },
+        scripts: { start: START_SCRIPT, migrate: 'exec node dist/migrate.js' },
         dependencies: { '@app/shared': '^1.0.0', express: '^5.3.0', mysql2: '^3.24.6', zod: '^4.6.7' },
       },
       null,
@@ -162,7 +171,7 @@ CREATE TABLE ${name} (
   UNIQUE KEY uq_${name}_reference (reference)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 `,
-    'migrations/0002_create_idempotency_keys.sql': readFileSync(IDEMPOTENCY_MIGRATION, 'utf8'),
+    ...engineMigrations(),
     'test/api-case.ts': `import type { ResourceCase } from '../../test/support/resource-case.js';
 
 /** ${Many}, for the per-resource suites (test/support/resource-case.ts). */

@@ -19,6 +19,7 @@ import { migrate } from './platform/migrate.js';
 import { Database, DEFAULT_WRITE_DEADLINE_MS } from './platform/mysql.js';
 import { UUID_V7 } from './platform/request-target.js';
 import { serve } from './platform/server.js';
+import { configureServerSpans } from './telemetry/spans.js';
 import { MySqlIdempotencyStore } from './resource/idempotency-store.js';
 import { DEFAULT_IDEMPOTENCY_SCOPE_BYTES, DEFAULT_IDEMPOTENCY_TTL_SECONDS, type IdempotencyStore } from './resource/idempotency.js';
 import type { ResourceRoutes } from './resource/routes.js';
@@ -131,6 +132,9 @@ export function createServiceApp(service: ServiceDefinition, { db, logger, lifec
   app.use(documentRoutes(service));
   app.use(notFound);
   app.use(problemHandler());
+  // One template for a resource's items, whether express or the item reads served the request.
+  const items = `${resource.path}/`;
+  configureServerSpans({ routeOf: (req) => (req.url?.startsWith(items) ? `${items}{id}` : undefined) });
   return withItemReads(app, resource, logger);
 }
 

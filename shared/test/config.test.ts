@@ -47,6 +47,8 @@ const gatewayDefaults = {
   RATE_LIMIT_WRITES_PER_MINUTE: 3000,
   RATE_LIMIT_LEASE_POINTS: 1000,
   TRUSTED_PROXY_HOPS: 0,
+  TRACE_TRUST_CLIENT_CONTEXT: false,
+  TRACE_RECORD_SUBJECT: false,
   CORS_ORIGINS: [],
   CACHE_MEMORY_MB: 16,
   LOG_LEVEL: 'info',
@@ -283,5 +285,36 @@ describe.each(services)('the $name configuration', ({ schema, port, databaseUrl 
   it('refuses MIGRATE_ON_START=1 and names that variable alone', () => {
     const problems = problemsOf(schema, { MIGRATE_ON_START: '1' });
     expect(problems).toEqual(['MIGRATE_ON_START: must be true or false (got "1")']);
+  });
+});
+
+describe.each([{ name: 'gateway', schema: gatewaySchema as z.ZodObject }, ...services])("the OpenTelemetry SDK's variables in the $name configuration", ({ schema }) => {
+  it('accepts what the SDK reads: an OTLP endpoint in JSON or protobuf, a sampler and its ratio', () => {
+    const tracing = {
+      OTEL_SERVICE_NAME: 'edge',
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://jaeger:4318',
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '0.1',
+      OTEL_TRACES_EXPORTER: 'otlp,console',
+      OTEL_SDK_DISABLED: 'false',
+    };
+    expect(parseConfig(schema, tracing)).toMatchObject(tracing);
+    expect(parseConfig(schema, { OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf', OTEL_TRACES_SAMPLER_ARG: '1' })).toMatchObject({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' });
+  });
+
+  it('refuses what the SDK would silently replace with a default', () => {
+    const problems = problemsOf(schema, {
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'jaeger:4318',
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'json',
+      OTEL_TRACES_SAMPLER: 'ratio',
+      OTEL_TRACES_SAMPLER_ARG: '10%',
+      OTEL_TRACES_EXPORTER: 'jaeger',
+      OTEL_SDK_DISABLED: 'yes',
+    });
+    expect(named(problems)).toEqual(
+      ['OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_PROTOCOL', 'OTEL_SDK_DISABLED', 'OTEL_TRACES_EXPORTER', 'OTEL_TRACES_SAMPLER', 'OTEL_TRACES_SAMPLER_ARG'].sort(),
+    );
+    expect(problems).toContain('OTEL_EXPORTER_OTLP_PROTOCOL: must be one of http/protobuf, http/json (got "json")');
   });
 });

@@ -15,6 +15,7 @@ import { startProductsService, type RunningService } from '../support/stack.js';
 
 const FLOOD_MS = Number(process.env.MEMORY_FLOOD_MS ?? 30_000);
 const JUNK_FLOOD_MS = Number(process.env.JUNK_FLOOD_MS ?? 10_000);
+const WARM_UP_MS = 5_000;
 const SUBJECTS = 4;
 /** Each subject's pace: under the default budget of 6,000 reads a minute. */
 const PER_SUBJECT_PER_SECOND = 95;
@@ -33,7 +34,8 @@ const rss = () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${gateway.
 
 beforeAll(async () => {
   products = await startProductsService();
-  redis = await startOwnRedis({ maxmemory: '128mb', policy: 'noeviction' });
+  // Room for every page the flood stores: a full Redis would refuse to count budgets (503s).
+  redis = await startOwnRedis({ maxmemory: '1gb', policy: 'noeviction' });
   const env = {
     AUTH_PUBLIC_KEY: testPublicKeyPem,
     AUTH_ISSUER: TEST_RULES.issuer,
@@ -58,6 +60,8 @@ beforeAll(async () => {
     cursor = page.body.nextCursor;
     if (cursor !== null) cursors.push(cursor);
   }
+  // The gateway's heap grows to its working size under any load: warmed up with hits first.
+  await flood(WARM_UP_MS, (n) => `/api/products/${ids[n % ids.length]}`);
 }, 120_000);
 
 afterAll(async () => {

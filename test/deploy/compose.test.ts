@@ -33,8 +33,9 @@ test('docker-compose.yml validates against the Compose specification schema, whi
   expect(validate(misspelt)).toBe(false);
 });
 
-test('the stack is the gateway and every service in services.json built from their Dockerfiles, mysql:8.4 and redis:7', () => {
-  expect(Object.keys(file.services).sort()).toEqual([...deployables.map(({ name }) => name), 'mysql', 'redis'].sort());
+test('the stack is the gateway and every service in services.json built from their Dockerfiles, mysql:8.4 and redis:7, and Jaeger with the tracing profile only', () => {
+  expect(Object.keys(file.services).sort()).toEqual([...deployables.map(({ name }) => name), 'jaeger', 'mysql', 'redis'].sort());
+  expect(services.filter(([, service]) => service.profiles !== undefined)).toEqual([['jaeger', expect.objectContaining({ profiles: ['tracing'] })]]);
   expect(file.services.gateway!.build).toEqual({ context: '.', dockerfile: 'gateway/Dockerfile' });
   for (const { name } of deployables.filter(({ migrates }) => migrates)) {
     expect(file.services[name]!.build).toEqual({ context: '.', args: { WORKSPACE: name } });
@@ -43,9 +44,12 @@ test('the stack is the gateway and every service in services.json built from the
   expect(file.services.redis!.image).toBe('redis:7');
 });
 
-test('only the gateway is published, on 127.0.0.1:8080 unless GATEWAY_BIND_ADDRESS says otherwise; nothing pins a container name, so every service scales', () => {
+test('only the gateway is published, on 127.0.0.1:8080 unless GATEWAY_BIND_ADDRESS says otherwise, and Jaeger\'s UI on 127.0.0.1; nothing pins a container name, so every service scales', () => {
   const published = services.filter(([, service]) => service.ports !== undefined).map(([name, service]) => [name, service.ports]);
-  expect(published).toEqual([['gateway', ['${GATEWAY_BIND_ADDRESS:-127.0.0.1}:8080:8080']]]);
+  expect(published).toEqual([
+    ['gateway', ['${GATEWAY_BIND_ADDRESS:-127.0.0.1}:8080:8080']],
+    ['jaeger', ['127.0.0.1:16686:16686']],
+  ]);
   expect(services.filter(([, service]) => service.container_name !== undefined)).toEqual([]);
 });
 

@@ -49,7 +49,8 @@ describe.each(deployables)('$name, from $dockerfile', ({ name, configSchema, mig
     const start = (JSON.parse(readFileSync(repoPath(name, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
     expect(`exec ${command.join(' ')}`).toBe(start);
     expect(command.at(-1)).toBe('dist/main.js');
-    expect(command.slice(1, -1)).toEqual(['--max-semi-space-size=8', ...(name === 'gateway' ? ['--heap-growing-percent=50'] : [])]);
+    // The tracing preload (shared/src/telemetry/preload.ts) first: it must run before the entry point loads anything.
+    expect(command.slice(1, -1)).toEqual(['--import', '@app/shared/telemetry/preload', '--max-semi-space-size=8', ...(name === 'gateway' ? ['--heap-growing-percent=50'] : [])]);
     // WORKDIR is /app/<workspace>, and `npm test` builds dist/ first: the entry point must exist.
     expect(workdir).toBe(`/app/${name}`);
     expect(existsSync(repoPath(name, command.at(-1)!))).toBe(true);

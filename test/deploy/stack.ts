@@ -68,6 +68,7 @@ export interface ComposeService {
   environment?: Record<string, string>;
   env_file?: string[];
   ports?: string[];
+  profiles?: string[];
   volumes?: string[];
   healthcheck?: ComposeHealthcheck;
   depends_on?: Record<string, { condition: string }>;
@@ -102,7 +103,9 @@ export function readEnvFile(file: string): Record<string, string> {
 /** A Compose service's environment: its env files, then `environment`, which wins. */
 export function composeEnvironment(service: ComposeService): Record<string, string> {
   const fromFiles = Object.assign({}, ...(service.env_file ?? []).map(readEnvFile)) as Record<string, string>;
-  return { ...fromFiles, ...service.environment };
+  // `${NAME:-default}` as Compose reads it with NAME unset in the shell.
+  const environment = Object.entries(service.environment ?? {}).map(([name, value]) => [name, value.replace(/\$\{\w+:-([^}]*)\}/g, '$1')]);
+  return { ...fromFiles, ...Object.fromEntries(environment) };
 }
 
 // Dockerfiles

@@ -211,7 +211,7 @@ function idleConnection(port: number, bytes = ''): Promise<string> {
 describe('connections that send no request', () => {
   it('are closed REQUEST_HEAD_TIMEOUT_MS after accept (a partial head with a 408), counted and logged; one that sent a request is left open', async () => {
     const nowhere = `http://127.0.0.1:${await closedPort()}`;
-    const gateway = await startWorkspace('gateway', { USERS_SERVICE_URL: nowhere, PRODUCTS_SERVICE_URL: nowhere, REQUEST_HEAD_TIMEOUT_MS: '300', LISTEN_SOCKETS: '2', ...GATEWAY_AUTH });
+    const gateway = await startWorkspace('gateway', { UPSTREAM_URL_TEMPLATE: nowhere, REQUEST_HEAD_TIMEOUT_MS: '300', LISTEN_SOCKETS: '2', ...GATEWAY_AUTH });
     const products = await startWorkspace('products-service', { DATABASE_URL: databaseUrl('silent'), REQUEST_HEAD_TIMEOUT_MS: '300', LISTEN_SOCKETS: '2' });
     // Opened first, and its request sent at once: its own deadline would have passed by the time the others close.
     const busy = net.connect(gateway.port, '127.0.0.1', () => busy.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'));

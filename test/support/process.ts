@@ -66,7 +66,9 @@ export function run(command: string, args: string[], env: Record<string, string>
 /** The Node options a workspace's `npm start` runs it with (its package.json), as its image does. */
 export function deployedNodeOptions(workspace: string): string[] {
   const { scripts } = JSON.parse(readFileSync(path.join(ROOT, workspace, 'package.json'), 'utf8')) as { scripts: { start: string } };
-  return scripts.start.split(/\s+/).filter((word) => word.startsWith('--'));
+  // `exec node <options> dist/main.js`: the words between node and the entry point.
+  const words = scripts.start.split(/\s+/);
+  return words.slice(words.indexOf('node') + 1, words.findIndex((word) => word.endsWith('.js')));
 }
 
 /** Starts a workspace's built `dist/main.js` on a free port (with `nodeOptions`); resolves once it listens. */

@@ -87,10 +87,48 @@ export const logLevel = z.preprocess(
   }).default('info'),
 );
 
+/** An optional variable: one of `values`, or unset. */
+const oneOf = (values: readonly [string, ...string[]]) =>
+  z.preprocess(unsetIfEmpty, z.enum(values, { error: `must be one of ${values.join(', ')}` }).optional());
+
+/**
+ * The OpenTelemetry SDK's own variables that deployments set (docs/tracing.md). The SDK reads them
+ * itself, in the preload (shared/src/telemetry/preload.ts), before this runs; they are validated here
+ * so that a mistyped one stops the process like any other, not silently falls back to a default.
+ */
+export const tracingConfig = {
+  OTEL_SDK_DISABLED: oneOf(['true', 'false']),
+  OTEL_SERVICE_NAME: z.preprocess(unsetIfEmpty, z.string().optional()),
+  OTEL_TRACES_EXPORTER: z.preprocess(
+    unsetIfEmpty,
+    z
+      .string()
+      .regex(/^(otlp|console|zipkin|none)(,(otlp|console|zipkin|none))*$/, 'must be a comma-separated list of otlp, console, zipkin, none')
+      .optional(),
+  ),
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.preprocess(
+    unsetIfEmpty,
+    z
+      .string()
+      .refine((value) => URL.canParse(value) && ['http:', 'https:'].includes(new URL(value).protocol), { message: 'must be a URL with scheme http or https' })
+      .optional(),
+  ),
+  OTEL_EXPORTER_OTLP_PROTOCOL: oneOf(['http/protobuf', 'http/json']),
+  OTEL_TRACES_SAMPLER: oneOf(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio']),
+  OTEL_TRACES_SAMPLER_ARG: z.preprocess(
+    unsetIfEmpty,
+    z
+      .string()
+      .refine((value) => /^(0|1|0?\.\d+|1\.0*)$/.test(value), { message: 'must be a sampling ratio from 0 to 1' })
+      .optional(),
+  ),
+};
+
 /** Variables every process reads. */
 export const commonConfig = {
   LOG_LEVEL: logLevel,
   LISTEN_SOCKETS: count(DEFAULT_LISTEN_SOCKETS, 1, 1_024),
   SHUTDOWN_TIMEOUT_MS: milliseconds(10_000),
   REQUEST_HEAD_TIMEOUT_MS: milliseconds(DEFAULT_REQUEST_HEAD_TIMEOUT_MS),
+  ...tracingConfig,
 };

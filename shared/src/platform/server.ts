@@ -6,6 +6,7 @@ import type { Duplex } from 'node:stream';
 import type { Lifecycle } from './http/lifecycle.js';
 import { writeProblem } from './http/responses.js';
 import type { Logger } from './logger.js';
+import { flushTelemetry, traceRequests } from '../telemetry/spans.js';
 import { HttpProblem } from './problem.js';
 
 /**
@@ -318,7 +319,8 @@ export async function listen(
 ): Promise<RunningServer> {
   const server = http.createServer(
     { keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS, headersTimeout: KEEP_ALIVE_TIMEOUT_MS + 1_000, requireHostHeader: false },
-    refuseMalformedRequests(handler),
+    // With tracing on, every request in a server span, the malformed ones too.
+    traceRequests(refuseMalformedRequests(handler)),
   );
   closeConnectionsWithoutRequest(server, requestHeadTimeoutMs, logger);
   answerClientErrors(server, logger);
@@ -371,7 +373,7 @@ export async function listen(
 /**
  * A process's HTTP server from start to exit: listens on `port`, says where (with `details`), and
  * on SIGTERM or SIGINT shuts down in order: readiness turns 503, the server stops accepting and
- * drains, `release` closes pools and clients, and the process exits 0.
+ * drains, `release` closes pools and clients, the spans still held are sent, and the process exits 0.
  */
 export async function serve(options: {
   name: string;
@@ -410,6 +412,7 @@ function stopOnSignals(options: {
     try {
       await drained;
       await release();
+      await flushTelemetry();
       logger.info('shutdown complete');
     } catch (error) {
       logger.error({ err: error }, 'shutdown failed');

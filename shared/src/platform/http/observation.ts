@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
+import { currentServerSpan, logWithin } from '../../telemetry/spans.js';
 import type { Logger } from '../logger.js';
 
 /** Who a request is and what became of it: its id, its logger, one log line and `onFinished` when it is done. */
@@ -57,6 +58,8 @@ export function stampArrival(req: IncomingMessage): void {
 class RequestObservation {
   #log: Logger | undefined;
   readonly started: number;
+  /** The request's server span (tracing on): its line is written when the response closes, outside the request's context. */
+  readonly #span = currentServerSpan();
 
   constructor(
     readonly request: IncomingMessage,
@@ -72,6 +75,11 @@ class RequestObservation {
   /** The request's logger, made on first use: a request that logs nothing never pays for it. */
   get log(): Logger {
     return (this.#log ??= this.logger.child({ requestId: this.requestId }));
+  }
+
+  #write(level: 'warn' | 'info', entry: object): void {
+    if (level === 'warn') this.log.warn(entry, 'request failed');
+    else this.log.info(entry, 'request');
   }
 
   /**
@@ -97,8 +105,7 @@ class RequestObservation {
         durationMs: Math.round(seconds * 10_000) / 10,
         ...(aborted ? { aborted: true } : {}),
       };
-      if (level === 'warn') this.log.warn(entry, 'request failed');
-      else this.log.info(entry, 'request');
+      logWithin(this.#span, this.#write, this, level, entry);
     }
     this.onFinished?.({ request: this.request, method: this.method, path, status, seconds });
   }

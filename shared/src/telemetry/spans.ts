@@ -1,0 +1,154 @@
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import { context, propagation, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { getRPCMetadata, RPCType, setRPCMetadata, W3CTraceContextPropagator } from '@opentelemetry/core';
+
+/**
+ * The spans of HTTP requests, served (`traceRequests`) and sent (`startClientSpan`), made here
+ * rather than by @opentelemetry/instrumentation-http: its server side alone cost a warm cache hit of
+ * the gateway twice its CPU time, sampled or not (per-request attributes, URL parsing, listeners,
+ * metrics; docs/tracing.md). Here an unsampled request costs a sampling decision, a context and the
+ * `traceparent` it passes on; a sampled one, spans with the route, the status and whatever the
+ * process adds (`currentServerSpan`). Only the OpenTelemetry API: with tracing off, `traceRequests`
+ * returns the handler as it is and every other call finds no span.
+ */
+export interface ServerSpanSettings {
+  /**
+   * Whether a request's `traceparent` is continued (a service, called by the gateway) or only linked
+   * from a new trace (the gateway: a trust boundary, whose clients may send anything).
+   */
+  continueClientTrace: boolean;
+  /** The route template of a request (`/api/products/{id}`, never the raw id), when the process knows it better than express. */
+  routeOf?: (req: IncomingMessage) => string | undefined;
+}
+
+export const serverSpanSettings: ServerSpanSettings = { continueClientTrace: true };
+
+/** Sets how the server spans of this process are made: before it listens. */
+export function configureServerSpans(settings: Partial<ServerSpanSettings>): void {
+  Object.assign(serverSpanSettings, settings);
+}
+
+/**
+ * The server span of the request being handled, wherever its handling has got to (inside an express
+ * layer's span, or after an await). Undefined with tracing off, outside a request, or when the
+ * request is not sampled (nothing to record).
+ */
+export function currentServerSpan(): Span | undefined {
+  return getRPCMetadata(context.active())?.span;
+}
+
+/** Calls `log` on `self` within `span`'s context, so that the pino instrumentation puts its ids on the line. */
+export function logWithin<T, A extends unknown[]>(span: Span | undefined, log: (this: T, ...args: A) => void, self: T, ...args: A): void {
+  if (span) context.with(trace.setSpan(ROOT_CONTEXT, span), log, self, ...args);
+  else log.apply(self, args);
+}
+
+/** Probes and scrapes: every few seconds from the platform, never what an operator opens a trace for. */
+const UNTRACED_PATHS = new Set(['/healthz', '/readyz', '/metrics']);
+
+const clientContext = new W3CTraceContextPropagator();
+const headerGetter = {
+  get: (headers: IncomingMessage['headers'], key: string) => headers[key],
+  keys: (headers: IncomingMessage['headers']) => Object.keys(headers),
+};
+
+/**
+ * Once the response is done (or the client went away): status, route and name, then the end.
+ * `traced` is the RPC metadata of @opentelemetry/core, whose `route` express's instrumentation sets.
+ */
+function endServerSpan(res: ServerResponse, traced: { span: Span; route?: string }): void {
+  const { span } = traced;
+  const req = res.req;
+  const route = serverSpanSettings.routeOf?.(req) ?? traced.route;
+  span.setAttribute('http.response.status_code', res.statusCode);
+  if (route !== undefined) {
+    span.setAttribute('http.route', route);
+    span.updateName(`${req.method ?? 'GET'} ${route}`);
+  }
+  if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+  if (!res.writableFinished) span.setAttribute('http.response.aborted', true);
+  span.end();
+}
+
+let tracing = false;
+let flush: (() => Promise<void>) | undefined;
+
+/** Called by the preload once the SDK runs: requests get server spans, and how to send the spans still held before the process exits. */
+export function tracingStarted(flushSpans: () => Promise<void>): void {
+  tracing = true;
+  flush = flushSpans;
+}
+
+/** `handler` with a server span around each request, when tracing is on; `handler` itself otherwise. */
+export function traceRequests(handler: RequestListener): RequestListener {
+  if (!tracing) return handler;
+  const tracer = trace.getTracer('@app/shared/telemetry');
+  return (req, res) => {
+    const path = (req.url ?? '/').split('?', 1)[0] ?? '/';
+    if (UNTRACED_PATHS.has(path)) {
+      handler(req, res);
+      return;
+    }
+    const method = req.method ?? 'GET';
+    const parent = serverSpanSettings.continueClientTrace ? propagation.extract(ROOT_CONTEXT, req.headers) : ROOT_CONTEXT;
+    const span = tracer.startSpan(method, { kind: SpanKind.SERVER }, parent);
+    if (!span.isRecording()) {
+      // Not sampled: only the decision, which the client spans (so the services) and the Redis and MySQL spans follow.
+      context.with(trace.setSpan(parent, span), handler, undefined, req, res);
+      return;
+    }
+    span.setAttributes({ 'http.request.method': method, 'url.path': path });
+    // A client's trace context the process did not continue is linked from its own trace.
+    if (!serverSpanSettings.continueClientTrace && req.headers.traceparent !== undefined) {
+      const client = trace.getSpanContext(clientContext.extract(ROOT_CONTEXT, req.headers, headerGetter));
+      if (client) span.addLink({ context: client });
+    }
+    const metadata = { type: RPCType.HTTP as const, span, route: undefined as string | undefined };
+    // A closure, not a property on the response: a sampled response of another shape than the rest
+    // would make Node's code for every response slower (polymorphic).
+    res.once('close', () => endServerSpan(res, metadata));
+    context.with(setRPCMetadata(trace.setSpan(parent, span), metadata), handler, undefined, req, res);
+  };
+}
+
+/**
+ * A client span for a request to `path` on `service`, a child of the request being served, whose
+ * context goes into `headers` (`traceparent`, sampled or not: the service follows the decision).
+ * Undefined when not sampled, and `headers` untouched with tracing off or outside a request; end it
+ * with `endClientSpan`.
+ */
+export function startClientSpan(method: string, service: URL, path: string, headers: Record<string, unknown>): Span | undefined {
+  if (!tracing) return undefined;
+  const parent = context.active();
+  if (trace.getSpan(parent) === undefined) return undefined;
+  const span = trace.getTracer('@app/shared/telemetry').startSpan(method, { kind: SpanKind.CLIENT }, parent);
+  propagation.inject(trace.setSpan(parent, span), headers);
+  if (!span.isRecording()) return undefined;
+  span.setAttributes({ 'http.request.method': method, 'server.address': service.hostname, 'server.port': Number(service.port || 80), 'url.full': `${service.origin}${path}` });
+  return span;
+}
+
+/** Ends a client span with the service's status (an error at 5xx), or with the failure that left it without one. */
+export function endClientSpan(span: Span | undefined, outcome: number | Error): void {
+  if (!span) return;
+  if (typeof outcome === 'number') {
+    span.setAttribute('http.response.status_code', outcome);
+    if (outcome >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+  } else {
+    span.setAttribute('error.type', outcome.name);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: outcome.message });
+  }
+  span.end();
+}
+
+/**
+ * Sends the spans still held (a no-op with tracing off): the last step of a graceful shutdown, given
+ * `withinMs` at most so that an unreachable collector does not hold the exit past the platform's grace period.
+ */
+export async function flushTelemetry(withinMs = 2_000): Promise<void> {
+  if (!flush) return;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, withinMs)));
+  await Promise.race([flush().catch(() => undefined), late]);
+  clearTimeout(timer);
+}
