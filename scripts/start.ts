@@ -15,8 +15,7 @@ const commands = [
 ];
 
 const { result } = concurrently(commands);
-// Each one's exit was logged; the run fails when one of them did (a signal is not a failure).
-await result.then(
-  () => process.exit(0),
-  () => process.exit(1),
-);
+// Each one's exit was logged; the run fails when one of them did (a signal is not a failure). No
+// process.exit: a service may still be draining and logging after its npm wrapper has gone, and
+// this process reads its output until it ends.
+await result.catch(() => (process.exitCode = 1));

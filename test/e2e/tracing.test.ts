@@ -7,7 +7,7 @@ import { client, expectProblem } from '../support/http.js';
 import { type ReceivedSpan, SPAN_KIND, startOtlpReceiver, STATUS_ERROR } from '../support/otlp-receiver.js';
 import { run, type RunningProcess } from '../support/process.js';
 import { dropSchema, throwawayDatabaseUrl } from '../support/stack.js';
-import { closedPort } from '../support/tcp-proxy.js';
+import { closedPort, silentServer } from '../support/tcp-proxy.js';
 
 let receiver: Awaited<ReturnType<typeof startOtlpReceiver>>;
 let products: RunningProcess;
@@ -21,6 +21,9 @@ let protobuf: RunningProcess;
 let unsampled: RunningProcess;
 let api: ReturnType<typeof client>;
 let trustingApi: ReturnType<typeof client>;
+let timingOut: RunningProcess;
+let timingOutApi: ReturnType<typeof client>;
+let hungUsers: Awaited<ReturnType<typeof silentServer>>;
 const databaseUrl = throwawayDatabaseUrl('tracing');
 
 const listening = (line: Record<string, unknown>) => String(line.msg).endsWith('listening');
@@ -55,15 +58,24 @@ beforeAll(async () => {
   trusting = startGateway({ OTEL_SERVICE_NAME: 'gateway-behind-proxy', TRACE_TRUST_CLIENT_CONTEXT: 'true', TRACE_RECORD_SUBJECT: 'true' });
   protobuf = startGateway({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' });
   unsampled = startGateway({ OTEL_SERVICE_NAME: 'gateway-unsampled', OTEL_TRACES_SAMPLER: 'always_off' });
-  const [url, trustingUrl] = await Promise.all([gatewayUrl(gateway), gatewayUrl(trusting), gatewayUrl(protobuf), gatewayUrl(unsampled)]);
+  // Users there accept the connection and never answer: every request for /api/users is a 504.
+  hungUsers = await silentServer();
+  timingOut = startGateway({
+    OTEL_SERVICE_NAME: 'gateway-timing-out',
+    GATEWAY_UPSTREAMS: `products=http://127.0.0.1:${productsPort},users=${hungUsers.url}`,
+    UPSTREAM_TIMEOUT_MS: '300',
+  });
+  const [url, trustingUrl, , , timingOutUrl] = await Promise.all([gatewayUrl(gateway), gatewayUrl(trusting), gatewayUrl(protobuf), gatewayUrl(unsampled), gatewayUrl(timingOut)]);
   api = client(url);
   trustingApi = client(trustingUrl);
+  timingOutApi = client(timingOutUrl);
 }, 60_000);
 
 afterAll(async () => {
-  const all = [gateway, trusting, protobuf, unsampled, products];
+  const all = [gateway, trusting, protobuf, unsampled, timingOut, products];
   for (const started of all) started?.child.kill('SIGTERM');
   await Promise.all(all.map((started) => started?.exited));
+  await hungUsers?.close();
   await receiver?.close();
   await dropSchema(databaseUrl);
 });
@@ -174,6 +186,18 @@ test('a request proxied to a service that cannot be reached is marked as an erro
   expect(outgoing.status.code).toBe(STATUS_ERROR);
   const line = await gateway.logged((line) => line.msg === 'request failed' && line.requestId === failed.headers.get('x-request-id'));
   expect(line.trace_id).toBe(server.traceId);
+});
+
+test('a request proxied to a service that does not answer in time (504) is marked as an error, on the server span and on its call', async () => {
+  const failed = await timingOutApi.post('/api/users', { email: 'slow@example.com', name: 'Slow' });
+  expectProblem(failed, 504, 'gateway-timeout');
+
+  const server = await receiver.waitFor((spans) =>
+    spans.find((span) => span.service === 'gateway-timing-out' && span.kind === SPAN_KIND.server && span.attributes['http.response.status_code'] === 504),
+  );
+  expect(server.status.code).toBe(STATUS_ERROR);
+  const outgoing = await receiver.waitFor((spans) => inTrace(spans, server.traceId).find(isHttpCall));
+  expect(outgoing.status.code).toBe(STATUS_ERROR);
 });
 
 test("behind a trusted proxy (TRACE_TRUST_CLIENT_CONTEXT), the gateway continues the client's trace; TRACE_RECORD_SUBJECT puts the subject on it", async () => {
