@@ -15,6 +15,11 @@ export default tseslint.config(
     },
   },
   {
+    // Functions short enough to read at once; the gateway's src follows once its chain is split.
+    files: ['shared/src/**/*.ts', '*-service/src/**/*.ts'],
+    rules: { 'max-lines-per-function': ['error', { max: 60, skipBlankLines: true, skipComments: true }] },
+  },
+  {
     files: ['**/test/**/*.ts', 'test/**/*.ts', 'bench/**/*.ts', 'scripts/**'],
     languageOptions: { globals: { ...globals.jest } },
     rules: { 'no-console': 'off', '@typescript-eslint/no-non-null-assertion': 'off' },

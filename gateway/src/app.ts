@@ -1,5 +1,11 @@
 import type { IncomingMessage, RequestListener } from 'node:http';
-import { baseApp, healthRoutes, type Lifecycle, notFound, problemHandler, refuseOversizedBodies, requestContext } from '@app/shared/platform/http';
+import { baseApp } from '@app/shared/platform/http/app';
+import { refuseOversizedBodies } from '@app/shared/platform/http/bodies';
+import { problemHandler } from '@app/shared/platform/http/failures';
+import { healthRoutes } from '@app/shared/platform/http/health';
+import type { Lifecycle } from '@app/shared/platform/http/lifecycle';
+import { requestContext } from '@app/shared/platform/http/observation';
+import { notFound } from '@app/shared/platform/http/routing';
 import type { Logger } from '@app/shared/platform/logger';
 import { configureServerSpans } from '@app/shared/telemetry/spans';
 import type { RequestHandler } from 'express';

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { sendProblem } from '@app/shared/platform/http';
+import { sendProblem } from '@app/shared/platform/http/responses';
 import { HttpProblem } from '@app/shared/platform/problem';
 import type { RequestHandler } from 'express';
 import { callerOf } from './guard.js';

@@ -1,5 +1,6 @@
 import type { IncomingMessage, RequestListener } from 'node:http';
-import { noCanonicalForm, stampArrival } from '@app/shared/platform/http';
+import { stampArrival } from '@app/shared/platform/http/observation';
+import { noCanonicalForm } from '@app/shared/platform/http/routing';
 import { requestTarget, type RequestTarget } from '@app/shared/platform/request-target';
 import type { RequestHandler } from 'express';
 import type { GatewayMetrics } from './metrics.js';

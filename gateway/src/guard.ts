@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import { type FinishedRequest, observeRequest, writeProblem } from '@app/shared/platform/http';
+import { type FinishedRequest, observeRequest } from '@app/shared/platform/http/observation';
+import { writeProblem } from '@app/shared/platform/http/responses';
 import type { Logger } from '@app/shared/platform/logger';
 import { HttpProblem, problems } from '@app/shared/platform/problem';
 import { currentServerSpan } from '@app/shared/telemetry/spans';

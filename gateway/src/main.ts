@@ -1,5 +1,5 @@
 import { ConfigError, loadConfig } from '@app/shared/platform/config';
-import { Lifecycle } from '@app/shared/platform/http';
+import { Lifecycle } from '@app/shared/platform/http/lifecycle';
 import { createLogger } from '@app/shared/platform/logger';
 import { serve } from '@app/shared/platform/server';
 import { configureServerSpans } from '@app/shared/telemetry/spans';

@@ -1,6 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { IncomingMessage } from 'node:http';
-import type { FinishedRequest } from '@app/shared/platform/http';
+import type { FinishedRequest } from '@app/shared/platform/http/observation';
 import { connectionsWithoutRequest } from '@app/shared/platform/server';
 import { currentServerSpan } from '@app/shared/telemetry/spans';
 

@@ -1,5 +1,8 @@
 import type { IncomingMessage, RequestListener } from 'node:http';
-import { answerFailure, BODY_LIMIT, BODY_LIMIT_BYTES, observeResponse, writeProblem } from '@app/shared/platform/http';
+import { BODY_LIMIT, BODY_LIMIT_BYTES } from '@app/shared/platform/http/bodies';
+import { answerFailure } from '@app/shared/platform/http/failures';
+import { observeResponse } from '@app/shared/platform/http/observation';
+import { writeProblem } from '@app/shared/platform/http/responses';
 import type { Logger } from '@app/shared/platform/logger';
 import { HttpProblem } from '@app/shared/platform/problem';
 import { holdSlot, type ConcurrencyLimit } from './concurrency-limit.js';

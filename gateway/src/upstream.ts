@@ -1,6 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
-import { observationOf, writeProblem } from '@app/shared/platform/http';
+import { observationOf } from '@app/shared/platform/http/observation';
+import { writeProblem } from '@app/shared/platform/http/responses';
 import { HttpProblem } from '@app/shared/platform/problem';
 import { endClientSpan, startClientSpan } from '@app/shared/telemetry/spans';
 import { createProxyMiddleware, proxyEventsPlugin } from 'http-proxy-middleware';

@@ -1,14 +1,19 @@
 /**
  * A service process from its definition. Beside the three folders rather than in one: it puts all
- * three together (platform/ for the process, resource/ for the routes, api-description/ for the
- * document), and nothing in them depends on it.
+ * three together (platform/ for the process, api-description/ for the document, resource/ for the
+ * routes), and nothing in them depends on it.
  */
 import type { RequestListener } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
 import { commonConfig, count, flag, loadConfig, milliseconds, port, seconds, url } from './platform/config.js';
-import { answerFailure, baseApp, canonicalTargetsOnly, healthRoutes, Lifecycle, notFound, observeResponse, problemHandler, requestContext } from './platform/http.js';
+import { baseApp } from './platform/http/app.js';
+import { answerFailure, problemHandler } from './platform/http/failures.js';
+import { healthRoutes } from './platform/http/health.js';
+import { Lifecycle } from './platform/http/lifecycle.js';
+import { observeResponse, requestContext } from './platform/http/observation.js';
+import { canonicalTargetsOnly, notFound } from './platform/http/routing.js';
 import { createLogger, type Logger } from './platform/logger.js';
 import { migrate } from './platform/migrate.js';
 import { Database, DEFAULT_WRITE_DEADLINE_MS } from './platform/mysql.js';

@@ -1,4 +1,4 @@
-import { forbiddenMembers, nestsDeeperThan } from '@app/shared/platform/http';
+import { forbiddenMembers, nestsDeeperThan } from '@app/shared/platform/http/bodies';
 import { HttpProblem } from '@app/shared/platform/problem';
 import { mergePatch, parseOrThrow, text } from '@app/shared/platform/validation';
 import { z } from 'zod';

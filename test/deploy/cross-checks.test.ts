@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { RequestListener } from 'node:http';
-import { Lifecycle } from '@app/shared/platform/http';
+import { Lifecycle } from '@app/shared/platform/http/lifecycle';
 import { createLogger } from '@app/shared/platform/logger';
 import { Database, DEFAULT_WRITE_DEADLINE_MS } from '@app/shared/platform/mysql';
 import { listen } from '@app/shared/platform/server';

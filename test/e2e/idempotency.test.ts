@@ -5,7 +5,7 @@
  * lock the test takes.
  */
 import { randomUUID } from 'node:crypto';
-import { Lifecycle } from '@app/shared/platform/http';
+import { Lifecycle } from '@app/shared/platform/http/lifecycle';
 import { MySqlIdempotencyStore } from '@app/shared/resource/idempotency-store';
 import { Database } from '@app/shared/platform/mysql';
 import { listen, type RunningServer } from '@app/shared/platform/server';

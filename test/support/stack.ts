@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import mysql from 'mysql2/promise';
-import { Lifecycle } from '@app/shared/platform/http';
+import { Lifecycle } from '@app/shared/platform/http/lifecycle';
 import { createLogger, type Logger } from '@app/shared/platform/logger';
 import { Database, type DatabaseLimits } from '@app/shared/platform/mysql';
 import { listen, type RunningServer } from '@app/shared/platform/server';

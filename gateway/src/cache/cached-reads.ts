@@ -1,5 +1,5 @@
 import type http from 'node:http';
-import { sendProblem } from '@app/shared/platform/http';
+import { sendProblem } from '@app/shared/platform/http/responses';
 import type { RequestHandler, Response } from 'express';
 import type { ConcurrencyLimit } from '../concurrency-limit.js';
 import type { GatewayMetrics } from '../metrics.js';

@@ -1,5 +1,5 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import { observeResponse } from '@app/shared/platform/http';
+import { observeResponse } from '@app/shared/platform/http/observation';
 import type { Logger } from '@app/shared/platform/logger';
 import { requestTargets } from '../front-door.js';
 import { rateLimitHeaders } from '../guard.js';

@@ -1,7 +1,9 @@
 import express, { type RequestHandler, type Router } from 'express';
 import { z } from 'zod';
 import { createDocument, type oas31, type ZodOpenApiOperationObject, type ZodOpenApiPathItemObject, type ZodOpenApiPathsObject, type ZodOpenApiResponseObject } from 'zod-openapi';
-import { allowOnly, answeredMethods, jsonBody, REQUEST_ID } from '../platform/http.js';
+import { jsonBody } from '../platform/http/bodies.js';
+import { REQUEST_ID } from '../platform/http/observation.js';
+import { allowOnly, answeredMethods } from '../platform/http/routing.js';
 import { HttpProblem, PROBLEM_BASE, problemTypes, RETRY_AFTER_SECONDS, type ProblemKind } from '../platform/problem.js';
 import { parseOrThrow } from '../platform/validation.js';
 

@@ -1,9 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request, RequestHandler, Response, Router } from 'express';
 import type { z } from 'zod';
-import { headers, json, parameters, problemResponse, routerOf, type Endpoint } from '../api-description/openapi.js';
-import { EXAMPLE_ID, resourceSchemas, validationExample } from '../api-description/resource-openapi.js';
-import { BODY_LIMIT, JSON_CONTENT_TYPE, sendJson } from '../platform/http.js';
+import { headers, json, parameters, problemResponse, routerOf, type Endpoint, type Operation } from '../api-description/openapi.js';
+import { EXAMPLE_ID, resourceSchemas, validationExample } from './description.js';
+import { BODY_LIMIT } from '../platform/http/bodies.js';
+import { JSON_CONTENT_TYPE, sendJson } from '../platform/http/responses.js';
 import { idempotencyProblems, idempotent, type IdempotencyStore, type StoredResponse } from './idempotency.js';
 import { HttpProblem, problems } from '../platform/problem.js';
 import { conditionsOf, DEFAULT_LIMIT, etagOf, evaluatePreconditions, listQuerySchema, representation, type ResourceDefinition, type ResourceService, type Stored } from './rules.js';
@@ -52,6 +53,189 @@ interface Runtime<F extends Record<string, unknown>> {
   idempotency: IdempotencyStore;
 }
 
+/** The names, paths, schemas and examples a resource's operations are described with. */
+function describedResource<F extends Record<string, unknown>>(path: string, definition: ResourceDefinition<F>) {
+  const plural = path.slice(path.lastIndexOf('/') + 1);
+  const Plural = plural.charAt(0).toUpperCase() + plural.slice(1);
+  const schemas = resourceSchemas(plural, definition);
+  const item = `${path}/{id}`;
+  return {
+    ...schemas,
+    path,
+    definition,
+    plural,
+    Plural,
+    item,
+    at: `${path}/${EXAMPLE_ID}`,
+    tag: { name: plural, description: `${Plural}: list and create at \`${path}\`; read, replace, patch and delete at \`${item}\`.` },
+    firstField: Object.keys(definition.example)[0] ?? 'id',
+    // The filters, with the definition's example as theirs.
+    query: listQuerySchema(Object.fromEntries(Object.entries(definition.filter).map(([name, schema]) => [name, (schema as z.ZodType).meta({ param: { example: definition.example[name] } })]))),
+  };
+}
+
+/** The responses and request bodies a resource's operations share, with its examples. */
+function sharedResponses<F extends Record<string, unknown>>({ at, definition, firstField, resource, exampleResource, input }: ReturnType<typeof describedResource<F>>) {
+  const problem = (status: number, example?: HttpProblem, where = at, extraHeaders: Record<string, string> = {}) => problemResponse(status, example && { problem: example, at: where }, extraHeaders);
+  const failures = (where: string) => ({ 500: problem(500), 503: problem(503, problems.unavailable('The database is unavailable; try again shortly'), where) });
+  const notFound = problem(404, problems.notFound(`No ${definition.name} with id ${EXAMPLE_ID}`));
+  const bodyProblems = (where: string) => ({
+    413: problem(413, new HttpProblem('payload-too-large', `The request body is larger than ${BODY_LIMIT}`), where),
+    415: problem(415, new HttpProblem('unsupported-media-type', 'The request body must be application/json, not text/plain'), where),
+  });
+  const withResource = (description: string, more: Record<string, string> = {}) => ({ description, headers: headers({ ETag: 'ETag', ...more }), content: json(resource, exampleResource) });
+  return {
+    problem,
+    /** A write with an Idempotency-Key may meet its key in flight: a 409 with Retry-After. */
+    conflictOrInFlight: (where = at) => problem(409, problems.conflict(firstField, 'is already taken'), where, { 'Retry-After': 'RetryAfterInFlight' }),
+    failures,
+    notFound,
+    malformedCondition: problem(400, problems.validation([{ path: 'If-Match', message: 'must be * or a list of entity tags ("…" or W/"…")' }])),
+    bodyProblems,
+    withResource,
+    writeBody: (description: string) => ({ description, required: true, content: json(input, definition.example) }),
+    updateResponses: (description: string, more: Record<string, string> = {}) => ({
+      200: withResource(description, more),
+      400: problemResponse(400, validationExample(definition.fields, {}, at)),
+      404: notFound,
+      409: problem(409, problems.conflict(firstField, 'is already taken')),
+      412: problem(412, problems.preconditionFailed()),
+      ...bodyProblems(at),
+      ...failures(at),
+    }),
+  };
+}
+
+/** What an operation of a resource is declared from: its description, the shared responses, and its handler when there is a runtime. */
+type OperationKit<F extends Record<string, unknown>> = ReturnType<typeof describedResource<F>> &
+  ReturnType<typeof sharedResponses<F>> & {
+    /** An operation's handler, made on the runtime when there is one. */
+    handled: (make: (on: Runtime<F>) => RequestHandler) => { handlers?: RequestHandler[] };
+  };
+
+/** The response to a write as it is sent, and stored for a retry with the same Idempotency-Key. */
+const written = <F>(stored: Stored<F>, status: number, more: Record<string, string> = {}): StoredResponse => ({
+  status,
+  headers: { ...more, 'Content-Type': JSON_CONTENT_TYPE, ETag: etagOf(stored.version) },
+  body: JSON.stringify(representation(stored)),
+});
+
+/** GET `path`: a page of the collection. */
+function listOperation<F extends Record<string, unknown>>({ path, plural, Plural, query, page, examplePage, problem, failures, handled }: OperationKit<F>): Operation {
+  return {
+    operationId: `list${Plural}`,
+    summary: `List ${plural}`,
+    description: `A page of ${plural} in id order (creation order), at most \`limit\` (default ${DEFAULT_LIMIT}). Walk the pages with \`cursor\` = the previous page's \`nextCursor\` until it is \`null\`: every item is seen exactly once, even while items are created or deleted.`,
+    parameters: parameters('IfMatch'),
+    requestParams: { query },
+    responses: {
+      200: { description: `A page of ${plural}.`, headers: headers({ 'Cache-Control': 'CacheControlNoCache' }), content: json(page, examplePage) },
+      400: problemResponse(400, validationExample(query, { limit: '0' }, path)),
+      412: problem(412, problems.preconditionFailed(), path),
+      ...failures(path),
+    },
+    ...handled(({ service }) => async (req: Request, res: Response) => {
+      evaluatePreconditions({ ifMatch: req.headers['if-match'] }, undefined, 'read');
+      const found = await service.list(res.locals.query);
+      res.setHeader('Cache-Control', 'no-cache');
+      sendJson(res, 200, { items: found.items.map(representation), nextCursor: found.nextCursor });
+    }),
+  };
+}
+
+/** POST `path`: a new item, idempotent with an Idempotency-Key. */
+function createOperation<F extends Record<string, unknown>>(kit: OperationKit<F>): Operation {
+  const { path, Name, definition, problem, handled } = kit;
+  return {
+    operationId: `create${Name}`,
+    summary: `Create a ${definition.name}`,
+    parameters: parameters('IfMatch', 'IfNoneMatchWrite', 'IdempotencyKey'),
+    requestBody: kit.writeBody(`The new ${definition.name}.`),
+    responses: {
+      201: kit.withResource(`Created: the ${definition.name} as stored (or, for a retry with the same \`Idempotency-Key\`, the response to the first request).`, { Location: 'Location', 'Idempotent-Replayed': 'IdempotentReplayed' }),
+      400: problemResponse(400, validationExample(definition.fields, {}, path)),
+      409: kit.conflictOrInFlight(path),
+      412: problem(412, problems.preconditionFailed(), path),
+      422: problem(422, idempotencyProblems.reused(), path),
+      ...kit.bodyProblems(path),
+      ...kit.failures(path),
+    },
+    ...handled(({ service, idempotency }) =>
+      idempotent(idempotency, path, async (req) => {
+        evaluatePreconditions(conditionsOf(req.headers), undefined, 'write');
+        const created = await service.create(req.body);
+        return written(created, 201, { Location: `${path}/${created.id}` });
+      }),
+    ),
+  };
+}
+
+/** GET `path/{id}`: the item, or 304 when it has not changed. */
+function readOperation<F extends Record<string, unknown>>({ Name, definition, at, problem, failures, notFound, malformedCondition, withResource, handled }: OperationKit<F>): Operation {
+  return {
+    operationId: `get${Name}`,
+    summary: `Read a ${definition.name}`,
+    parameters: parameters('IfMatch', 'IfNoneMatch'),
+    responses: {
+      200: withResource(`The ${definition.name}.`, { 'Cache-Control': 'CacheControlNoCache' }),
+      304: { description: 'Not modified: `If-None-Match` matches the current ETag.', headers: headers({ ETag: 'ETag', 'Cache-Control': 'CacheControlNoCache' }) },
+      400: malformedCondition,
+      404: notFound,
+      412: problem(412, problems.preconditionFailed()),
+      ...failures(at),
+    },
+    ...handled(({ service }) => (req: Request, res: Response) => itemReader(service)(req, res, req.params.id as string, res.locals.requestId)),
+  };
+}
+
+/** PUT `path/{id}`: a full replacement of an existing item. */
+function replaceOperation<F extends Record<string, unknown>>({ Name, definition, writeBody, updateResponses, handled }: OperationKit<F>): Operation {
+  return {
+    operationId: `replace${Name}`,
+    summary: `Replace a ${definition.name}`,
+    description: 'Full replacement: every writable field is required (absent ones take their defaults). Never creates: 404 for an unknown id.',
+    parameters: parameters('IfMatch', 'IfNoneMatchWrite'),
+    requestBody: writeBody(`The new state of the ${definition.name}.`),
+    responses: updateResponses(`Replaced: the ${definition.name} as stored, with its new ETag.`),
+    ...handled(({ service }) => async (req: Request, res: Response) => sendResource(res, await service.replace(req.params.id as string, req.body, conditionsOf(req.headers)))),
+  };
+}
+
+/** PATCH `path/{id}`: an RFC 7396 merge patch, idempotent with an Idempotency-Key. */
+function patchOperation<F extends Record<string, unknown>>({ path, Name, definition, firstField, patch, problem, conflictOrInFlight, updateResponses, handled }: OperationKit<F>): Operation {
+  return {
+    operationId: `patch${Name}`,
+    summary: `Change some fields of a ${definition.name}`,
+    description: 'An RFC 7396 JSON merge patch: members replace, nested objects merge, `null` removes a member (an optional field takes its default again). The result must be a valid resource.',
+    parameters: parameters('IfMatch', 'IfNoneMatchWrite', 'IdempotencyKey'),
+    requestBody: {
+      description: `The changes. ${PATCH_MEDIA_TYPES.map((type) => `\`${type}\``).join(' and ')} are accepted as the same.`,
+      required: true,
+      content: Object.fromEntries(PATCH_MEDIA_TYPES.map((type) => [type, { schema: patch, example: { [firstField]: definition.example[firstField] } }])),
+    },
+    responses: {
+      ...updateResponses(`Patched: the ${definition.name} as stored, with its new ETag (or, for a retry with the same \`Idempotency-Key\`, the response to the first request).`, { 'Idempotent-Replayed': 'IdempotentReplayed' }),
+      409: conflictOrInFlight(),
+      422: problem(422, idempotencyProblems.reused()),
+    },
+    ...handled(({ service, idempotency }) => idempotent(idempotency, path, async (req) => written(await service.patch(req.params.id as string, req.body, conditionsOf(req.headers)), 200))),
+  };
+}
+
+/** DELETE `path/{id}`. */
+function deleteOperation<F extends Record<string, unknown>>({ Name, definition, at, problem, failures, notFound, malformedCondition, handled }: OperationKit<F>): Operation {
+  return {
+    operationId: `delete${Name}`,
+    summary: `Delete a ${definition.name}`,
+    parameters: parameters('IfMatch', 'IfNoneMatchWrite'),
+    responses: { 204: { description: 'Deleted.', headers: headers({}) }, 400: malformedCondition, 404: notFound, 412: problem(412, problems.preconditionFailed()), ...failures(at) },
+    ...handled(({ service }) => async (req: Request, res: Response) => {
+      await service.delete(req.params.id as string, conditionsOf(req.headers));
+      res.status(204).end();
+    }),
+  };
+}
+
 /**
  * The endpoints of a resource, declared once: `path` (list, create) and `path/{id}` (read, replace,
  * patch, delete), each operation with its parameters, bodies and every response it can give, and
@@ -62,151 +246,15 @@ interface Runtime<F extends Record<string, unknown>> {
  * evaluated (no validator to compare, and the gateway's cache answers the same).
  */
 export function resourceEndpoints<F extends Record<string, unknown>>(path: string, definition: ResourceDefinition<F>, runtime?: Runtime<F>): Endpoint[] {
-  const plural = path.slice(path.lastIndexOf('/') + 1);
-  const Plural = plural.charAt(0).toUpperCase() + plural.slice(1);
-  const { Name, resource, input, patch, page, exampleResource, examplePage } = resourceSchemas(plural, definition);
-  const item = `${path}/{id}`;
-  const at = `${path}/${EXAMPLE_ID}`;
-  const tag = { name: plural, description: `${Plural}: list and create at \`${path}\`; read, replace, patch and delete at \`${item}\`.` };
-  const firstField = Object.keys(definition.example)[0] ?? 'id';
-  // The filters, with the definition's example as theirs.
-  const query = listQuerySchema(Object.fromEntries(Object.entries(definition.filter).map(([name, schema]) => [name, (schema as z.ZodType).meta({ param: { example: definition.example[name] } })])));
-  /** An operation's handler, made on `runtime` when there is one. */
-  const handled = (make: (on: Runtime<F>) => RequestHandler) => (runtime ? { handlers: [make(runtime)] } : {});
-
-  const problem = (status: number, example?: HttpProblem, where = at, extraHeaders: Record<string, string> = {}) => problemResponse(status, example && { problem: example, at: where }, extraHeaders);
-  /** A write with an Idempotency-Key may meet its key in flight: a 409 with Retry-After. */
-  const conflictOrInFlight = (where = at) => problem(409, problems.conflict(firstField, 'is already taken'), where, { 'Retry-After': 'RetryAfterInFlight' });
-  const failures = (where: string) => ({ 500: problem(500), 503: problem(503, problems.unavailable('The database is unavailable; try again shortly'), where) });
-  const notFound = problem(404, problems.notFound(`No ${definition.name} with id ${EXAMPLE_ID}`));
-  const malformedCondition = problem(400, problems.validation([{ path: 'If-Match', message: 'must be * or a list of entity tags ("…" or W/"…")' }]));
-  const bodyProblems = (where: string) => ({
-    413: problem(413, new HttpProblem('payload-too-large', `The request body is larger than ${BODY_LIMIT}`), where),
-    415: problem(415, new HttpProblem('unsupported-media-type', 'The request body must be application/json, not text/plain'), where),
-  });
-  const withResource = (description: string, more: Record<string, string> = {}) => ({ description, headers: headers({ ETag: 'ETag', ...more }), content: json(resource, exampleResource) });
-  const writeBody = (description: string) => ({ description, required: true, content: json(input, definition.example) });
-  const updateResponses = (description: string, more: Record<string, string> = {}) => ({
-    200: withResource(description, more),
-    400: problemResponse(400, validationExample(definition.fields, {}, at)),
-    404: notFound,
-    409: problem(409, problems.conflict(firstField, 'is already taken')),
-    412: problem(412, problems.preconditionFailed()),
-    ...bodyProblems(at),
-    ...failures(at),
-  });
-
-  /** The response to a write as it is sent, and stored for a retry with the same Idempotency-Key. */
-  const written = (stored: Stored<F>, status: number, more: Record<string, string> = {}): StoredResponse => ({
-    status,
-    headers: { ...more, 'Content-Type': JSON_CONTENT_TYPE, ETag: etagOf(stored.version) },
-    body: JSON.stringify(representation(stored)),
-  });
-
+  const described = describedResource(path, definition);
+  const kit: OperationKit<F> = { ...described, ...sharedResponses(described), handled: (make) => (runtime ? { handlers: [make(runtime)] } : {}) };
   return [
+    { path, tag: kit.tag, operations: { GET: listOperation(kit), POST: createOperation(kit) } },
     {
-      path,
-      tag,
-      operations: {
-        GET: {
-          operationId: `list${Plural}`,
-          summary: `List ${plural}`,
-          description: `A page of ${plural} in id order (creation order), at most \`limit\` (default ${DEFAULT_LIMIT}). Walk the pages with \`cursor\` = the previous page's \`nextCursor\` until it is \`null\`: every item is seen exactly once, even while items are created or deleted.`,
-          parameters: parameters('IfMatch'),
-          requestParams: { query },
-          responses: {
-            200: { description: `A page of ${plural}.`, headers: headers({ 'Cache-Control': 'CacheControlNoCache' }), content: json(page, examplePage) },
-            400: problemResponse(400, validationExample(query, { limit: '0' }, path)),
-            412: problem(412, problems.preconditionFailed(), path),
-            ...failures(path),
-          },
-          ...handled(({ service }) => async (req: Request, res: Response) => {
-            evaluatePreconditions({ ifMatch: req.headers['if-match'] }, undefined, 'read');
-            const found = await service.list(res.locals.query);
-            res.setHeader('Cache-Control', 'no-cache');
-            sendJson(res, 200, { items: found.items.map(representation), nextCursor: found.nextCursor });
-          }),
-        },
-        POST: {
-          operationId: `create${Name}`,
-          summary: `Create a ${definition.name}`,
-          parameters: parameters('IfMatch', 'IfNoneMatchWrite', 'IdempotencyKey'),
-          requestBody: writeBody(`The new ${definition.name}.`),
-          responses: {
-            201: withResource(`Created: the ${definition.name} as stored (or, for a retry with the same \`Idempotency-Key\`, the response to the first request).`, { Location: 'Location', 'Idempotent-Replayed': 'IdempotentReplayed' }),
-            400: problemResponse(400, validationExample(definition.fields, {}, path)),
-            409: conflictOrInFlight(path),
-            412: problem(412, problems.preconditionFailed(), path),
-            422: problem(422, idempotencyProblems.reused(), path),
-            ...bodyProblems(path),
-            ...failures(path),
-          },
-          ...handled(({ service, idempotency }) =>
-            idempotent(idempotency, path, async (req) => {
-              evaluatePreconditions(conditionsOf(req.headers), undefined, 'write');
-              const created = await service.create(req.body);
-              return written(created, 201, { Location: `${path}/${created.id}` });
-            }),
-          ),
-        },
-      },
-    },
-    {
-      path: item,
-      tag,
+      path: kit.item,
+      tag: kit.tag,
       parameters: [{ name: 'id', in: 'path', description: `The id of the ${definition.name}. One that is malformed or unknown is a 404.`, required: true, schema: { type: 'string' }, example: EXAMPLE_ID }],
-      operations: {
-        GET: {
-          operationId: `get${Name}`,
-          summary: `Read a ${definition.name}`,
-          parameters: parameters('IfMatch', 'IfNoneMatch'),
-          responses: {
-            200: withResource(`The ${definition.name}.`, { 'Cache-Control': 'CacheControlNoCache' }),
-            304: { description: 'Not modified: `If-None-Match` matches the current ETag.', headers: headers({ ETag: 'ETag', 'Cache-Control': 'CacheControlNoCache' }) },
-            400: malformedCondition,
-            404: notFound,
-            412: problem(412, problems.preconditionFailed()),
-            ...failures(at),
-          },
-          ...handled(({ service }) => (req: Request, res: Response) => itemReader(service)(req, res, req.params.id as string, res.locals.requestId)),
-        },
-        PUT: {
-          operationId: `replace${Name}`,
-          summary: `Replace a ${definition.name}`,
-          description: 'Full replacement: every writable field is required (absent ones take their defaults). Never creates: 404 for an unknown id.',
-          parameters: parameters('IfMatch', 'IfNoneMatchWrite'),
-          requestBody: writeBody(`The new state of the ${definition.name}.`),
-          responses: updateResponses(`Replaced: the ${definition.name} as stored, with its new ETag.`),
-          ...handled(({ service }) => async (req: Request, res: Response) => sendResource(res, await service.replace(req.params.id as string, req.body, conditionsOf(req.headers)))),
-        },
-        PATCH: {
-          operationId: `patch${Name}`,
-          summary: `Change some fields of a ${definition.name}`,
-          description: 'An RFC 7396 JSON merge patch: members replace, nested objects merge, `null` removes a member (an optional field takes its default again). The result must be a valid resource.',
-          parameters: parameters('IfMatch', 'IfNoneMatchWrite', 'IdempotencyKey'),
-          requestBody: {
-            description: `The changes. ${PATCH_MEDIA_TYPES.map((type) => `\`${type}\``).join(' and ')} are accepted as the same.`,
-            required: true,
-            content: Object.fromEntries(PATCH_MEDIA_TYPES.map((type) => [type, { schema: patch, example: { [firstField]: definition.example[firstField] } }])),
-          },
-          responses: {
-            ...updateResponses(`Patched: the ${definition.name} as stored, with its new ETag (or, for a retry with the same \`Idempotency-Key\`, the response to the first request).`, { 'Idempotent-Replayed': 'IdempotentReplayed' }),
-            409: conflictOrInFlight(),
-            422: problem(422, idempotencyProblems.reused()),
-          },
-          ...handled(({ service, idempotency }) => idempotent(idempotency, path, async (req) => written(await service.patch(req.params.id as string, req.body, conditionsOf(req.headers)), 200))),
-        },
-        DELETE: {
-          operationId: `delete${Name}`,
-          summary: `Delete a ${definition.name}`,
-          parameters: parameters('IfMatch', 'IfNoneMatchWrite'),
-          responses: { 204: { description: 'Deleted.', headers: headers({}) }, 400: malformedCondition, 404: notFound, 412: problem(412, problems.preconditionFailed()), ...failures(at) },
-          ...handled(({ service }) => async (req: Request, res: Response) => {
-            await service.delete(req.params.id as string, conditionsOf(req.headers));
-            res.status(204).end();
-          }),
-        },
-      },
+      operations: { GET: readOperation(kit), PUT: replaceOperation(kit), PATCH: patchOperation(kit), DELETE: deleteOperation(kit) },
     },
   ];
 }

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { oas31 } from 'zod-openapi';
 import type { HttpProblem } from '../platform/problem.js';
 import { UUID_V7 } from '../platform/request-target.js';
-import { encodeCursor, type ResourceDefinition } from '../resource/rules.js';
+import { encodeCursor, type ResourceDefinition } from './rules.js';
 import { parseOrThrow } from '../platform/validation.js';
 
 /**

@@ -1,0 +1,118 @@
+import { isUtf8 } from 'node:buffer';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import express, { type RequestHandler } from 'express';
+import { HttpProblem, problems, type FieldError } from '../problem.js';
+
+/** Request bodies: the size limit, and JSON accepted only as this API defines it. */
+
+export const BODY_LIMIT = '100kb';
+export const BODY_LIMIT_BYTES = 100 * 1024;
+/** How deep objects and arrays may nest in a request body: far more than any resource needs. */
+export const MAX_JSON_DEPTH = 32;
+/** The content codings a request body may have (`Accept-Encoding` of a 415 says so). */
+export const ACCEPTED_CONTENT_ENCODING = 'identity';
+
+function mediaType(header: string | undefined): string | undefined {
+  return header?.split(';', 1)[0]?.trim().toLowerCase();
+}
+
+/** A 415 for a body with a content coding this API does not accept. */
+export function unsupportedEncoding(detail: string): HttpProblem {
+  // RFC 9110 §15.5.16: a 415 caused by a content coding says which codings would have been accepted.
+  return new HttpProblem('unsupported-content-encoding', detail, { headers: { 'Accept-Encoding': ACCEPTED_CONTENT_ENCODING } });
+}
+
+/** A body-parser `verify` failure: mapped to malformed-json by `expressProblem`. */
+const invalidJson = (message: string) => Object.assign(new Error(message), { status: 400, type: 'entity.json.invalid' });
+
+/**
+ * Whether objects and arrays in the JSON text `bytes` nest deeper than `limit`: one pass over the
+ * bytes, before anything parses or walks the value recursively. No JSON library offers a depth
+ * limit, hence this.
+ */
+export function nestsDeeperThan(bytes: Uint8Array, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < bytes.length; i++) {
+    const byte = bytes[i];
+    if (inString) {
+      if (byte === 0x5c) i++; // backslash: the next byte is escaped
+      else if (byte === 0x22) inString = false;
+    } else if (byte === 0x22) inString = true;
+    else if (byte === 0x7b || byte === 0x5b) {
+      if (++depth > limit) return true;
+    } else if (byte === 0x7d || byte === 0x5d) depth--;
+  }
+  return false;
+}
+
+/** The raw body, checked before it is parsed: UTF-8 only (never replaced by U+FFFD), nesting bounded. */
+function checkJsonBytes(_req: IncomingMessage, _res: ServerResponse, body: Buffer): void {
+  if (!isUtf8(body)) throw invalidJson('The request body is not valid UTF-8');
+  if (nestsDeeperThan(body, MAX_JSON_DEPTH)) throw invalidJson(`The request body nests objects or arrays deeper than ${MAX_JSON_DEPTH} levels`);
+}
+
+/** Member names that mean something to JavaScript objects: never a field of this API. */
+const FORBIDDEN_MEMBERS = new Set(['__proto__', 'constructor', 'prototype']);
+
+/** Every `__proto__`, `constructor` or `prototype` member in a parsed body, wherever it is (no recursion). */
+export function forbiddenMembers(body: unknown): FieldError[] {
+  const found: FieldError[] = [];
+  const pending: { value: unknown; path: string[] }[] = [{ value: body, path: [] }];
+  for (let next = pending.pop(); next; next = pending.pop()) {
+    const { value, path } = next;
+    if (typeof value !== 'object' || value === null) continue;
+    for (const [key, member] of Object.entries(value)) {
+      const at = [...path, key];
+      if (!Array.isArray(value) && FORBIDDEN_MEMBERS.has(key)) found.push({ path: at.join('.'), message: 'is not a known field' });
+      pending.push({ value: member, path: at });
+    }
+  }
+  return found;
+}
+
+/**
+ * A body that declares more than BODY_LIMIT is refused at once, before any of it is read (the
+ * connection closes: the rest of the body is not wanted). Without this, the body parser would
+ * wait for the whole declared body before answering.
+ */
+export const refuseOversizedBodies: RequestHandler = (req, res, next) => {
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > BODY_LIMIT_BYTES) {
+    res.setHeader('Connection', 'close');
+    throw new HttpProblem('payload-too-large', `The request body is larger than ${BODY_LIMIT}`);
+  }
+  next();
+};
+
+/**
+ * Accepts only a JSON body of the given media types (415 otherwise) without a content coding (415
+ * with Accept-Encoding), parsed with the size limit, as valid UTF-8, nested at most MAX_JSON_DEPTH
+ * levels (400 malformed-json), and without members that name JavaScript object internals (400).
+ */
+export function jsonBody(mediaTypes: readonly string[] = ['application/json']): RequestHandler[] {
+  return [
+    (req, _res, next) => {
+      const type = mediaType(req.headers['content-type']);
+      if (type === undefined || !mediaTypes.includes(type)) {
+        throw new HttpProblem(
+          'unsupported-media-type',
+          `The request body must be ${mediaTypes.join(' or ')}${type ? `, not ${type}` : ''}`,
+        );
+      }
+      const encoding = req.headers['content-encoding']?.trim().toLowerCase();
+      if (encoding !== undefined && encoding !== ACCEPTED_CONTENT_ENCODING) {
+        throw unsupportedEncoding(`The request body must not be encoded (Content-Encoding: ${ACCEPTED_CONTENT_ENCODING}), not ${encoding.slice(0, 64)}`);
+      }
+      next();
+    },
+    refuseOversizedBodies,
+    express.json({ type: () => true, limit: BODY_LIMIT, strict: true, inflate: false, verify: checkJsonBytes }),
+    (req, _res, next) => {
+      const forbidden = forbiddenMembers(req.body);
+      if (forbidden.length > 0) throw problems.validation(forbidden);
+      next();
+    },
+  ];
+}
+
