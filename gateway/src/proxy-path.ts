@@ -1,5 +1,5 @@
 import type { IncomingMessage, RequestListener } from 'node:http';
-import { BODY_LIMIT, BODY_LIMIT_BYTES } from '@app/shared/platform/http/bodies';
+import { BODY_LIMIT_BYTES, bodyTooLarge, declaresOversizedBody } from '@app/shared/platform/http/bodies';
 import { answerFailure } from '@app/shared/platform/http/failures';
 import { observeResponse } from '@app/shared/platform/http/observation';
 import { writeProblem } from '@app/shared/platform/http/responses';
@@ -23,12 +23,6 @@ function hopFor(hops: readonly ProxyHop[], path: string): ProxyHop | undefined {
   return undefined;
 }
 
-/** A body declared larger than the limit: express refuses it (413) before anything reaches a service. */
-const declaresOversizedBody = (req: IncomingMessage) => {
-  const declared = req.headers['content-length'];
-  return declared !== undefined && Number(declared) > BODY_LIMIT_BYTES;
-};
-
 /** A request with a body still to come: one that declares a length above 0, or is chunked. */
 const hasBody = (req: IncomingMessage) => {
   const declared = req.headers['content-length'];
@@ -41,6 +35,7 @@ const hasBody = (req: IncomingMessage) => {
  * `timeoutMs` (408). The connection closes after either: the rest of the body may still come.
  */
 function receiveBody(req: IncomingMessage, timeoutMs: number): Promise<void> {
+  if (declaresOversizedBody(req.headers)) return Promise.reject(bodyTooLarge());
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -52,7 +47,7 @@ function receiveBody(req: IncomingMessage, timeoutMs: number): Promise<void> {
     };
     const take = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > BODY_LIMIT_BYTES) fail(new HttpProblem('payload-too-large', `The request body is larger than ${BODY_LIMIT}`));
+      if (size > BODY_LIMIT_BYTES) fail(bodyTooLarge());
       else chunks.push(chunk);
     };
     const done = () => {
@@ -71,12 +66,11 @@ function receiveBody(req: IncomingMessage, timeoutMs: number): Promise<void> {
  * The proxy hop before express, as the cache's hot path is: a request for a service that no cache
  * fill answers (every one while the cache is off; writes; reads the cache bypasses) goes straight
  * to its service's proxy, with what express's middleware gave it on the way there: the request id
- * and log line, the RateLimit headers, `X-Cache: BYPASS` on a read, the concurrency limit (503).
- * Express's router, its request and response prototypes and the middleware meant for other
- * requests were a third of the gateway's CPU time on a proxied request (CPU profile). Anything else
- * goes on to `app`: the gateway's own endpoints, a target with no canonical form, a body declared
- * over the limit, and a read the hot path found missing from the cache (`isCacheMiss`: it is
- * fetched, collapsed and stored there).
+ * and log line, the RateLimit headers, `X-Cache: BYPASS` on a read, the body limit (413), the
+ * concurrency limit (503). Express's router, its prototypes and the middleware meant for other
+ * requests would cost every proxied request a large share of its time. Anything else goes on to
+ * `app`: the gateway's own endpoints, a target with no canonical form, and a read the hot path
+ * found missing from the cache (`isCacheMiss`: it is fetched, collapsed and stored there).
  */
 export function withProxyPath(
   app: RequestListener,
@@ -87,7 +81,7 @@ export function withProxyPath(
     const target = requestTargets.get(req);
     const path = target?.path;
     const hop = path === undefined ? undefined : hopFor(hops, path);
-    if (!hop || path === undefined || isCacheMiss(req) || declaresOversizedBody(req)) {
+    if (!hop || path === undefined || isCacheMiss(req)) {
       app(req, res);
       return;
     }

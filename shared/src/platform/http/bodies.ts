@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type RequestHandler } from 'express';
@@ -77,13 +78,21 @@ export function forbiddenMembers(body: unknown): FieldError[] {
  * wait for the whole declared body before answering.
  */
 export const refuseOversizedBodies: RequestHandler = (req, res, next) => {
-  const declared = req.headers['content-length'];
-  if (declared !== undefined && Number(declared) > BODY_LIMIT_BYTES) {
+  if (declaresOversizedBody(req.headers)) {
     res.setHeader('Connection', 'close');
-    throw new HttpProblem('payload-too-large', `The request body is larger than ${BODY_LIMIT}`);
+    throw bodyTooLarge();
   }
   next();
 };
+
+/** Whether a request declares a body over BODY_LIMIT (`Content-Length`): refused before it is read. */
+export const declaresOversizedBody = (headers: IncomingHttpHeaders): boolean => {
+  const declared = headers['content-length'];
+  return declared !== undefined && Number(declared) > BODY_LIMIT_BYTES;
+};
+
+/** The answer to a body over BODY_LIMIT, declared or counted as it arrives. */
+export const bodyTooLarge = () => new HttpProblem('payload-too-large', `The request body is larger than ${BODY_LIMIT}`);
 
 /**
  * Accepts only a JSON body of the given media types (415 otherwise) without a content coding (415
