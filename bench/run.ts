@@ -179,7 +179,7 @@ async function compare(publish: boolean): Promise<void> {
     const answered = Object.fromEntries(['content-type', 'etag', 'cache-control'].map((name) => [name, sample.headers.get(name) ?? '']));
 
     const floor = await startNode('floor', 'bench/servers/floor.ts', { DATABASE_URL: schemaUrl(schema) }, await freePort());
-    const gatewayEnv = { GATEWAY_UPSTREAMS: `users=${products.url},products=${products.url}`, REDIS_URL };
+    const gatewayEnv = { UPSTREAM_URL_TEMPLATE: products.url, REDIS_URL };
     // Without authentication and rate limits, as before the gateway had them; then with both (a
     // budget no run reaches: what is measured is checking the token and counting the request).
     const guarded = await guardOn();

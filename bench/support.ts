@@ -11,6 +11,9 @@ import net from 'node:net';
 import os from 'node:os';
 import { importJWK, SignJWT, type JWK } from 'jose';
 import mysql from 'mysql2/promise';
+import { deployedNodeOptions as startOptions } from '../test/support/process.ts';
+
+export { startOptions };
 
 export const ROOT = new URL('..', import.meta.url).pathname;
 export const MYSQL_URL = process.env.BENCH_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306';
@@ -112,17 +115,6 @@ export async function startServer(
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   throw new Error(`${name} (${command} ${args.join(' ')}) did not start`);
-}
-
-/**
- * The node options a workspace's entry point runs with: those of its start script
- * (`exec node <options> dist/main.js`, as its Dockerfile's CMD), so it is measured as deployed.
- */
-export function startOptions(workspace: string): string[] {
-  const { scripts } = JSON.parse(readFileSync(`${ROOT}${workspace}/package.json`, 'utf8')) as { scripts: { start: string } };
-  const options = /^exec node (.*)dist\/main\.js$/.exec(scripts.start)?.[1];
-  if (options === undefined) throw new Error(`${workspace}'s start script is not \`exec node … dist/main.js\`: ${scripts.start}`);
-  return options.split(' ').filter(Boolean);
 }
 
 /** The node options of `file` when it is a workspace's entry point (`<workspace>/dist/main.js`), else none. */

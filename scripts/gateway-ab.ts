@@ -61,7 +61,7 @@ try {
   const guarded = await guardOn();
   const setup = (on: string) => (on === 'on' ? guarded : { env: GUARD_OFF, headers: {} });
   const env = (on: string) => ({
-    GATEWAY_UPSTREAMS: `users=${products.url},products=${products.url}`,
+    UPSTREAM_URL_TEMPLATE: products.url,
     REDIS_URL,
     CACHE_ENABLED: values.cache === 'on' ? 'true' : 'false',
     ...setup(on).env,

@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SUITES=(shared/test users-service/test products-service/test test/e2e/cache.test.ts)
+SUITES=(shared/test *-service/test test/e2e/cache.test.ts)
 PODMAN_SOCKET=/run/podman/podman.sock
 IMAGES=(docker.io/library/mysql:8.4 docker.io/library/redis:7)
 LOCAL_PORTS=(3306 6379)

@@ -7,6 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { configSchema } from '../../gateway/dist/config.js';
 import { testPublicKeyPem, testToken, TEST_RULES } from '../support/auth.js';
 import { client, request } from '../support/http.js';
 import { deployedNodeOptions, startWorkspace } from '../support/process.js';
@@ -17,8 +18,8 @@ const FLOOD_MS = Number(process.env.MEMORY_FLOOD_MS ?? 30_000);
 const JUNK_FLOOD_MS = Number(process.env.JUNK_FLOOD_MS ?? 10_000);
 const WARM_UP_MS = 5_000;
 const SUBJECTS = 4;
-/** Each subject's pace: under the default budget of 6,000 reads a minute. */
-const PER_SUBJECT_PER_SECOND = 95;
+/** Each subject's pace: within the gateway's default read budget. */
+const PER_SUBJECT_PER_SECOND = Math.floor((configSchema.parse({}).RATE_LIMIT_READS_PER_MINUTE / 60) * 0.95);
 const WORKERS_PER_SUBJECT = 8;
 const PRODUCTS = 200;
 const MB = 1024 * 1024;

@@ -63,12 +63,15 @@ export function run(command: string, args: string[], env: Record<string, string>
   };
 }
 
-/** The Node options a workspace's `npm start` runs it with (its package.json), as its image does. */
+/**
+ * The node options a workspace's entry point runs with: those of its start script
+ * (`exec node <options> dist/main.js`, as its Dockerfile's CMD), so it runs as deployed.
+ */
 export function deployedNodeOptions(workspace: string): string[] {
   const { scripts } = JSON.parse(readFileSync(path.join(ROOT, workspace, 'package.json'), 'utf8')) as { scripts: { start: string } };
-  // `exec node <options> dist/main.js`: the words between node and the entry point.
-  const words = scripts.start.split(/\s+/);
-  return words.slice(words.indexOf('node') + 1, words.findIndex((word) => word.endsWith('.js')));
+  const options = /^exec node (.*)dist\/main\.js$/.exec(scripts.start)?.[1];
+  if (options === undefined) throw new Error(`${workspace}'s start script is not \`exec node … dist/main.js\`: ${scripts.start}`);
+  return options.split(' ').filter(Boolean);
 }
 
 /** Starts a workspace's built `dist/main.js` on a free port (with `nodeOptions`); resolves once it listens. */
