@@ -11,9 +11,8 @@ import type { AccessPolicy } from './auth/policy.js';
 import { requestTargets } from './front-door.js';
 import { InvalidToken, KeysUnavailable, type Principal, type TokenVerifier } from './auth/tokens.js';
 import type { RateLimitOutcome, RateLimits } from './rate-limit.js';
+import { SUBJECT_HEADER } from '@app/shared/platform/subject';
 
-/** The verified subject, percent-encoded, for the services: they trust it because only the gateway can reach them. */
-export const SUBJECT_HEADER = 'x-auth-subject';
 const REALM = 'Bearer realm="api"';
 
 export interface GuardSettings {
@@ -34,15 +33,10 @@ const CALLER = Symbol('caller');
 type LimitedRequest = IncomingMessage & { [LIMIT_HEADERS]?: Record<string, string>; [CALLER]?: string };
 
 /**
- * Who the rate limits counted the request against (`sub:<subject>` or `addr:<address>`); with
- * rate limits off, the verified subject if any. Undefined for an anonymous request then.
+ * Who is calling, as the rate limits count it: `sub:<subject>` for a verified caller, else
+ * `addr:<address>` when rate limits are on. Undefined for an anonymous caller with them off.
  */
-export function callerOf(req: IncomingMessage): string | undefined {
-  const counted = (req as LimitedRequest)[CALLER];
-  if (counted !== undefined) return counted;
-  const subject = req.headers[SUBJECT_HEADER];
-  return typeof subject === 'string' ? `sub:${subject}` : undefined;
-}
+export const callerOf = (req: IncomingMessage): string | undefined => (req as LimitedRequest)[CALLER];
 
 /**
  * The RateLimit headers the guard decided for a request it let through, still to be sent. Kept on
@@ -129,6 +123,7 @@ export function withGuard(
   /** The verified caller, with its subject for the services: a refusal when its token lacks the scope. */
   const admit = (req: IncomingMessage, principal: Principal, scope: string | undefined): Principal | Refusal => {
     req.headers[SUBJECT_HEADER] = principal.forwardedSubject;
+    (req as LimitedRequest)[CALLER] = principal.caller;
     if (traceSubject) currentServerSpan()?.setAttribute('enduser.id', principal.subject);
     if (scope === undefined || principal.scopes.has(scope)) return principal;
     const problem = new HttpProblem('insufficient-scope', `This request needs the ${scope} scope, which the access token does not grant`, {
@@ -169,7 +164,7 @@ export function withGuard(
     const principal = refusal ? refusal.principal : (authorisation as Principal | undefined);
     const method = req.method ?? 'GET';
     const budget = method === 'GET' || method === 'HEAD' || method === 'OPTIONS' ? 'read' : 'write';
-    const client = principal ? `sub:${principal.subject}` : `addr:${proxyaddr(req, trustHop)}`;
+    const client = principal ? principal.caller : `addr:${proxyaddr(req, trustHop)}`;
     (req as LimitedRequest)[CALLER] = client;
     const outcome = limits.consume(budget, client);
     if (outcome instanceof Promise) return outcome.then((settled) => limited(req, res, settled, budget, refusal));

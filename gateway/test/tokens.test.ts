@@ -24,8 +24,8 @@ describe('TokenVerifier', () => {
     const verifier = new TokenVerifier({ publicKey }, rules);
     const header = `Bearer ${await sign(privateKey)}`;
     expect(verifier.remembered(header)).toBeUndefined();
-    expect(await verifier.verify(header)).toEqual({ subject: 'alice', forwardedSubject: 'alice', scopes: new Set(['users:read']) });
-    expect(verifier.remembered(header)).toEqual({ subject: 'alice', forwardedSubject: 'alice', scopes: new Set(['users:read']) });
+    expect(await verifier.verify(header)).toEqual({ subject: 'alice', forwardedSubject: 'alice', caller: 'sub:alice', scopes: new Set(['users:read']) });
+    expect(verifier.remembered(header)).toEqual({ subject: 'alice', forwardedSubject: 'alice', caller: 'sub:alice', scopes: new Set(['users:read']) });
     // Expired 10 s ago: still inside the clock tolerance, so accepted, but not remembered.
     const almostExpired = `Bearer ${await sign(privateKey, { expiresIn: -10 })}`;
     await verifier.verify(almostExpired);

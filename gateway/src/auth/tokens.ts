@@ -2,12 +2,15 @@ import type { KeyObject } from 'node:crypto';
 import { createLocalJWKSet, createRemoteJWKSet, errors, jwtVerify, type JWTVerifyGetKey } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { VerificationKey } from '../config.js';
+import { encodeSubject } from '@app/shared/platform/subject';
 
 /** Who a verified token speaks for, and what it may do. */
 export interface Principal {
   subject: string;
   /** `subject` as X-Auth-Subject carries it to the services: percent-encoded, so that any subject is a legal header value. */
   forwardedSubject: string;
+  /** Who the rate limits and the fair share count it as (`sub:<subject>`), made once per token. */
+  caller: string;
   scopes: ReadonlySet<string>;
 }
 
@@ -149,7 +152,7 @@ export class TokenVerifier {
     // A lone surrogate has no UTF-8 form: it could be neither encoded for the services nor compared as text.
     if (typeof payload.sub !== 'string' || payload.sub === '' || !payload.sub.isWellFormed()) throw new InvalidToken("The access token's sub claim is not accepted here");
     const scope = typeof payload.scope === 'string' ? payload.scope : '';
-    const principal: Principal = { subject: payload.sub, forwardedSubject: encodeURIComponent(payload.sub), scopes: new Set(scope.split(' ').filter((s) => s !== '')) };
+    const principal: Principal = { subject: payload.sub, forwardedSubject: encodeSubject(payload.sub), caller: `sub:${payload.sub}`, scopes: new Set(scope.split(' ').filter((s) => s !== '')) };
     // `exp` is a required claim: jose refused the token without it.
     const expiresAt = (payload.exp ?? 0) * 1000;
     if (expiresAt > this.now()) this.#verified.set(authorization.slice(-FINGERPRINT_CHARS), { authorization, principal, expiresAt });

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Request, RequestHandler, Response } from 'express';
 import stringify from 'safe-stable-stringify';
 import { HttpProblem, problems } from '../platform/problem.js';
+import { decodeSubject, SUBJECT_HEADER } from '../platform/subject.js';
 
 /**
  * `Idempotency-Key` (IETF draft-ietf-httpapi-idempotency-key-header) on POST and PATCH. The first
@@ -82,21 +83,13 @@ function fingerprintOf(req: Request): string {
     .digest('hex');
 }
 
-/** The subject the gateway forwards once it authenticates clients: keys of different subjects never meet. */
-const SUBJECT_HEADER = 'x-auth-subject';
-
-/**
- * The forwarded subject, exactly: the gateway percent-encodes it (any subject is then a legal header
- * value, with nothing for the HTTP parser to trim); undefined when none was forwarded.
- */
+/** The subject the gateway forwards (platform/subject.ts): keys of different subjects never meet. Undefined when none was. */
 function subjectOf(req: Request): string | undefined {
   const header = req.headers[SUBJECT_HEADER];
   if (typeof header !== 'string') return undefined;
-  try {
-    return decodeURIComponent(header);
-  } catch {
-    throw problems.validation([{ path: 'X-Auth-Subject', message: 'must be percent-encoded UTF-8' }]);
-  }
+  const subject = decodeSubject(header);
+  if (subject === undefined) throw problems.validation([{ path: 'X-Auth-Subject', message: 'must be percent-encoded UTF-8' }]);
+  return subject;
 }
 
 function send(res: Response, response: StoredResponse, replayed: boolean): void {

@@ -1,0 +1,19 @@
+/**
+ * The verified subject, from the gateway to the services (they trust it because only the gateway
+ * can reach them): one header, one encoding, read here on both sides so that they never read a
+ * subject differently. Percent-encoded: any subject is then a legal header value, with nothing for
+ * an HTTP parser to trim.
+ */
+export const SUBJECT_HEADER = 'x-auth-subject';
+
+/** The header value for `subject`, a well-formed string (a lone surrogate has no UTF-8 form). */
+export const encodeSubject = (subject: string): string => encodeURIComponent(subject);
+
+/** The subject a header value carries, exactly; undefined when it is not percent-encoded UTF-8. */
+export function decodeSubject(value: string): string | undefined {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return undefined;
+  }
+}
