@@ -24,7 +24,7 @@ export const HEARTBEAT_TIMEOUT_MS = 1_500;
  * brought back, it has, every invalidation Redis sent before that ping. Renewed in the background
  * by the hits of a busy tier; an idle one lets it lapse (its first hit then asks Redis).
  */
-export const LEASE_MS = 200;
+const LEASE_MS = 200;
 /** A write's barrier waits at most this long for every tier's acknowledgement: beyond the lease. */
 const BARRIER_WAIT_MS = LEASE_MS + 50;
 

@@ -41,7 +41,7 @@ export interface ServiceEntry extends z.infer<typeof entry> {
   schema: string;
 }
 
-export function describeService(declared: z.infer<typeof entry>): ServiceEntry {
+function describeService(declared: z.infer<typeof entry>): ServiceEntry {
   const { name } = declared;
   return { ...declared, workspace: `${name}-service`, prefix: `/api/${name}`, scopes: { read: `${name}:read`, write: `${name}:write` }, schema: name };
 }
@@ -56,7 +56,7 @@ export function readServiceList(file: string = SERVICES_FILE): ServiceEntry[] {
 }
 
 /** The entry of the service `name`; throws when the list has none. */
-export function serviceEntry(name: string, file?: string): ServiceEntry {
+function serviceEntry(name: string, file?: string): ServiceEntry {
   const found = readServiceList(file).find((service) => service.name === name);
   if (!found) throw new Error(`services.json declares no service "${name}"`);
   return found;

@@ -17,7 +17,7 @@ const PURGE_BATCH = 1_000;
 const KEY_OVERHEAD_BYTES = 128;
 
 /** The bytes a stored response counts against its scope's budget. */
-export const storedBytes = (key: string, response: StoredResponse) =>
+const storedBytes = (key: string, response: StoredResponse) =>
   KEY_OVERHEAD_BYTES + key.length + Buffer.byteLength(JSON.stringify(response.headers)) + Buffer.byteLength(response.body);
 
 /**

@@ -4,9 +4,9 @@ import { getRPCMetadata, RPCType, setRPCMetadata, W3CTraceContextPropagator } fr
 
 /**
  * The spans of HTTP requests, served (`traceRequests`) and sent (`startClientSpan`), made here
- * rather than by @opentelemetry/instrumentation-http: its server side alone cost a warm cache hit of
- * the gateway twice its CPU time, sampled or not (per-request attributes, URL parsing, listeners,
- * metrics; docs/tracing.md). Here an unsampled request costs a sampling decision, a context and the
+ * rather than by @opentelemetry/instrumentation-http, which does per-request work whether the
+ * request is sampled or not (attributes, URL parsing, listeners, metrics; figures in
+ * docs/benchmarks/tracing.md). Here an unsampled request costs a sampling decision, a context and the
  * `traceparent` it passes on; a sampled one, spans with the route, the status and whatever the
  * process adds (`currentServerSpan`). Only the OpenTelemetry API: with tracing off, `traceRequests`
  * returns the handler as it is and every other call finds no span.

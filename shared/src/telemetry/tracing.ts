@@ -13,7 +13,7 @@ import { tracingStarted } from './spans.js';
 /**
  * Starts the SDK: spans from the express, mysql2 and ioredis instrumentations, trace ids in pino's
  * lines. The HTTP spans, served and sent, are made by spans.ts, not by
- * @opentelemetry/instrumentation-http, whose cost per request was most of a cache hit's.
+ * @opentelemetry/instrumentation-http, which works on every request, sampled or not (spans.ts).
  */
 export function startTracing(): void {
   const sdk = new NodeSDK({

@@ -40,7 +40,7 @@ export interface ObservedRequest {
 }
 
 /** The status a request the client went away from is counted and logged with (nginx's "client closed request"). */
-export const CLIENT_CLOSED_REQUEST = 499;
+const CLIENT_CLOSED_REQUEST = 499;
 
 const ARRIVED = Symbol('arrived at');
 type StampedRequest = IncomingMessage & { [ARRIVED]?: number };
