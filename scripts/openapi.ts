@@ -7,8 +7,7 @@
 import { writeFileSync } from 'node:fs';
 import { serializeDocument, type OpenApiDocument } from '@app/shared/api-description/openapi';
 import { serviceDocument } from '@app/shared/service';
-import { upstreamsFrom } from '../gateway/dist/app.js';
-import { configSchema } from '../gateway/dist/config.js';
+import { configSchema, upstreamSettings } from '../gateway/dist/config.js';
 import { gatewayDocument } from '../gateway/dist/openapi.js';
 import { serviceModules } from './services.ts';
 
@@ -18,7 +17,7 @@ export const OPENAPI_FILE = new URL('../openapi.json', import.meta.url);
 export async function apiDocument(): Promise<OpenApiDocument> {
   const services = new Map((await serviceModules()).map(({ entry, service }) => [entry.name, service]));
   const config = configSchema.parse({});
-  const parts = upstreamsFrom(config).map((upstream) => {
+  const parts = upstreamSettings(config).upstreams.map((upstream) => {
     const service = services.get(upstream.name);
     if (!service) throw new Error(`No service definition for the ${upstream.name} upstream`);
     // Through JSON, as the gateway receives it.

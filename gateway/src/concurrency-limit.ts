@@ -1,8 +1,5 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { sendProblem } from '@app/shared/platform/http/responses';
+import type { IncomingMessage } from 'node:http';
 import { HttpProblem } from '@app/shared/platform/problem';
-import type { RequestHandler } from 'express';
-import { callerOf } from './guard.js';
 
 export interface ConcurrencyLimitSettings {
   /** Requests this gateway may have in flight to one upstream at once. */
@@ -115,32 +112,4 @@ export class ConcurrencyLimit {
   shedProblem(): HttpProblem {
     return this.#shed;
   }
-}
-
-/**
- * Holds a slot of `limit` for the request until its response is done (true); false when none is
- * free (counted with `onShed`: the caller answers with `limit.shedProblem()`).
- */
-export function holdSlot(limit: ConcurrencyLimit, req: IncomingMessage, res: ServerResponse, onShed: (limit: ConcurrencyLimit, write: boolean) => void): boolean {
-  const write = isWrite(req);
-  const release = limit.tryAcquire(write, callerOf(req));
-  if (!release) {
-    onShed(limit, write);
-    return false;
-  }
-  res.once('close', release);
-  return true;
-}
-
-/**
- * Holds a slot of the request's upstream until its response is done, or answers 503 when there is
- * none. Mounted just before the proxies: everything that reaches it is on its way to a service.
- */
-export function shedBeyondLimit(limitFor: (path: string) => ConcurrencyLimit | undefined, onShed: (limit: ConcurrencyLimit, write: boolean) => void): RequestHandler {
-  return (req, res, next) => {
-    const limit = limitFor(req.path);
-    if (!limit || holdSlot(limit, req, res, onShed)) next();
-    // Answered here, not thrown: an expected refusal is counted, not logged as an error with a stack.
-    else sendProblem(req, res, limit.shedProblem());
-  };
 }

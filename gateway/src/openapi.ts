@@ -4,7 +4,8 @@ import type { RequestHandler, Response, Router } from 'express';
 import { z } from 'zod';
 import { ASSETS, DOCS_FILES, sendDocsFile, sendDocsPage } from './docs-page.js';
 import type { oas31, ZodOpenApiPathsObject, ZodOpenApiResponseObject } from 'zod-openapi';
-import { servesPath, type Upstream } from './upstream.js';
+import { servesPath } from './routing.js';
+import type { Upstream } from './upstream.js';
 
 /**
  * The API description clients use, `GET /openapi.json`, and a page that shows it, `GET /docs`.

@@ -1,10 +1,9 @@
 import http from 'node:http';
 import https from 'node:https';
-import { observationOf } from '@app/shared/platform/http/observation';
-import { writeProblem } from '@app/shared/platform/http/responses';
 import { HttpProblem } from '@app/shared/platform/problem';
 import { endClientSpan, startClientSpan } from '@app/shared/telemetry/spans';
 import { createProxyMiddleware, proxyEventsPlugin } from 'http-proxy-middleware';
+import { exchangeOf, type Exchange } from './exchange.js';
 import { retireAgedSocket } from './upstream-agent.js';
 
 export interface Upstream {
@@ -14,10 +13,6 @@ export interface Upstream {
   /** The path prefix it serves, e.g. `/api/users` (and everything below it). */
   prefix: string;
 }
-
-/** Whether the upstream serves `path`: its prefix and everything below it (not `/api/usersx`). */
-export const servesPath = ({ prefix }: Pick<Upstream, 'prefix'>, path: string) =>
-  path.startsWith(prefix) && (path.length === prefix.length || path.charCodeAt(prefix.length) === 0x2f); // '/'; no string made per request
 
 /** Headers about the connection or this one delivery: never stored, never forwarded. */
 export const HOP_BY_HOP = new Set([
@@ -43,7 +38,7 @@ class UpstreamTimeout extends Error {
 }
 
 /** The client was too slow: its request body had not arrived when the body deadline passed. */
-class RequestBodyTimeout extends Error {
+export class RequestBodyTimeout extends Error {
   constructor(readonly timeoutMs: number) {
     super(`request body not received within ${timeoutMs} ms`);
     this.name = 'RequestBodyTimeout';
@@ -57,55 +52,6 @@ export interface Deadlines {
   requestBodyMs: number;
 }
 
-/** Response headers of a service the gateway does not relay: hop-by-hop ones, and the request id it sets itself. */
-const NOT_RELAYED = new Set([...HOP_BY_HOP, 'x-request-id']);
-
-const OWN_HEADERS = Symbol('own headers');
-type WithOwnHeaders = http.ServerResponse & { [OWN_HEADERS]?: string[] };
-
-/**
- * The gateway's own headers for a proxied response (`[name, value, …]`), kept until the response
- * is written rather than set on it: the service's answer then goes out with them in one
- * `writeHead`, which Node writes without building a header map (one header set before makes it
- * merge them all into its map). A response the gateway writes itself (a problem) takes them
- * first (`setOwnHeaders`).
- */
-export function keepOwnHeaders(res: http.ServerResponse, headers: string[]): void {
-  (res as WithOwnHeaders)[OWN_HEADERS] = headers;
-}
-
-/** Sets the headers `keepOwnHeaders` kept on the response itself: before the gateway answers it. */
-export function setOwnHeaders(res: http.ServerResponse): void {
-  const own = (res as WithOwnHeaders)[OWN_HEADERS];
-  if (!own) return;
-  (res as WithOwnHeaders)[OWN_HEADERS] = undefined;
-  for (let i = 0; i < own.length; i += 2) res.setHeader(own[i] as string, own[i + 1] as string);
-}
-
-/**
- * The service's response to the client: its status and headers (but NOT_RELAYED) in one
- * `writeHead`, from the raw header lines (Node builds a response's header object only when asked),
- * then its body.
- */
-function relay(proxyRes: http.IncomingMessage, res: http.ServerResponse): void {
-  if (res.headersSent) {
-    // The gateway already answered (the request body deadline passed): the service's answer is moot.
-    proxyRes.resume();
-    return;
-  }
-  const raw = proxyRes.rawHeaders;
-  const headers: string[] = [];
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i] as string;
-    if (!NOT_RELAYED.has(name.toLowerCase())) headers.push(name, raw[i + 1] as string);
-  }
-  const own = (res as WithOwnHeaders)[OWN_HEADERS];
-  if (own) for (const field of own) headers.push(field);
-  res.writeHead(proxyRes.statusCode ?? 502, headers);
-  proxyRes.once('error', () => res.destroy());
-  proxyRes.pipe(res);
-}
-
 /**
  * The client span of each proxied request whose call to the service is traced (sampled), ended when
  * the service answers or the call fails. Not a property of the request: a sampled request of another
@@ -113,49 +59,35 @@ function relay(proxyRes: http.IncomingMessage, res: http.ServerResponse): void {
  */
 const clientSpans = new WeakMap<http.IncomingMessage, NonNullable<ReturnType<typeof startClientSpan>>>();
 
-const RECEIVED_BODY = Symbol('received body');
-type WithReceivedBody = http.IncomingMessage & { [RECEIVED_BODY]?: Buffer };
-
-/**
- * A request body the gateway received whole before it took a slot to the service (proxy-path.ts):
- * the proxy sends it on as soon as it has a connection; the request stream itself has ended.
- */
-export const receivedBodies = {
-  set: (req: http.IncomingMessage, body: Buffer) => {
-    (req as WithReceivedBody)[RECEIVED_BODY] = body;
-    // The body is here: the service has nothing to agree to (and httpxy skips `proxyReq` for an Expect).
-    if (req.headers.expect !== undefined) delete req.headers.expect;
-  },
-  get: (req: http.IncomingMessage): Buffer | undefined => (req as WithReceivedBody)[RECEIVED_BODY],
-};
-
-/** What the proxy hands a failure to: answers it (problem+json), or cuts the response under way. */
+/** What the proxy hands a failure to: answers it (problem+json), or cuts the response under way. Routing chose the upstream: the proxy takes every path it is given. */
 export type ProxyNext = (error?: unknown) => void;
 
+/** What the proxy does with the service's answer, and with a failure to get one. */
+export interface ProxyEvents {
+  /** The service answered: its response, to relay (respond.ts). */
+  response: (req: http.IncomingMessage, proxyRes: http.IncomingMessage) => void;
+  /** No answer: the service could not be reached (502), was too slow (504), or the client's body was (408). */
+  error: (req: http.IncomingMessage, res: http.ServerResponse, error: Error) => void;
+}
+
 /**
- * A keep-alive proxy to one service. Paths go through unchanged. A request body that has not
- * arrived within `deadlines.requestBodyMs` is the client's fault (408, connection closed); an
- * upstream that does not send response headers within `deadlines.upstreamMs` of the whole request
- * is cut off (504), and one whose body then stalls is cut (the client sees the connection cut);
- * one that cannot be reached is a 502.
- * `onSettled` runs once the request is settled (the service answered with `status`, or it failed:
- * 502) and before the client hears back: the cache invalidates writes there (a promise to wait
- * for; undefined when there is nothing to do).
- * A plain `(req, res, next)` handler on Node's own request and response: express mounts it, and so
- * does the proxy path before express (proxy-path.ts). The request must have been observed
- * (`observeRequest`), for its request id and logger.
+ * A keep-alive proxy to one service (http-proxy-middleware). Paths go through unchanged. A request
+ * body that has not arrived within `deadlines.requestBodyMs` is the client's fault; an upstream
+ * that does not send response headers within `deadlines.upstreamMs` of the whole request is cut
+ * off, and one whose body then stalls is cut (the client sees the connection cut). A body the
+ * gateway received whole (`body`) is sent on as soon as the proxy has a connection.
  */
 export function upstreamProxy(
   upstream: Upstream,
-  options: { deadlines: Deadlines; agent: http.Agent; onSettled?: (req: http.IncomingMessage, status: number) => Promise<void> | undefined },
-): (req: http.IncomingMessage, res: http.ServerResponse, next: ProxyNext) => void {
+  options: { deadlines: Deadlines; agent: http.Agent; events: ProxyEvents },
+): (exchange: Exchange, next: ProxyNext) => void {
   const service = new URL(upstream.url);
+  const { events } = options;
   const proxy = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
     // A URL, not a string: http-proxy-middleware and httpxy would each parse the string again for every request.
     target: service,
     agent: options.agent,
     selfHandleResponse: true,
-    pathFilter: (path) => servesPath(upstream, path),
     // Only the plugin that subscribes `on` below. The logger plugin built the target's URL and a log
     // line per response for a logger that writes nothing (the gateway logs requests itself); the
     // debug plugin added two listeners per request that only write to `debug`, off in production.
@@ -165,37 +97,26 @@ export function upstreamProxy(
       proxyReq: (proxyReq, req) => {
         superviseUpstreamRequest(proxyReq, options.deadlines, req);
         // Written before httpxy pipes the (ended) request stream, which then only ends the request.
-        const body = receivedBodies.get(req);
+        const body = exchangeOf(req)?.body;
         if (body) proxyReq.write(body);
       },
-      proxyRes: (proxyRes, req, res) => {
+      proxyRes: (proxyRes, req) => {
         endClientSpan(clientSpans.get(req), proxyRes.statusCode ?? 502);
-        const settled = options.onSettled?.(req, proxyRes.statusCode ?? 502);
-        if (settled) void settled.then(() => relay(proxyRes, res));
-        else relay(proxyRes, res);
+        events.response(req, proxyRes);
       },
       // httpxy hands failures only to this listener (never to `next`), so it answers here.
-      error: async (error, req, res) => {
+      error: (error, req, res) => {
         endClientSpan(clientSpans.get(req), error);
-        if (!('setHeader' in res)) return;
-        observationOf(res)?.log.warn({ upstream: upstream.name, err: error }, 'upstream request failed');
-        await options.onSettled?.(req, 502);
-        if (res.headersSent) res.destroy();
-        else {
-          setOwnHeaders(res);
-          // The client's own body is still (slowly) arriving: this connection cannot be reused.
-          if (error instanceof RequestBodyTimeout) res.setHeader('Connection', 'close');
-          writeProblem(res, pathOf(req.url), upstreamProblem(upstream.name, error));
-        }
+        if ('setHeader' in res) events.error(req, res, error);
       },
     },
   });
-  return (req, res, next) => {
+  return (exchange, next) => {
+    const { req, res } = exchange;
     // What the service hears besides the request: its id, and the client's address (as a cache fill
     // sends them). Set on the request's headers, which the proxy copies: no header set on its
     // request after that (nor httpxy's xfwd, which also added X-Forwarded-Port, -Proto and -Host).
-    const requestId = observationOf(res)?.requestId;
-    if (requestId !== undefined) req.headers['x-request-id'] = requestId;
+    req.headers['x-request-id'] = exchange.requestId;
     const chain = forwardedFor(req.headers['x-forwarded-for'], req.socket.remoteAddress);
     if (chain === undefined) delete req.headers['x-forwarded-for'];
     else req.headers['x-forwarded-for'] = chain;
@@ -205,8 +126,6 @@ export function upstreamProxy(
     proxy(req, res, next);
   };
 }
-
-const pathOf = (url: string | undefined) => (url ?? '/').split('?', 1)[0] ?? '/';
 
 /**
  * X-Forwarded-For as the service gets it: what came in, with the address the gateway heard the

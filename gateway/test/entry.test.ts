@@ -1,7 +1,7 @@
-import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
-import { type CachedResponse, decode, encode, headerList, isStorable, sendHeld, storableHeaders } from '../src/cache/entry.js';
+import type { IncomingHttpHeaders } from 'node:http';
+import { type CachedResponse, decode, encode, headerList, isStorable, storableHeaders } from '../src/cache/entry.js';
 
-/** A cached response: how it is stored, what may be stored, and how it is sent. */
+/** A cached response: how it is stored and what may be stored. */
 const entry: CachedResponse = {
   generation: 'g-7',
   storedAt: 1_700_000_000_000,
@@ -64,105 +64,6 @@ describe('storableHeaders', () => {
       'set-cookie': ['a=1'],
     };
     expect(storableHeaders(headers)).toEqual({ 'content-type': 'application/json', etag: '"v3"', 'cache-control': 'max-age=0', vary: 'Accept' });
-  });
-});
-
-/** A response that records what is written to it. */
-function recorder() {
-  const writes: { status: number; headers: string[] }[] = [];
-  const ends: (Buffer | undefined)[] = [];
-  const res = {
-    writeHead(status: number, headers: string[]) {
-      writes.push({ status, headers: [...headers] });
-      return res;
-    },
-    end(body?: Buffer) {
-      ends.push(body);
-      return res;
-    },
-  };
-  return { res: res as unknown as ServerResponse, writes, ends };
-}
-
-/** `[name, value, …]` as an object, failing on a name sent twice (any case). */
-function asObject(list: string[]): Record<string, string> {
-  const headers: Record<string, string> = {};
-  for (let i = 0; i < list.length; i += 2) {
-    const name = list[i]!.toLowerCase();
-    if (name in headers) throw new Error(`${name} sent twice`);
-    headers[name] = list[i + 1]!;
-  }
-  return headers;
-}
-
-describe('sendHeld', () => {
-  it('sends status, stored headers, its own headers and the body in one writeHead', () => {
-    const { res, writes, ends } = recorder();
-    sendHeld({ method: 'GET', headers: {} }, res, entry, { outcome: 'HIT', ageSeconds: 4, requestId: 'r-9', more: { RateLimit: '"read";r=9;t=60' } });
-    expect(writes).toHaveLength(1);
-    expect(writes[0]!.status).toBe(200);
-    expect(asObject(writes[0]!.headers)).toEqual({
-      ...entry.headers,
-      'x-cache': 'HIT',
-      age: '4',
-      'x-request-id': 'r-9',
-      ratelimit: '"read";r=9;t=60',
-      'content-length': String(entry.body.length),
-    });
-    expect(ends).toEqual([entry.body]);
-  });
-
-  it('leaves out Age and X-Request-Id when not given', () => {
-    const { res, writes } = recorder();
-    sendHeld({ method: 'GET', headers: {} }, res, entry, { outcome: 'MISS' });
-    const sent = asObject(writes[0]!.headers);
-    expect(sent['x-cache']).toBe('MISS');
-    expect(sent).not.toHaveProperty('age');
-    expect(sent).not.toHaveProperty('x-request-id');
-  });
-
-  it('answers HEAD with the headers of the GET, Content-Length included, and no body', () => {
-    const { res, writes, ends } = recorder();
-    sendHeld({ method: 'HEAD', headers: {} }, res, entry, { outcome: 'HIT' });
-    expect(writes[0]!.status).toBe(200);
-    expect(asObject(writes[0]!.headers)['content-length']).toBe(String(entry.body.length));
-    expect(ends).toEqual([undefined]);
-  });
-
-  it('answers 304 without body, Content-Type or Content-Length when If-None-Match matches (weakly)', () => {
-    for (const ifNoneMatch of ['"v3"', 'W/"v3"', '"v1", "v3"', '*']) {
-      const { res, writes, ends } = recorder();
-      sendHeld({ method: 'GET', headers: { 'if-none-match': ifNoneMatch } }, res, entry, { outcome: 'HIT', requestId: 'r-1' });
-      expect(writes).toHaveLength(1);
-      expect(writes[0]!.status).toBe(304);
-      expect(asObject(writes[0]!.headers)).toEqual({ etag: '"v3"', 'cache-control': 'max-age=0', 'x-cache': 'HIT', 'x-request-id': 'r-1' });
-      expect(ends).toEqual([undefined]);
-    }
-  });
-
-  it('sends the full response when If-None-Match does not match, or there is no ETag, or it is no 200', () => {
-    const cases: [CachedResponse, string][] = [
-      [entry, '"v2"'],
-      [{ ...entry, headers: { 'content-type': 'application/json' } }, '*'],
-      [{ ...entry, status: 203 }, '"v3"'],
-    ];
-    for (const [held, ifNoneMatch] of cases) {
-      const { res, writes, ends } = recorder();
-      sendHeld({ method: 'GET', headers: { 'if-none-match': ifNoneMatch } }, res, held, { outcome: 'HIT' });
-      expect(writes[0]!.status).toBe(held.status);
-      expect(ends).toEqual([held.body]);
-    }
-  });
-
-  it('sends an entry’s prepared header list as it is, and leaves it unchanged for the next request', () => {
-    const list = headerList(entry.headers);
-    const held = { ...entry, headerList: Object.freeze([...list]) };
-    for (let i = 0; i < 2; i++) {
-      const { res, writes } = recorder();
-      sendHeld({ method: 'GET', headers: {} }, res, held, { outcome: 'HIT' });
-      expect(writes[0]!.headers).toEqual([...list, 'X-Cache', 'HIT', 'Content-Length', String(entry.body.length)]);
-    }
-    expect(held.headerList).toEqual(list);
   });
 });
 

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { configSchema, upstreamSettings } from '../src/config.js';
-import { servesPath } from '../src/upstream.js';
+import { servesPath } from '../src/routing.js';
 
 /** Which upstream serves a path, and the upstreams derived from the service list and the environment. */
 describe('servesPath', () => {

@@ -6,7 +6,7 @@ import { Database, DEFAULT_WRITE_DEADLINE_MS } from '@app/shared/platform/mysql'
 import { listen } from '@app/shared/platform/server';
 import type { IDeployment } from 'kubernetes-models/apps/v1';
 import type { IService } from 'kubernetes-models/v1';
-import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/dist/app.js';
+import { createGateway } from '../../gateway/dist/gateway.js';
 import { configSchema as gatewayConfig, upstreamSettings } from '../../gateway/dist/config.js';
 import { serviceModules } from '../../scripts/services.js';
 import { imageName, type KubernetesObject, renderKustomization } from './kustomize.js';
@@ -167,17 +167,18 @@ describe('probe paths', () => {
   const createApp: Record<Deployable['name'], (lifecycle: Lifecycle) => RequestListener> = {
     ...Object.fromEntries(serviceApps.map(({ entry, createApp }) => [entry.workspace, (lifecycle: Lifecycle) => createApp({ db, logger, lifecycle })])),
     gateway: (lifecycle) =>
-      createGatewayApp({
-        upstreams: upstreamsFrom(gatewayConfig.parse({})),
-        upstreamTimeoutMs: 1_000,
-        requestBodyTimeoutMs: 1_000,
-        serviceWriteDeadlineMs: 1_000,
-        logger,
-        lifecycle,
-        cache: undefined,
-        concurrency: { limit: 8, writeShare: 0.25 },
-        guard: { tokens: undefined, limits: undefined, corsOrigins: [], trustedProxyHops: 0 },
-      }),
+      createGateway(
+        gatewayConfig.parse({
+          AUTH_ENABLED: 'false',
+          CACHE_ENABLED: 'false',
+          RATE_LIMIT_ENABLED: 'false',
+          UPSTREAM_TIMEOUT_MS: '1000',
+          REQUEST_BODY_TIMEOUT_MS: '1000',
+          SERVICE_WRITE_DEADLINE_MS: '1000',
+          UPSTREAM_CONCURRENCY_LIMIT: '8',
+        }),
+        { logger, lifecycle },
+      ).handler,
   };
 
   const quotedPaths = (text: string) => [...text.matchAll(/'(\/[a-z]+)'/g)].map(([, path]) => path!);

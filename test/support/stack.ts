@@ -6,13 +6,12 @@ import { Database, type DatabaseLimits } from '@app/shared/platform/mysql';
 import { listen, type RunningServer } from '@app/shared/platform/server';
 import { migrateSchema, type ServiceDefinition, type ServiceDependencies } from '@app/shared/service';
 import type { RequestListener } from 'node:http';
-import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/src/app.js';
+import { createGateway } from '../../gateway/src/gateway.js';
 import { createMemoryTier, MemoryTier } from '../../gateway/src/cache/memory-tier.js';
-import { ResponseCache } from '../../gateway/src/cache/response-cache.js';
+import type { ResponseCache } from '../../gateway/src/cache/response-cache.js';
 import type { ConcurrencyLimitSettings } from '../../gateway/src/concurrency-limit.js';
 import { configSchema as gatewayConfig } from '../../gateway/src/config.js';
 import type { ResolveEndpoints } from '../../gateway/src/upstream-agent.js';
-import type { GuardSettings } from '../../gateway/src/guard.js';
 import type { TokenVerifier } from '../../gateway/src/auth/tokens.js';
 import { RateLimits, type RateLimitSettings } from '../../gateway/src/rate-limit.js';
 import { createCacheClient, createSubscriberClient } from '../../gateway/src/redis.js';
@@ -146,36 +145,70 @@ export async function startGateway(options: {
 }): Promise<RunningGateway> {
   const logger = options.logger ?? testLogger;
   const guardOptions = options.guard ?? {};
-  const upstreams = upstreamsFrom(
-    gatewayConfig.parse({
-      GATEWAY_UPSTREAMS: Object.entries(options.upstreams)
-        .map(([name, url]) => `${name}=${url}`)
-        .join(','),
-      AUTH_PUBLIC_READS: (guardOptions.publicReads ?? []).join(','),
-    }),
-  );
-  const redisUrl = options.cache?.redisUrl ?? process.env.TEST_REDIS_URL!;
-  const keyPrefix = options.cache?.keyPrefix ?? process.env.TEST_REDIS_KEY_PREFIX;
-  const redis = options.cache && createCacheClient(redisUrl, logger, { commandTimeoutMs: options.cache.commandTimeoutMs, keyPrefix });
+  // Only what the test sets: every other setting is the gateway's own default (config.ts).
+  const settings: Record<string, string | number | undefined> = {
+    GATEWAY_UPSTREAMS: Object.entries(options.upstreams)
+      .map(([name, url]) => `${name}=${url}`)
+      .join(','),
+    AUTH_PUBLIC_READS: (guardOptions.publicReads ?? []).join(','),
+    AUTH_ENABLED: String(guardOptions.auth !== false),
+    CACHE_ENABLED: String(options.cache !== undefined),
+    CORS_ORIGINS: (guardOptions.corsOrigins ?? []).join(','),
+    TRUSTED_PROXY_HOPS: guardOptions.trustedProxyHops,
+    UPSTREAM_TIMEOUT_MS: options.upstreamTimeoutMs,
+    REQUEST_BODY_TIMEOUT_MS: options.requestBodyTimeoutMs,
+    SERVICE_WRITE_DEADLINE_MS: options.serviceWriteDeadlineMs,
+    UPSTREAM_CONCURRENCY_LIMIT: options.concurrency?.limit,
+    UPSTREAM_WRITE_SHARE_PERCENT: options.concurrency && Math.round(options.concurrency.writeShare * 100),
+    CACHE_TTL_SECONDS: options.cache?.ttlSeconds,
+    CACHE_STALE_SECONDS: options.cache?.staleSeconds,
+  };
+  const config = gatewayConfig.parse(Object.fromEntries(Object.entries(settings).flatMap(([name, value]) => (value === undefined ? [] : [[name, String(value)]]))));
+  const { redis, memory, limitsRedis, limits } = await testRedisParts(options.cache, guardOptions, config.CACHE_MEMORY_MB * 1024 * 1024, logger);
+  const gateway = createGateway(config, {
+    logger,
+    resolveReplicas: options.resolveReplicas,
+    tokens: guardOptions.auth === false ? undefined : (guardOptions.tokens ?? testVerifier()),
+    redis: redis ?? undefined,
+    memory: memory ?? null,
+    limits: limits ?? null,
+    now: options.cache?.now,
+  });
+  const running = await listen(gateway.handler, 0, '127.0.0.1');
+  return {
+    url: `http://127.0.0.1:${running.port}`,
+    running,
+    cache: gateway.cache,
+    close: async () => {
+      await running.close(1_000);
+      await gateway.release();
+      redis?.disconnect();
+      if (limitsRedis !== redis) limitsRedis?.disconnect();
+      await memory?.close();
+    },
+  };
+}
+
+/**
+ * The Redis clients of a test's gateway: the cache's, with this run's key prefix (and relays when
+ * asked); its memory tier; and the rate limits, generous unless the test sets them, each gateway
+ * with a new key prefix unless given.
+ */
+async function testRedisParts(cache: GatewayCacheOptions | undefined, guard: GatewayGuardOptions, defaultMemoryBytes: number, logger: Logger) {
+  const redisUrl = cache?.redisUrl ?? process.env.TEST_REDIS_URL!;
+  const keyPrefix = cache?.keyPrefix ?? process.env.TEST_REDIS_KEY_PREFIX;
+  const redis = cache && createCacheClient(redisUrl, logger, { commandTimeoutMs: cache.commandTimeoutMs, keyPrefix });
   if (redis) await new Promise((resolve) => redis.once('ready', resolve));
-  const memoryBytes = options.cache?.memoryBytes ?? 16 * 1024 * 1024;
-  const memoryUrls = options.cache?.memoryRedisUrls;
+  const memoryBytes = cache?.memoryBytes ?? defaultMemoryBytes;
+  const memoryUrls = cache?.memoryRedisUrls;
   const memory =
     redis && memoryBytes > 0
       ? memoryUrls
         ? new MemoryTier(createCacheClient(memoryUrls.tracked, logger, { keyPrefix }), createSubscriberClient(memoryUrls.subscriber), memoryBytes, logger)
-        : createMemoryTier(redisUrl, memoryBytes, logger, { commandTimeoutMs: options.cache?.commandTimeoutMs, keyPrefix })
+        : createMemoryTier(redisUrl, memoryBytes, logger, { commandTimeoutMs: cache?.commandTimeoutMs, keyPrefix })
       : undefined;
   if (memory) await untilTracking(memory);
-  const cache =
-    redis &&
-    new ResponseCache(
-      redis,
-      { ttlSeconds: options.cache?.ttlSeconds ?? 60, staleSeconds: options.cache?.staleSeconds ?? 300, now: options.cache?.now },
-      logger,
-      memory,
-    );
-  const limitOptions = guardOptions.rateLimits === false ? undefined : (guardOptions.rateLimits ?? {});
+  const limitOptions = guard.rateLimits === false ? undefined : (guard.rateLimits ?? {});
   const limitsRedis = limitOptions?.redisUrl ? createCacheClient(limitOptions.redisUrl, logger) : redis;
   if (limitsRedis && limitsRedis !== redis) await new Promise((resolve) => limitsRedis.once('ready', resolve));
   const limits =
@@ -185,36 +218,7 @@ export async function startGateway(options: {
       { readsPerMinute: 1_000_000, writesPerMinute: 1_000_000, leasePoints: 1_000, keyPrefix: `test-rl-${randomBytes(6).toString('hex')}`, ...limitOptions },
       logger,
     );
-  const guard: GuardSettings = {
-    tokens: guardOptions.auth === false ? undefined : (guardOptions.tokens ?? testVerifier()),
-    limits,
-    corsOrigins: guardOptions.corsOrigins ?? [],
-    trustedProxyHops: guardOptions.trustedProxyHops ?? 0,
-  };
-  const app = createGatewayApp({
-    upstreams,
-    upstreamTimeoutMs: options.upstreamTimeoutMs ?? 10_000,
-    requestBodyTimeoutMs: options.requestBodyTimeoutMs ?? 30_000,
-    serviceWriteDeadlineMs: options.serviceWriteDeadlineMs ?? 6_000,
-    logger,
-    lifecycle: new Lifecycle(),
-    cache,
-    concurrency: options.concurrency ?? { limit: 210, writeShare: 0.25 },
-    resolveReplicas: options.resolveReplicas,
-    guard,
-  });
-  const running = await listen(app, 0, '127.0.0.1');
-  return {
-    url: `http://127.0.0.1:${running.port}`,
-    running,
-    cache,
-    close: async () => {
-      await running.close(1_000);
-      redis?.disconnect();
-      if (limitsRedis !== redis) limitsRedis?.disconnect();
-      await memory?.close();
-    },
-  };
+  return { redis, memory, limitsRedis, limits };
 }
 
 /** Waits (at most 5 s) until Redis tracks what `memory` reads (or, with `on` false, until it noticed it does not). */

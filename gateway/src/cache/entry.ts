@@ -1,5 +1,4 @@
-import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
-import { etagMatches } from '@app/shared/resource/rules';
+import type { IncomingHttpHeaders } from 'node:http';
 import { HOP_BY_HOP } from '../upstream.js';
 
 /** A response as the cache keeps it. */
@@ -53,34 +52,4 @@ export function decode(stored: Buffer): CachedResponse | undefined {
   } catch {
     return undefined;
   }
-}
-
-/**
- * Answers a GET or HEAD from a response the gateway holds (from Redis, or fetched for the cache):
- * 304 when If-None-Match matches its ETag, no body for HEAD. The headers go out in one `writeHead`
- * (with `requestId`, when given, as `X-Request-Id`, and `more`): on a response nothing set headers on before,
- * Node then writes them without building its header map, as for a bare `node:http` server.
- */
-export function sendHeld(
-  request: { method?: string; headers: IncomingHttpHeaders },
-  res: ServerResponse,
-  held: Pick<CachedResponse, 'status' | 'headers' | 'body' | 'headerList'>,
-  cache: { outcome: 'HIT' | 'MISS' | 'STALE'; ageSeconds?: number; requestId?: string; more?: Record<string, string> },
-): void {
-  const { etag } = held.headers;
-  const notModified = held.status === 200 && etag !== undefined && etagMatches(request.headers['if-none-match'], etag, 'weak');
-  const stored = held.headerList ?? headerList(held.headers);
-  const headers = notModified ? stored.filter((_value, i) => stored[i - (i % 2)] !== 'content-type') : [...stored];
-  headers.push('X-Cache', cache.outcome);
-  if (cache.ageSeconds !== undefined) headers.push('Age', String(cache.ageSeconds));
-  if (cache.requestId !== undefined) headers.push('X-Request-Id', cache.requestId);
-  const { more } = cache;
-  if (more) for (const name in more) headers.push(name, more[name] as string);
-  if (notModified) {
-    res.writeHead(304, headers).end();
-    return;
-  }
-  headers.push('Content-Length', String(held.body.length));
-  res.writeHead(held.status, headers);
-  res.end(request.method === 'HEAD' ? undefined : held.body);
 }

@@ -160,11 +160,19 @@ const LOCALS_LOG: PropertyDescriptor = {
 /** First middleware of every process: request id, request logger, one log line per request. */
 export function requestContext(logger: Logger, onFinished?: OnFinished): RequestHandler {
   return (req, res, next) => {
-    const observed = observeRequest(logger, req, res, onFinished);
+    observeRequest(logger, req, res, onFinished);
+    exposeObservation(req, res, next);
+  };
+}
+
+/** `res.locals.requestId` and `res.locals.log` of a response observed before express saw it. */
+export const exposeObservation: RequestHandler = (_req, res, next) => {
+  const observed = (res as ObservedResponse)[OBSERVATION];
+  if (observed) {
     res.locals.requestId = observed.requestId;
     (res.locals as { [OBSERVATION]?: unknown })[OBSERVATION] = observed;
     Object.defineProperty(res.locals, 'log', LOCALS_LOG);
-    next();
-  };
-}
+  }
+  next();
+};
 

@@ -1,0 +1,224 @@
+import type { RequestListener } from 'node:http';
+import { ConfigError } from '@app/shared/platform/config';
+import { baseApp } from '@app/shared/platform/http/app';
+import { problemHandler } from '@app/shared/platform/http/failures';
+import { healthRoutes } from '@app/shared/platform/http/health';
+import { Lifecycle } from '@app/shared/platform/http/lifecycle';
+import { exposeObservation } from '@app/shared/platform/http/observation';
+import { notFound as expressNotFound } from '@app/shared/platform/http/routing';
+import { createLogger, type Logger } from '@app/shared/platform/logger';
+import { configureServerSpans } from '@app/shared/telemetry/spans';
+import { TokenVerifier } from './auth/tokens.js';
+import { Fills } from './cache/fills.js';
+import { createMemoryTier, type MemoryTier } from './cache/memory-tier.js';
+import { ResponseCache } from './cache/response-cache.js';
+import { writeRenewal } from './cache/write-renewal.js';
+import { authConfigProblems, upstreamSettings, type GatewayConfig, type ServedUpstream } from './config.js';
+import { exchangeOf } from './exchange.js';
+import { GatewayMetrics } from './metrics.js';
+import { openApiRoutes } from './openapi.js';
+import { pipeline, type Stage } from './pipeline.js';
+import { RateLimits } from './rate-limit.js';
+import { createCacheClient, type Redis } from './redis.js';
+import { ResponseWriter } from './respond.js';
+import { Routing } from './routing.js';
+import { ServiceHop } from './service-hop.js';
+import { authStages } from './stages/auth.js';
+import { CacheRead } from './stages/cache-read.js';
+import { canonicalOnly } from './stages/canonical.js';
+import { corsStages } from './stages/cors.js';
+import { notFound } from './stages/not-found.js';
+import { ownEndpoints } from './stages/own-endpoints.js';
+import { proxyStage } from './stages/proxy.js';
+import { rateLimitStage } from './stages/rate-limit.js';
+import { ReplicaHealth, upstreamAgent, type ResolveEndpoints } from './upstream-agent.js';
+
+/** Parts a caller may give instead of those the configuration names (tests: relays, clocks, a test key). */
+export interface GatewayParts {
+  logger?: Logger;
+  lifecycle?: Lifecycle;
+  /** The replicas a service's host name and port stand for: DNS unless given. */
+  resolveReplicas?: ResolveEndpoints;
+  /** Verifies tokens instead of AUTH_PUBLIC_KEY or AUTH_JWKS_URL (while AUTH_ENABLED). */
+  tokens?: TokenVerifier;
+  /** The Redis client of the cache (and of the rate limits, unless `limits` is given) instead of REDIS_URL's. */
+  redis?: Redis;
+  /** The cache's in-memory tier instead of CACHE_MEMORY_MB's; null for none. */
+  memory?: MemoryTier | null;
+  /** The rate limits instead of RATE_LIMIT_*'s; null for none. */
+  limits?: RateLimits | null;
+  /** The cache's clock (ms), for tests of expiry. */
+  now?: () => number;
+}
+
+export interface Gateway {
+  handler: RequestListener;
+  logger: Logger;
+  lifecycle: Lifecycle;
+  cache: ResponseCache | undefined;
+  /** What it says about itself when it starts listening. */
+  details: Record<string, unknown>;
+  /** Closes the clients it made (not those it was given). */
+  release(): Promise<void>;
+}
+
+/** Paths of the gateway's own endpoints that are their own route label in the metrics. */
+const OWN_ROUTES = new Set(['/healthz', '/readyz', '/metrics']);
+
+/**
+ * The gateway, wired from its configuration: its request listener (it does not listen) and what
+ * it holds. Throws a ConfigError naming every setting that stops it from starting.
+ */
+export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): Gateway {
+  const { upstreams, problems } = upstreamSettings(config);
+  const configProblems = [...(parts.tokens ? [] : authConfigProblems(config)), ...problems];
+  if (configProblems.length > 0) throw new ConfigError(configProblems);
+  const logger = parts.logger ?? createLogger('gateway', config.LOG_LEVEL);
+  const lifecycle = parts.lifecycle ?? new Lifecycle();
+  const redis = redisParts(config, logger, parts);
+  const routing = new Routing(upstreams);
+  const metrics = new GatewayMetrics((req, path) => {
+    const target = exchangeOf(req)?.target;
+    return routing.label(target) ?? (target && OWN_ROUTES.has(path) ? path : 'other');
+  });
+  // The gateway is where clients come in: their trace context is linked, not continued, unless trusted.
+  configureServerSpans({ continueClientTrace: config.TRACE_TRUST_CLIENT_CONTEXT, routeOf: (req) => routing.label(exchangeOf(req)?.target) });
+  const tokens = parts.tokens ?? (config.AUTH_ENABLED ? tokenVerifier(config) : undefined);
+  const writer = new ResponseWriter((outcome) => metrics.cacheOutcome(outcome));
+  const hops = serviceHops(config, upstreams, { writer, metrics, cache: redis.cache, routing, resolveReplicas: parts.resolveReplicas });
+  if (redis.cache) metrics.observeCache(redis.cache);
+  const cors = config.CORS_ORIGINS.length > 0 ? corsStages(config.CORS_ORIGINS, writer) : undefined;
+  const auth = authStages({ tokens, routing, writer, traceSubject: config.TRACE_RECORD_SUBJECT });
+  const app = ownEndpointsApp(upstreams, config, lifecycle, metrics);
+  // The order a request meets them in: docs/architecture.md draws it.
+  const stages: (Stage | undefined)[] = [
+    cors?.headers,
+    auth.identify,
+    redis.limits && rateLimitStage({ limits: redis.limits, trustedProxyHops: config.TRUSTED_PROXY_HOPS, writer }),
+    cors?.preflight,
+    tokens && auth.enforce,
+    canonicalOnly(writer),
+    ownEndpoints(app, writer),
+    redis.cache && new CacheRead({ cache: redis.cache, fills: new Fills(), routing, hops, writer }),
+    proxyStage(hops),
+    notFound(writer),
+  ];
+  return {
+    handler: pipeline(
+      stages.filter((stage) => stage !== undefined),
+      { routing, writer, logger, onFinished: metrics.requestFinished },
+    ),
+    logger,
+    lifecycle,
+    cache: redis.cache,
+    details: describe(config, upstreams, redis, tokens),
+    release: redis.release,
+  };
+}
+
+/** The Redis-backed parts: the cache with its memory tier, and the rate limits; and how to close what was made here. */
+function redisParts(config: GatewayConfig, logger: Logger, parts: GatewayParts) {
+  const clientOptions = { commandTimeoutMs: 2 * config.REDIS_COMMAND_TIMEOUT_MS, keyPrefix: config.REDIS_KEY_PREFIX };
+  const needsRedis = config.CACHE_ENABLED || (config.RATE_LIMIT_ENABLED && parts.limits === undefined);
+  // One client for the cache and the rate limits' counters. Its own timeout is a hard stop for every
+  // command; the cache judges lateness itself, after the event loop has caught up (RedisHealth), so
+  // the client's stop lies beyond that: a busy gateway must not cut replies that came in time.
+  const made = !parts.redis && needsRedis ? createCacheClient(config.REDIS_URL, logger, clientOptions) : undefined;
+  const redis = parts.redis ?? made;
+  const madeMemory =
+    parts.memory === undefined && redis && config.CACHE_ENABLED && config.CACHE_MEMORY_MB > 0
+      ? createMemoryTier(config.REDIS_URL, config.CACHE_MEMORY_MB * 1024 * 1024, logger, clientOptions)
+      : undefined;
+  const memory = parts.memory ?? madeMemory;
+  const cache =
+    redis && config.CACHE_ENABLED
+      ? new ResponseCache(
+          redis,
+          { ttlSeconds: config.CACHE_TTL_SECONDS, staleSeconds: config.CACHE_STALE_SECONDS, now: parts.now, breaker: { timeoutMs: config.REDIS_COMMAND_TIMEOUT_MS } },
+          logger,
+          memory,
+        )
+      : undefined;
+  const limits =
+    parts.limits !== undefined
+      ? (parts.limits ?? undefined)
+      : config.RATE_LIMIT_ENABLED
+        ? new RateLimits(
+            redis,
+            { readsPerMinute: config.RATE_LIMIT_READS_PER_MINUTE, writesPerMinute: config.RATE_LIMIT_WRITES_PER_MINUTE, keyPrefix: 'rl', leasePoints: config.RATE_LIMIT_LEASE_POINTS },
+            logger,
+          )
+        : undefined;
+  const release = async () => {
+    made?.disconnect();
+    await madeMemory?.close();
+  };
+  return { cache, memory, limits, release };
+}
+
+function tokenVerifier(config: GatewayConfig): TokenVerifier {
+  // authConfigProblems made sure exactly one of the two is set.
+  const keySource = config.AUTH_PUBLIC_KEY ? { publicKey: config.AUTH_PUBLIC_KEY } : { jwksUrl: config.AUTH_JWKS_URL ?? '' };
+  return new TokenVerifier(keySource, {
+    issuer: config.AUTH_ISSUER,
+    audience: config.AUTH_AUDIENCE,
+    algorithms: config.AUTH_ALGORITHMS,
+    clockToleranceSeconds: config.AUTH_CLOCK_TOLERANCE_SECONDS,
+  });
+}
+
+/** One hop per upstream, by name: its agent, proxy and concurrency limit (service-hop.ts). */
+function serviceHops(
+  config: GatewayConfig,
+  upstreams: readonly ServedUpstream[],
+  wiring: { writer: ResponseWriter; metrics: GatewayMetrics; cache: ResponseCache | undefined; routing: Routing; resolveReplicas: ResolveEndpoints | undefined },
+): Map<string, ServiceHop> {
+  const { writer, metrics, cache, routing } = wiring;
+  const health = new ReplicaHealth();
+  const deadlines = { upstreamMs: config.UPSTREAM_TIMEOUT_MS, requestBodyMs: config.REQUEST_BODY_TIMEOUT_MS };
+  const concurrency = { limit: config.UPSTREAM_CONCURRENCY_LIMIT, writeShare: config.UPSTREAM_WRITE_SHARE_PERCENT / 100 };
+  const onSettled = cache && writeRenewal(cache, routing, config.SERVICE_WRITE_DEADLINE_MS);
+  const hops = new Map(
+    upstreams.map((upstream) => {
+      const agent = upstreamAgent(upstream.url, { resolve: wiring.resolveReplicas, health });
+      return [upstream.name, new ServiceHop(upstream, { deadlines, agent, concurrency, writer, onShed: metrics.shed, onSettled })];
+    }),
+  );
+  metrics.observeInFlight([...hops.values()].map(({ limit }) => limit));
+  return hops;
+}
+
+/** Express, for the gateway's own endpoints only: API traffic never goes through its router. */
+function ownEndpointsApp(upstreams: readonly ServedUpstream[], config: GatewayConfig, lifecycle: Lifecycle, metrics: GatewayMetrics): RequestListener {
+  const app = baseApp();
+  app.use(exposeObservation);
+  const deadlines = { upstreamMs: config.UPSTREAM_TIMEOUT_MS, requestBodyMs: config.REQUEST_BODY_TIMEOUT_MS };
+  app.use(
+    openApiRoutes({
+      upstreams,
+      deadlines,
+      metrics: async (_req, res) => {
+        res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+      },
+    }),
+  );
+  // Ready while not shutting down: an upstream's health is its own readiness probe's business.
+  app.use(healthRoutes(lifecycle));
+  app.use(expressNotFound);
+  app.use(problemHandler());
+  return app;
+}
+
+function describe(config: GatewayConfig, upstreams: readonly ServedUpstream[], redis: ReturnType<typeof redisParts>, tokens: TokenVerifier | undefined): Record<string, unknown> {
+  return {
+    upstreams: upstreams.map(({ name, url, cachedReads }) => ({ name, url, cachedReads })),
+    cache: redis.cache ? { ...redis.cache.settings, memoryBytes: redis.memory?.maxBytes ?? 0 } : 'disabled',
+    auth: tokens
+      ? { keys: config.AUTH_PUBLIC_KEY ? 'AUTH_PUBLIC_KEY' : (config.AUTH_JWKS_URL ?? 'given'), issuer: config.AUTH_ISSUER, audience: config.AUTH_AUDIENCE, publicReads: config.AUTH_PUBLIC_READS }
+      : 'disabled',
+    rateLimits: redis.limits
+      ? { readsPerMinute: config.RATE_LIMIT_READS_PER_MINUTE, writesPerMinute: config.RATE_LIMIT_WRITES_PER_MINUTE, leasePoints: config.RATE_LIMIT_LEASE_POINTS }
+      : 'disabled',
+    corsOrigins: config.CORS_ORIGINS,
+  };
+}

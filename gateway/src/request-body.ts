@@ -1,0 +1,41 @@
+import type { IncomingMessage } from 'node:http';
+import { BODY_LIMIT_BYTES, bodyTooLarge, declaresOversizedBody } from '@app/shared/platform/http/bodies';
+import { HttpProblem } from '@app/shared/platform/problem';
+
+/** Whether a body is still to come: a declared length above 0, or a chunked one. */
+export const hasBody = (req: IncomingMessage): boolean => {
+  const declared = req.headers['content-length'];
+  return declared === undefined ? req.headers['transfer-encoding'] !== undefined : declared !== '0';
+};
+
+/**
+ * The gateway's body limit, decided here and nowhere else in it: the whole request body, in memory
+ * (at most BODY_LIMIT_BYTES); a problem when it is larger (413) or has not all arrived within
+ * `timeoutMs` (408). The connection must close after either: the rest of the body may still come.
+ */
+export function receiveBody(req: IncomingMessage, timeoutMs: number): Promise<Buffer> {
+  if (declaresOversizedBody(req.headers)) return Promise.reject(bodyTooLarge());
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const fail = (problem: HttpProblem) => {
+      clearTimeout(deadline);
+      req.removeListener('data', take);
+      req.removeListener('end', done);
+      reject(problem);
+    };
+    const take = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > BODY_LIMIT_BYTES) fail(bodyTooLarge());
+      else chunks.push(chunk);
+    };
+    const done = () => {
+      clearTimeout(deadline);
+      resolve(Buffer.concat(chunks, size));
+    };
+    const deadline = setTimeout(() => fail(new HttpProblem('request-timeout', `The request body did not arrive within ${timeoutMs} ms`)), timeoutMs);
+    req.on('data', take);
+    req.once('end', done);
+    req.once('error', () => fail(new HttpProblem('bad-request', 'The request body could not be read')));
+  });
+}

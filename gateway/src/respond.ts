@@ -1,0 +1,111 @@
+import type { IncomingMessage } from 'node:http';
+import { answerFailure } from '@app/shared/platform/http/failures';
+import { writeProblem } from '@app/shared/platform/http/responses';
+import type { HttpProblem } from '@app/shared/platform/problem';
+import { etagMatches } from '@app/shared/resource/rules';
+import { headerList, type CachedResponse } from './cache/entry.js';
+import type { CacheOutcome, Exchange } from './exchange.js';
+import { HOP_BY_HOP } from './upstream.js';
+
+/** A response the gateway holds whole: an entry of its cache, or a fill it fetched for it. */
+export type HeldResponse = Pick<CachedResponse, 'status' | 'headers' | 'body' | 'headerList'>;
+
+const X_CACHE: Record<CacheOutcome, string> = { hit: 'HIT', miss: 'MISS', collapsed: 'MISS', stale: 'STALE', bypass: 'BYPASS' };
+
+/** Response headers of a service the gateway does not relay: hop-by-hop ones, and the request id it sets itself. */
+const NOT_RELAYED = new Set([...HOP_BY_HOP, 'x-request-id']);
+
+/**
+ * The one writer of the gateway's responses: cache hits and fills, relayed service responses,
+ * problems, and the gateway's own endpoints. It adds the gateway's own headers, and nothing else
+ * does: `X-Request-Id`, `X-Cache` (on every read under /api, `BYPASS` when the cache took no part),
+ * the RateLimit headers, and `Connection: close` when the request's body may still be arriving.
+ * A response it writes whole goes out in one `writeHead` of a header list: Node then writes it
+ * without building a header map, as for a bare `node:http` server.
+ */
+export class ResponseWriter {
+  constructor(
+    /** Counts the cache's outcome of every response to a read under /api. */
+    private readonly countCacheOutcome: (outcome: CacheOutcome) => void,
+  ) {}
+
+  /**
+   * Answers a GET or HEAD from a response the gateway holds: 304 when If-None-Match matches its
+   * ETag, no body for HEAD. `setCookie` is for the one client whose request fetched it.
+   */
+  held(exchange: Exchange, held: HeldResponse, options: { ageSeconds?: number; setCookie?: string[] } = {}): void {
+    const { req, res } = exchange;
+    const { etag } = held.headers;
+    const notModified = held.status === 200 && etag !== undefined && etagMatches(req.headers['if-none-match'], etag, 'weak');
+    const stored = held.headerList ?? headerList(held.headers);
+    const headers = notModified ? stored.filter((_value, i) => stored[i - (i % 2)] !== 'content-type') : [...stored];
+    if (options.ageSeconds !== undefined) headers.push('Age', String(options.ageSeconds));
+    if (options.setCookie) for (const cookie of options.setCookie) headers.push('Set-Cookie', cookie);
+    this.#addOwn(exchange, headers);
+    if (notModified) {
+      res.writeHead(304, headers).end();
+      return;
+    }
+    headers.push('Content-Length', String(held.body.length));
+    res.writeHead(held.status, headers);
+    res.end(req.method === 'HEAD' ? undefined : held.body);
+  }
+
+  /**
+   * A service's response, relayed: its status and headers (but NOT_RELAYED) with the gateway's own
+   * in one `writeHead`, from the raw header lines (Node builds a response's header object only when
+   * asked), then its body as it streams in.
+   */
+  relay(exchange: Exchange, proxyRes: IncomingMessage): void {
+    const { res } = exchange;
+    if (res.headersSent) {
+      // The gateway already answered (the request body deadline passed): the service's answer is moot.
+      proxyRes.resume();
+      return;
+    }
+    const raw = proxyRes.rawHeaders;
+    const headers: string[] = [];
+    for (let i = 0; i < raw.length; i += 2) {
+      const name = raw[i] as string;
+      if (!NOT_RELAYED.has(name.toLowerCase())) headers.push(name, raw[i + 1] as string);
+    }
+    this.#addOwn(exchange, headers);
+    res.writeHead(proxyRes.statusCode ?? 502, headers);
+    proxyRes.once('error', () => res.destroy());
+    proxyRes.pipe(res);
+  }
+
+  /** Answers with `problem` (problem+json), an expected refusal: not logged beyond the request's line. */
+  problem(exchange: Exchange, problem: HttpProblem): void {
+    this.ownHeaders(exchange);
+    writeProblem(exchange.res, exchange.path, problem);
+  }
+
+  /**
+   * Answers a request that failed with `error`: its problem when it is one, a 500 otherwise; a 5xx
+   * is logged with its cause. A response already under way is cut, so the client sees the failure.
+   */
+  failure(exchange: Exchange, error: unknown): void {
+    if (!exchange.res.headersSent) this.ownHeaders(exchange);
+    answerFailure(exchange.res, exchange.path, error, exchange.observed.log);
+  }
+
+  /** Sets the gateway's own headers on the response, for a writer of its own (express, the CORS handler). */
+  ownHeaders(exchange: Exchange): void {
+    const headers: string[] = [];
+    this.#addOwn(exchange, headers);
+    for (let i = 0; i < headers.length; i += 2) exchange.res.setHeader(headers[i] as string, headers[i + 1] as string);
+  }
+
+  #addOwn(exchange: Exchange, headers: string[]): void {
+    headers.push('X-Request-Id', exchange.requestId);
+    const outcome = exchange.isRead ? (exchange.cache ?? (exchange.underApi || exchange.target === undefined ? 'bypass' : undefined)) : undefined;
+    if (outcome !== undefined) {
+      headers.push('X-Cache', X_CACHE[outcome]);
+      this.countCacheOutcome(outcome);
+    }
+    const limits = exchange.rateLimit;
+    if (limits) for (const name in limits) headers.push(name, limits[name] as string);
+    if (exchange.closeConnection) headers.push('Connection', 'close');
+  }
+}

@@ -1,0 +1,119 @@
+import type http from 'node:http';
+import type { HttpProblem } from '@app/shared/platform/problem';
+import { ConcurrencyLimit, isWrite, type ConcurrencyLimitSettings } from './concurrency-limit.js';
+import type { ServedUpstream } from './config.js';
+import { exchangeOf, type Exchange } from './exchange.js';
+import { hasBody, receiveBody } from './request-body.js';
+import type { ResponseWriter } from './respond.js';
+import { fetchFromUpstream, RequestBodyTimeout, upstreamProblem, upstreamProxy, type Deadlines, type FetchedResponse } from './upstream.js';
+
+export interface ServiceHopOptions {
+  deadlines: Deadlines;
+  agent: http.Agent;
+  concurrency: ConcurrencyLimitSettings;
+  writer: ResponseWriter;
+  /** Counts a request shed for want of a slot (metrics). */
+  onShed: (limit: ConcurrencyLimit, write: boolean) => void;
+  /**
+   * Runs once a proxied request is settled (the service answered with `status`, or it failed: 502),
+   * before the client hears back: the cache renews what a write affects there.
+   */
+  onSettled?: (exchange: Exchange, status: number) => Promise<void> | undefined;
+}
+
+/**
+ * The gateway's way to one service: its keep-alive agent, its proxy (http-proxy-middleware) and its
+ * concurrency limit. Every request the gateway sends the service takes a slot here, and only here:
+ * a proxied request holds one from when its body is in until its response is done; a cache fill
+ * holds one until the service's answer is read, however many requests it answers.
+ */
+export class ServiceHop {
+  readonly limit: ConcurrencyLimit;
+  readonly #proxy: ReturnType<typeof upstreamProxy>;
+
+  constructor(
+    readonly upstream: ServedUpstream,
+    private readonly options: ServiceHopOptions,
+  ) {
+    this.limit = new ConcurrencyLimit(upstream.name, options.concurrency);
+    this.#proxy = upstreamProxy(upstream, {
+      deadlines: options.deadlines,
+      agent: options.agent,
+      events: { response: (req, proxyRes) => this.#answered(req, proxyRes), error: (req, res, error) => void this.#failed(req, res, error) },
+    });
+  }
+
+  /**
+   * Proxies the request. A body still on its way holds no slot (slow senders would hold them all):
+   * it is received whole first, within the body limit and deadline.
+   */
+  forward(exchange: Exchange): void {
+    if (!hasBody(exchange.req)) {
+      this.#send(exchange);
+      return;
+    }
+    receiveBody(exchange.req, this.options.deadlines.requestBodyMs).then(
+      (body) => {
+        exchange.body = body;
+        // The body is here: the service has nothing to agree to (and httpxy skips `proxyReq` for an Expect).
+        if (exchange.req.headers.expect !== undefined) delete exchange.req.headers.expect;
+        this.#send(exchange);
+      },
+      (problem: HttpProblem) => {
+        exchange.closeConnection = true;
+        this.options.writer.problem(exchange, problem);
+      },
+    );
+  }
+
+  /** A plain GET for the cache, body in memory; undefined when no slot is free (counted as shed). */
+  fetch(exchange: Exchange): Promise<FetchedResponse> | undefined {
+    const release = this.limit.tryAcquire(false);
+    if (!release) {
+      this.options.onShed(this.limit, false);
+      return undefined;
+    }
+    const { req } = exchange;
+    const flight = fetchFromUpstream(
+      this.upstream,
+      { path: req.url ?? '/', headers: req.headers, requestId: exchange.requestId, remoteAddress: req.socket.remoteAddress },
+      { deadlines: this.options.deadlines, agent: this.options.agent },
+    );
+    // Given back once the service's answer is read, not after the store in Redis.
+    flight.then(release, release);
+    return flight;
+  }
+
+  #send(exchange: Exchange): void {
+    const write = isWrite(exchange.req);
+    const release = this.limit.tryAcquire(write, exchange.caller);
+    if (!release) {
+      this.options.onShed(this.limit, write);
+      this.options.writer.problem(exchange, this.limit.shedProblem());
+      return;
+    }
+    exchange.res.once('close', release);
+    // The proxy calls back only when it fails (or, never here, when its path filter refuses the path).
+    this.#proxy(exchange, (error) => this.options.writer.failure(exchange, error ?? new Error(`no proxy took ${exchange.path}`)));
+  }
+
+  #answered(req: http.IncomingMessage, proxyRes: http.IncomingMessage): void {
+    const exchange = exchangeOf(req) as Exchange;
+    const settled = this.options.onSettled?.(exchange, proxyRes.statusCode ?? 502);
+    if (settled) void settled.then(() => this.options.writer.relay(exchange, proxyRes));
+    else this.options.writer.relay(exchange, proxyRes);
+  }
+
+  async #failed(req: http.IncomingMessage, res: http.ServerResponse, error: Error): Promise<void> {
+    const exchange = exchangeOf(req) as Exchange;
+    exchange.observed.log.warn({ upstream: this.upstream.name, err: error }, 'upstream request failed');
+    await this.options.onSettled?.(exchange, 502);
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    // The client's own body is still (slowly) arriving: this connection cannot be reused.
+    if (error instanceof RequestBodyTimeout) exchange.closeConnection = true;
+    this.options.writer.problem(exchange, upstreamProblem(this.upstream.name, error));
+  }
+}

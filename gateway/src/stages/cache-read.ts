@@ -1,0 +1,124 @@
+import type { IncomingMessage } from 'node:http';
+import { isStorable, storableHeaders } from '../cache/entry.js';
+import type { Fills } from '../cache/fills.js';
+import type { Lookup, ResponseCache } from '../cache/response-cache.js';
+import type { ReadScope } from '../cache/scope.js';
+import type { Exchange } from '../exchange.js';
+import type { Stage } from '../pipeline.js';
+import type { ResponseWriter } from '../respond.js';
+import type { Routing } from '../routing.js';
+import type { ServiceHop } from '../service-hop.js';
+import { upstreamProblem, type FetchedResponse } from '../upstream.js';
+
+/**
+ * Whether the cache may answer this request at all: a GET or HEAD with no body, token or cookie.
+ * If-Match on a read is the service's to evaluate (412, or 400 when malformed): the cache only
+ * answers If-None-Match.
+ */
+function isCacheable(req: IncomingMessage): boolean {
+  const { headers } = req;
+  return (
+    (req.method === 'GET' || req.method === 'HEAD') &&
+    headers.authorization === undefined &&
+    headers.cookie === undefined &&
+    headers['if-match'] === undefined &&
+    headers['content-length'] === undefined &&
+    headers['transfer-encoding'] === undefined
+  );
+}
+
+/**
+ * Reads through the cache. A fresh entry is a hit: from this gateway's memory when it holds it (no
+ * round trip, answered synchronously), else after one Redis round trip. A miss is fetched once per
+ * entry and generation however many requests want it at the same moment (request collapsing,
+ * `fills`), stored when storable, and shared; when the service fails or is too busy, an entry that
+ * expired less than CACHE_STALE_SECONDS ago is served instead (STALE). A read the cache cannot
+ * take part in (not cacheable, Redis unusable, the scope held by a write) goes on to the proxy.
+ */
+export class CacheRead implements Stage {
+  readonly name = 'cache read';
+
+  constructor(private readonly options: { cache: ResponseCache; fills: Fills; routing: Routing; hops: ReadonlyMap<string, ServiceHop>; writer: ResponseWriter }) {}
+
+  run(exchange: Exchange): boolean | Promise<boolean> {
+    const { cache, routing, hops, writer } = this.options;
+    const { target } = exchange;
+    const hop = exchange.service && hops.get(exchange.service.upstream.name);
+    const scope = hop && target && isCacheable(exchange.req) ? routing.readScope(target) : undefined;
+    if (!hop || !scope) return false;
+    const held = cache.held(scope);
+    if (held) {
+      exchange.cache = 'hit';
+      writer.held(exchange, held, { ageSeconds: cache.ageSeconds(held) });
+      return true;
+    }
+    return this.#readThrough(exchange, hop, scope);
+  }
+
+  async #readThrough(exchange: Exchange, hop: ServiceHop, scope: ReadScope): Promise<boolean> {
+    const { cache, fills, writer } = this.options;
+    const lookup = await cache.lookup(scope);
+    if (!lookup) return false;
+    const { entry } = lookup;
+    if (entry && cache.isFresh(entry)) {
+      exchange.cache = 'hit';
+      writer.held(exchange, entry, { ageSeconds: cache.ageSeconds(entry) });
+      return true;
+    }
+    const generation = lookup.generation ?? (await cache.generationFor(scope, lookup));
+    if (generation === undefined) return false;
+    const joined = fills.started(scope, generation);
+    const flight = joined ?? this.#startFill(exchange, hop, scope, generation);
+    if (flight) return this.#answerFromFill(exchange, hop, lookup, flight, joined === undefined);
+    if (this.#serveStale(exchange, lookup)) return true;
+    exchange.cache = 'miss';
+    writer.problem(exchange, hop.limit.shedProblem());
+    return true;
+  }
+
+  /** Starts the fill of `scope` under `generation`; undefined when the service has no slot for it. */
+  #startFill(exchange: Exchange, hop: ServiceHop, scope: ReadScope, generation: string): Promise<FetchedResponse> | undefined {
+    const { cache, fills } = this.options;
+    const flight = hop.fetch(exchange);
+    if (!flight) return undefined;
+    const stored = flight
+      .then(async (fetched) => {
+        if (isStorable(fetched.status, fetched.headers)) {
+          await cache.store(scope, { generation, storedAt: cache.now(), status: fetched.status, headers: storableHeaders(fetched.headers), body: fetched.body });
+        }
+      })
+      .catch(() => undefined);
+    fills.start(scope, generation, flight, stored);
+    return flight;
+  }
+
+  /** Answers from the fill `flight`: what it fetched, or stale, or its problem. */
+  async #answerFromFill(exchange: Exchange, hop: ServiceHop, lookup: Lookup, flight: Promise<FetchedResponse>, leads: boolean): Promise<true> {
+    const { writer } = this.options;
+    let fetched: FetchedResponse;
+    try {
+      fetched = await flight;
+    } catch (error) {
+      if (this.#serveStale(exchange, lookup)) return true;
+      exchange.cache = 'miss';
+      exchange.observed.log.warn({ upstream: hop.upstream.name, err: error }, 'upstream request failed');
+      writer.failure(exchange, upstreamProblem(hop.upstream.name, error as Error));
+      return true;
+    }
+    if (fetched.status >= 500 && this.#serveStale(exchange, lookup)) return true;
+    exchange.cache = leads ? 'miss' : 'collapsed';
+    // A cookie is for the one client whose request made it: never shared with collapsed requests.
+    const setCookie = leads ? fetched.headers['set-cookie'] : undefined;
+    writer.held(exchange, { status: fetched.status, headers: storableHeaders(fetched.headers), body: fetched.body }, { setCookie });
+    return true;
+  }
+
+  #serveStale(exchange: Exchange, lookup: Lookup): boolean {
+    const { cache, writer } = this.options;
+    const stale = lookup.entry;
+    if (!stale || !cache.isServableStale(stale)) return false;
+    exchange.cache = 'stale';
+    writer.held(exchange, stale, { ageSeconds: cache.ageSeconds(stale) });
+    return true;
+  }
+}

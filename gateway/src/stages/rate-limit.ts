@@ -1,0 +1,45 @@
+import { HttpProblem } from '@app/shared/platform/problem';
+import { currentServerSpan } from '@app/shared/telemetry/spans';
+import proxyaddr from 'proxy-addr';
+import type { Exchange } from '../exchange.js';
+import type { Stage } from '../pipeline.js';
+import type { Budget, RateLimitOutcome, RateLimits } from '../rate-limit.js';
+import type { ResponseWriter } from '../respond.js';
+
+/**
+ * Takes every request under /api (and every preflight) from its caller's budget: the verified
+ * subject's, or its address's (`TRUSTED_PROXY_HOPS` proxies in front are trusted to name it). Over
+ * the budget, 429 with Retry-After; a budget that cannot be counted now (Redis full), 503. The
+ * RateLimit headers go on the response either way (respond.ts). A budget leased to this replica is
+ * decided synchronously.
+ */
+export function rateLimitStage(options: { limits: RateLimits; trustedProxyHops: number; writer: ResponseWriter }): Stage {
+  const { limits, writer } = options;
+  const hops = options.trustedProxyHops;
+  const trustHop = (_address: string, hop: number) => hop < hops;
+
+  const settle = (exchange: Exchange, outcome: RateLimitOutcome, budget: Budget): boolean => {
+    exchange.rateLimit = outcome.headers;
+    const retryAfter = outcome.headers['Retry-After'];
+    if (outcome.allowed || retryAfter === undefined) return false;
+    currentServerSpan()?.setAttribute('gateway.rate_limited', true);
+    const problem = outcome.uncounted
+      ? new HttpProblem('service-unavailable', `The ${budget} budget of this client cannot be counted now; retry after ${retryAfter} s`, { headers: { 'Retry-After': retryAfter } })
+      : new HttpProblem('rate-limited', `Over the budget of ${budget} requests for this client; retry after ${retryAfter} s`, { headers: { 'Retry-After': retryAfter } });
+    writer.problem(exchange, problem);
+    return true;
+  };
+
+  return {
+    name: 'rate limit',
+    run(exchange) {
+      if (!exchange.underApi && !exchange.preflight) return false;
+      const { req } = exchange;
+      const method = req.method ?? 'GET';
+      const budget: Budget = method === 'GET' || method === 'HEAD' || method === 'OPTIONS' ? 'read' : 'write';
+      const caller = (exchange.caller ??= `addr:${proxyaddr(req, trustHop)}`);
+      const outcome = limits.consume(budget, caller);
+      return outcome instanceof Promise ? outcome.then((settled) => settle(exchange, settled, budget)) : settle(exchange, outcome, budget);
+    },
+  };
+}

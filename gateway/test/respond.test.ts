@@ -1,0 +1,208 @@
+import { EventEmitter } from 'node:events';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { HttpProblem } from '@app/shared/platform/problem';
+import { requestTarget } from '@app/shared/platform/request-target';
+import { headerList, type CachedResponse } from '../src/cache/entry.js';
+import { Exchange, type CacheOutcome } from '../src/exchange.js';
+import { ResponseWriter } from '../src/respond.js';
+
+/** The one writer of the gateway's responses: held entries, relayed answers, problems, and its own headers on each. */
+const entry: CachedResponse = {
+  generation: 'g-7',
+  storedAt: 1_700_000_000_000,
+  status: 200,
+  headers: { 'content-type': 'application/json', etag: '"v3"', 'cache-control': 'max-age=0' },
+  body: Buffer.from('{"id":1}\n{"line":2}'),
+};
+
+/** A response that records what is written to it, in one writeHead or by setHeader. */
+function recorder() {
+  const writes: { status: number; headers: string[] }[] = [];
+  const ends: (Buffer | string | undefined)[] = [];
+  const set: Record<string, string> = {};
+  const res = Object.assign(new EventEmitter(), {
+    headersSent: false,
+    statusCode: 200,
+    writeHead(status: number, headers: string[]) {
+      writes.push({ status, headers: [...headers] });
+      res.headersSent = true;
+      return res;
+    },
+    setHeader(name: string, value: string | number) {
+      set[name.toLowerCase()] = String(value);
+      return res;
+    },
+    hasHeader: (name: string) => name.toLowerCase() in set,
+    end(body?: Buffer | string) {
+      ends.push(body);
+      return res;
+    },
+    destroy: () => undefined,
+  });
+  return { res: res as unknown as ServerResponse, writes, ends, set };
+}
+
+/** An exchange for a request to `url`, as the pipeline makes it. */
+function exchangeOf(request: { method: string; url: string; headers?: Record<string, string> }, res: ServerResponse, decided: Partial<Pick<Exchange, 'cache' | 'rateLimit' | 'closeConnection'>> = {}) {
+  const req = { method: request.method, url: request.url, headers: request.headers ?? {} } as unknown as IncomingMessage;
+  (res as { req?: IncomingMessage }).req = req;
+  const exchange = new Exchange(req, res, requestTarget(request.url), undefined, { requestId: 'r-9', log: undefined as never });
+  Object.assign(exchange, decided);
+  return exchange;
+}
+
+/** `[name, value, …]` as an object, failing on a name sent twice (any case). */
+function asObject(list: string[]): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (let i = 0; i < list.length; i += 2) {
+    const name = list[i]!.toLowerCase();
+    if (name in headers) throw new Error(`${name} sent twice`);
+    headers[name] = list[i + 1]!;
+  }
+  return headers;
+}
+
+function writer() {
+  const counted: CacheOutcome[] = [];
+  return { writer: new ResponseWriter((outcome) => counted.push(outcome)), counted };
+}
+
+const ITEM = '/api/products/0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b';
+
+describe('ResponseWriter.held', () => {
+  it('sends status, stored headers, its own headers and the body in one writeHead', () => {
+    const { res, writes, ends } = recorder();
+    const { writer: respond, counted } = writer();
+    respond.held(exchangeOf({ method: 'GET', url: ITEM }, res, { cache: 'hit', rateLimit: { RateLimit: '"read";r=9;t=60' } }), entry, { ageSeconds: 4 });
+    expect(writes).toHaveLength(1);
+    expect(writes[0]!.status).toBe(200);
+    expect(asObject(writes[0]!.headers)).toEqual({
+      ...entry.headers,
+      'x-cache': 'HIT',
+      age: '4',
+      'x-request-id': 'r-9',
+      ratelimit: '"read";r=9;t=60',
+      'content-length': String(entry.body.length),
+    });
+    expect(ends).toEqual([entry.body]);
+    expect(counted).toEqual(['hit']);
+  });
+
+  it('leaves out Age when not given, and says MISS for a collapsed request', () => {
+    const { res, writes } = recorder();
+    const { writer: respond, counted } = writer();
+    respond.held(exchangeOf({ method: 'GET', url: ITEM }, res, { cache: 'collapsed' }), entry);
+    const sent = asObject(writes[0]!.headers);
+    expect(sent['x-cache']).toBe('MISS');
+    expect(sent).not.toHaveProperty('age');
+    expect(counted).toEqual(['collapsed']);
+  });
+
+  it('answers HEAD with the headers of the GET, Content-Length included, and no body', () => {
+    const { res, writes, ends } = recorder();
+    writer().writer.held(exchangeOf({ method: 'HEAD', url: ITEM }, res, { cache: 'hit' }), entry);
+    expect(writes[0]!.status).toBe(200);
+    expect(asObject(writes[0]!.headers)['content-length']).toBe(String(entry.body.length));
+    expect(ends).toEqual([undefined]);
+  });
+
+  it('answers 304 without body, Content-Type or Content-Length when If-None-Match matches (weakly)', () => {
+    for (const ifNoneMatch of ['"v3"', 'W/"v3"', '"v1", "v3"', '*']) {
+      const { res, writes, ends } = recorder();
+      writer().writer.held(exchangeOf({ method: 'GET', url: ITEM, headers: { 'if-none-match': ifNoneMatch } }, res, { cache: 'hit' }), entry);
+      expect(writes).toHaveLength(1);
+      expect(writes[0]!.status).toBe(304);
+      expect(asObject(writes[0]!.headers)).toEqual({ etag: '"v3"', 'cache-control': 'max-age=0', 'x-cache': 'HIT', 'x-request-id': 'r-9' });
+      expect(ends).toEqual([undefined]);
+    }
+  });
+
+  it('sends the full response when If-None-Match does not match, or there is no ETag, or it is no 200', () => {
+    const cases: [CachedResponse, string][] = [
+      [entry, '"v2"'],
+      [{ ...entry, headers: { 'content-type': 'application/json' } }, '*'],
+      [{ ...entry, status: 203 }, '"v3"'],
+    ];
+    for (const [held, ifNoneMatch] of cases) {
+      const { res, writes, ends } = recorder();
+      writer().writer.held(exchangeOf({ method: 'GET', url: ITEM, headers: { 'if-none-match': ifNoneMatch } }, res, { cache: 'hit' }), held);
+      expect(writes[0]!.status).toBe(held.status);
+      expect(ends).toEqual([held.body]);
+    }
+  });
+
+  it('sends an entry’s prepared header list as it is, and leaves it unchanged for the next request', () => {
+    const list = headerList(entry.headers);
+    const held = { ...entry, headerList: Object.freeze([...list]) };
+    for (let i = 0; i < 2; i++) {
+      const { res, writes } = recorder();
+      writer().writer.held(exchangeOf({ method: 'GET', url: ITEM }, res, { cache: 'hit' }), held);
+      expect(writes[0]!.headers).toEqual([...list, 'X-Request-Id', 'r-9', 'X-Cache', 'HIT', 'Content-Length', String(entry.body.length)]);
+    }
+    expect(held.headerList).toEqual(list);
+  });
+
+  it('passes the Set-Cookie it is given to the one client it is for', () => {
+    const { res, writes } = recorder();
+    writer().writer.held(exchangeOf({ method: 'GET', url: ITEM }, res, { cache: 'miss' }), entry, { setCookie: ['a=1', 'b=2'] });
+    expect(writes[0]!.headers.filter((_value, i, list) => list[i - 1] === 'Set-Cookie')).toEqual(['a=1', 'b=2']);
+  });
+});
+
+describe('ResponseWriter.relay', () => {
+  it('relays the service’s status and headers with its own in one writeHead, but no hop-by-hop or request id of the service', () => {
+    const { res, writes } = recorder();
+    const { writer: respond, counted } = writer();
+    const proxyRes = Object.assign(new EventEmitter(), {
+      statusCode: 201,
+      rawHeaders: ['Content-Type', 'application/json', 'Connection', 'keep-alive', 'X-Request-Id', 'theirs', 'Location', '/api/products/1'],
+      pipe: () => undefined,
+    }) as unknown as IncomingMessage;
+    respond.relay(exchangeOf({ method: 'POST', url: '/api/products' }, res, { rateLimit: { RateLimit: '"write";r=1;t=60' } }), proxyRes);
+    expect(writes[0]!.status).toBe(201);
+    expect(asObject(writes[0]!.headers)).toEqual({ 'content-type': 'application/json', location: '/api/products/1', 'x-request-id': 'r-9', ratelimit: '"write";r=1;t=60' });
+    expect(counted).toEqual([]);
+  });
+
+  it('says BYPASS on a read under /api the cache took no part in, and counts it', () => {
+    const { res, writes } = recorder();
+    const { writer: respond, counted } = writer();
+    const proxyRes = Object.assign(new EventEmitter(), { statusCode: 200, rawHeaders: [], pipe: () => undefined }) as unknown as IncomingMessage;
+    respond.relay(exchangeOf({ method: 'GET', url: ITEM }, res), proxyRes);
+    expect(asObject(writes[0]!.headers)['x-cache']).toBe('BYPASS');
+    expect(counted).toEqual(['bypass']);
+  });
+
+  it('drops a service’s answer that comes after the gateway answered', () => {
+    const { res, writes } = recorder();
+    (res as { headersSent: boolean }).headersSent = true;
+    let resumed = false;
+    const proxyRes = Object.assign(new EventEmitter(), { statusCode: 200, rawHeaders: [], resume: () => (resumed = true) }) as unknown as IncomingMessage;
+    writer().writer.relay(exchangeOf({ method: 'POST', url: '/api/products' }, res), proxyRes);
+    expect(writes).toEqual([]);
+    expect(resumed).toBe(true);
+  });
+});
+
+describe('ResponseWriter.problem', () => {
+  it('writes problem+json with the request id, the RateLimit headers and the problem’s own headers', () => {
+    const { res, set, ends } = recorder();
+    writer().writer.problem(
+      exchangeOf({ method: 'POST', url: '/api/products' }, res, { rateLimit: { RateLimit: '"write";r=0;t=9' }, closeConnection: true }),
+      new HttpProblem('rate-limited', 'Over the budget', { headers: { 'Retry-After': '9' } }),
+    );
+    expect(res.statusCode).toBe(429);
+    expect(set).toMatchObject({ 'x-request-id': 'r-9', ratelimit: '"write";r=0;t=9', 'retry-after': '9', connection: 'close', 'content-type': 'application/problem+json; charset=utf-8' });
+    expect(set).not.toHaveProperty('x-cache');
+    expect(JSON.parse(String(ends[0]))).toMatchObject({ status: 429, instance: '/api/products' });
+  });
+
+  it('says BYPASS on a read of a target with no canonical form, and nothing on the gateway’s own endpoints', () => {
+    const refused = recorder();
+    writer().writer.problem(exchangeOf({ method: 'GET', url: '/api/Users' }, refused.res), new HttpProblem('not-found', 'No resource'));
+    expect(refused.set['x-cache']).toBe('BYPASS');
+    const own = recorder();
+    writer().writer.ownHeaders(exchangeOf({ method: 'GET', url: '/healthz' }, own.res));
+    expect(own.set).toEqual({ 'x-request-id': 'r-9' });
+  });
+});
