@@ -85,10 +85,10 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
   configureServerSpans({ continueClientTrace: config.TRACE_TRUST_CLIENT_CONTEXT, routeOf: (req) => routing.label(exchangeOf(req)?.target) });
   const tokens = parts.tokens ?? (config.AUTH_ENABLED ? tokenVerifier(config) : undefined);
   const writer = new ResponseWriter((outcome) => metrics.cacheOutcome(outcome));
-  const hops = serviceHops(config, upstreams, { writer, metrics, cache: redis.cache, routing, resolveReplicas: parts.resolveReplicas });
+  const hops = serviceHops(config, upstreams, { writer, metrics, cache: redis.cache, resolveReplicas: parts.resolveReplicas });
   if (redis.cache) metrics.observeCache(redis.cache);
   const cors = config.CORS_ORIGINS.length > 0 ? corsStages(config.CORS_ORIGINS, writer) : undefined;
-  const auth = authStages({ tokens, routing, writer, traceSubject: config.TRACE_RECORD_SUBJECT });
+  const auth = authStages({ tokens, writer, traceSubject: config.TRACE_RECORD_SUBJECT });
   const app = ownEndpointsApp(upstreams, config, lifecycle, metrics);
   // The order a request meets them in: docs/architecture.md draws it.
   const stages: (Stage | undefined)[] = [
@@ -99,7 +99,7 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
     tokens && auth.enforce,
     canonicalOnly(writer),
     ownEndpoints(app, writer),
-    redis.cache && new CacheRead({ cache: redis.cache, fills: new Fills(), routing, hops, writer }),
+    redis.cache && new CacheRead({ cache: redis.cache, fills: new Fills(), hops, writer }),
     proxyStage(hops),
     notFound(writer),
   ];
@@ -171,13 +171,13 @@ function tokenVerifier(config: GatewayConfig): TokenVerifier {
 function serviceHops(
   config: GatewayConfig,
   upstreams: readonly ServedUpstream[],
-  wiring: { writer: ResponseWriter; metrics: GatewayMetrics; cache: ResponseCache | undefined; routing: Routing; resolveReplicas: ResolveEndpoints | undefined },
+  wiring: { writer: ResponseWriter; metrics: GatewayMetrics; cache: ResponseCache | undefined; resolveReplicas: ResolveEndpoints | undefined },
 ): Map<string, ServiceHop> {
-  const { writer, metrics, cache, routing } = wiring;
+  const { writer, metrics, cache } = wiring;
   const health = new ReplicaHealth();
   const deadlines = { upstreamMs: config.UPSTREAM_TIMEOUT_MS, requestBodyMs: config.REQUEST_BODY_TIMEOUT_MS };
   const concurrency = { limit: config.UPSTREAM_CONCURRENCY_LIMIT, writeShare: config.UPSTREAM_WRITE_SHARE_PERCENT / 100 };
-  const onSettled = cache && writeRenewal(cache, routing, config.SERVICE_WRITE_DEADLINE_MS);
+  const onSettled = cache && writeRenewal(cache, config.SERVICE_WRITE_DEADLINE_MS);
   const hops = new Map(
     upstreams.map((upstream) => {
       const agent = upstreamAgent(upstream.url, { resolve: wiring.resolveReplicas, health });

@@ -3,36 +3,68 @@ import { readScopeOf, writeScopeOf, type ReadScope, type WriteScope } from './ca
 import type { ServedUpstream } from './config.js';
 import type { Upstream } from './upstream.js';
 
-/** One service as routing knows it: made once, when the gateway starts. */
-export interface ServiceRoute {
-  readonly upstream: ServedUpstream;
+/**
+ * One service as routing knows it, made once when the gateway starts: what a request to it needs
+ * and touches. Every answer is decided on the request's canonical target (the spelling the service
+ * acts on, shared/src/platform/request-target.ts).
+ */
+export class ServiceRoute {
   /** Route labels for metrics and traces: `/api/users` and `/api/users/{id}` (never a raw id). */
-  readonly labels: { readonly list: string; readonly item: string };
-  /** The scopes a token needs: `users:read` for GET and HEAD, `users:write` for the rest. */
-  readonly scopes: { readonly read: string; readonly write: string };
+  readonly #labels: { list: string; item: string };
+  /** The scopes a token needs, made once: a string made per request is hashed anew by every lookup. */
+  readonly #scopes: { read: string; write: string };
+
+  constructor(
+    readonly upstream: ServedUpstream,
+    /** Whether its reads need no token (AUTH_PUBLIC_READS, as services.json allows). */
+    private readonly publicReads: boolean,
+  ) {
+    this.#labels = { list: `/api/${upstream.name}`, item: `/api/${upstream.name}/{id}` };
+    this.#scopes = { read: `${upstream.name}:read`, write: `${upstream.name}:write` };
+  }
+
+  label(target: RequestTarget): string {
+    return target.api?.id === undefined ? this.#labels.list : this.#labels.item;
+  }
+
+  /**
+   * The scope a request needs: `<name>:read` for GET and HEAD, `<name>:write` for the rest; none for
+   * OPTIONS (it only lists the methods) or for a read of a public service. User data is never
+   * public: the configuration cannot make it so.
+   */
+  requiredScope(method: string): string | undefined {
+    if (method === 'OPTIONS') return undefined;
+    if (method !== 'GET' && method !== 'HEAD') return this.#scopes.write;
+    return this.publicReads ? undefined : this.#scopes.read;
+  }
+
+  /** The cache entry a GET of `target` uses, or undefined when the service's reads are not cached. */
+  readScope(target: RequestTarget): ReadScope | undefined {
+    const id = target.api?.id;
+    if (!this.upstream.cachedReads) return undefined;
+    return readScopeOf(id === undefined ? this.upstream.name : `${this.upstream.name}:${id}`, target.query);
+  }
+
+  /** The generations a write to `target` renews: the list pages, and the item if any. */
+  writtenScopes(target: RequestTarget): WriteScope[] {
+    if (!this.upstream.cachedReads) return [];
+    const lists = writeScopeOf(this.upstream.name);
+    const id = target.api?.id;
+    return id === undefined ? [lists] : [lists, writeScopeOf(`${this.upstream.name}:${id}`)];
+  }
 }
 
 /**
- * Where a request goes and what it touches, decided once from its canonical target (the spelling
- * the services act on, shared/src/platform/request-target.ts) and the list of upstreams: which
- * upstream serves it, which scope a token needs for it, which cache entry a read uses and which
- * generations a write renews. Auth, the cache, the proxy, the metrics and the traces all ask here.
- * `/api/<name>` and everything below it is the upstream called `<name>`.
+ * Where a request goes, decided once from its canonical target and the list of upstreams:
+ * `/api/<name>` and everything below it is the upstream called `<name>`. Its ServiceRoute then says
+ * which scope a token needs, which cache entry a read uses and which generations a write renews:
+ * auth, the cache, the proxy, the metrics and the traces all ask here.
  */
 export class Routing {
   readonly #services: Map<string, ServiceRoute>;
 
-  constructor(
-    upstreams: readonly ServedUpstream[],
-    /** The services whose reads need no token (AUTH_PUBLIC_READS, as services.json allows). */
-    private readonly publicReads: ReadonlySet<string> = new Set(upstreams.filter((upstream) => upstream.publicReads).map(({ name }) => name)),
-  ) {
-    this.#services = new Map(
-      upstreams.map((upstream) => [
-        upstream.name,
-        { upstream, labels: { list: `/api/${upstream.name}`, item: `/api/${upstream.name}/{id}` }, scopes: { read: `${upstream.name}:read`, write: `${upstream.name}:write` } },
-      ]),
-    );
+  constructor(upstreams: readonly ServedUpstream[]) {
+    this.#services = new Map(upstreams.map((upstream) => [upstream.name, new ServiceRoute(upstream, upstream.publicReads)]));
   }
 
   /** The service that serves `target`, or undefined (a path outside /api, or no such service: a 404). */
@@ -43,48 +75,10 @@ export class Routing {
 
   /** A route label for metrics and traces: `/api/users`, `/api/users/{id}`, or undefined. */
   label(target: RequestTarget | undefined): string | undefined {
-    const service = this.service(target);
-    return service && (target?.api?.id === undefined ? service.labels.list : service.labels.item);
-  }
-
-  /**
-   * The scope a request needs: none for OPTIONS (it only lists the methods), for a target no
-   * upstream serves (a 404), or for a read of a public service. User data is never public: the
-   * configuration cannot make it so.
-   */
-  requiredScope(method: string, target: RequestTarget | undefined): string | undefined {
-    const service = method === 'OPTIONS' ? undefined : this.service(target);
-    if (!service) return undefined;
-    if (method !== 'GET' && method !== 'HEAD') return service.scopes.write;
-    return this.publicReads.has(service.upstream.name) ? undefined : service.scopes.read;
-  }
-
-  /** The cache entry a GET of `target` uses, or undefined when its service's reads are not cached. */
-  readScope(target: RequestTarget): ReadScope | undefined {
-    const tag = this.#cacheTag(target);
-    return tag === undefined ? undefined : readScopeOf(tag, target.query);
-  }
-
-  /** The generations a write to `target` renews: its service's list pages, and the item if any. */
-  writtenScopes(target: RequestTarget | undefined): WriteScope[] {
-    const api = target?.api;
-    if (!api || !this.#cached(target)) return [];
-    const lists = writeScopeOf(api.resource);
-    return api.id === undefined ? [lists] : [lists, writeScopeOf(`${api.resource}:${api.id}`)];
-  }
-
-  #cached(target: RequestTarget | undefined): boolean {
-    return this.service(target)?.upstream.cachedReads === true;
-  }
-
-  #cacheTag(target: RequestTarget): string | undefined {
-    const api = target.api;
-    if (!api || !this.#cached(target)) return undefined;
-    return api.id === undefined ? api.resource : `${api.resource}:${api.id}`;
+    return target && this.service(target)?.label(target);
   }
 }
 
 /** Whether an upstream's API description's `path` is its own: its prefix and everything below it (not `/api/usersx`). */
 export const servesPath = ({ prefix }: Pick<Upstream, 'prefix'>, path: string) =>
   path.startsWith(prefix) && (path.length === prefix.length || path.charCodeAt(prefix.length) === 0x2f); // '/'; no string made per request
-

@@ -13,6 +13,10 @@ function target(url: string): RequestTarget {
   return parsed;
 }
 
+/** What the service routing names for a target says of it: undefined or none when no service serves it. */
+const readScope = (of: RequestTarget) => routing.service(of)?.readScope(of);
+const writtenScopes = (of: RequestTarget | undefined) => (of && routing.service(of)?.writtenScopes(of)) ?? [];
+
 describe('Routing.service', () => {
   it('names the upstream of a list and an item by its resource', () => {
     expect(routing.service(target('/api/users'))?.upstream.name).toBe('users');
@@ -26,13 +30,13 @@ describe('Routing.service', () => {
   });
 });
 
-describe('Routing.readScope', () => {
+describe('ServiceRoute.readScope', () => {
   it('reads a list page under the list generation and hold', () => {
-    expect(routing.readScope(target('/api/users'))).toEqual({ entryKey: 'c:{users}:', generationKey: 'g:{users}', holdKey: 'h:{users}' });
+    expect(readScope(target('/api/users'))).toEqual({ entryKey: 'c:{users}:', generationKey: 'g:{users}', holdKey: 'h:{users}' });
   });
 
   it('reads an item under its own generation and hold, in the same hash slot as its entry', () => {
-    expect(routing.readScope(target(`/api/products/${ID}`))).toEqual({
+    expect(readScope(target(`/api/products/${ID}`))).toEqual({
       entryKey: `c:{products:${ID}}:`,
       generationKey: `g:{products:${ID}}`,
       holdKey: `h:{products:${ID}}`,
@@ -40,7 +44,7 @@ describe('Routing.readScope', () => {
   });
 
   it('makes one entry of every order of the same query parameters', () => {
-    const entry = (url: string) => routing.readScope(target(url))?.entryKey;
+    const entry = (url: string) => readScope(target(url))?.entryKey;
     expect(entry('/api/users?b=2&a=1')).toBe('c:{users}:a=1&b=2');
     expect(entry('/api/users?a=1&b=2')).toBe('c:{users}:a=1&b=2');
     // Repeated names keep both values, ordered by value.
@@ -49,30 +53,30 @@ describe('Routing.readScope', () => {
   });
 
   it('caches nothing of a service without cachedReads, of an unknown resource or outside /api', () => {
-    expect(routing.readScope(target('/api/audit'))).toBeUndefined();
-    expect(routing.readScope(target(`/api/audit/${ID}`))).toBeUndefined();
-    expect(routing.readScope(target('/api/orders'))).toBeUndefined();
-    expect(routing.readScope(target('/healthz'))).toBeUndefined();
+    expect(readScope(target('/api/audit'))).toBeUndefined();
+    expect(readScope(target(`/api/audit/${ID}`))).toBeUndefined();
+    expect(readScope(target('/api/orders'))).toBeUndefined();
+    expect(readScope(target('/healthz'))).toBeUndefined();
   });
 });
 
-describe('Routing.writtenScopes', () => {
+describe('ServiceRoute.writtenScopes', () => {
   it('renews the list pages for a write to the list', () => {
-    expect(routing.writtenScopes(target('/api/users'))).toEqual([{ generationKey: 'g:{users}', holdKey: 'h:{users}' }]);
+    expect(writtenScopes(target('/api/users'))).toEqual([{ generationKey: 'g:{users}', holdKey: 'h:{users}' }]);
   });
 
   it('renews the list pages and the item for a write to an item', () => {
-    expect(routing.writtenScopes(target(`/api/users/${ID}`))).toEqual([
+    expect(writtenScopes(target(`/api/users/${ID}`))).toEqual([
       { generationKey: 'g:{users}', holdKey: 'h:{users}' },
       { generationKey: `g:{users:${ID}}`, holdKey: `h:{users:${ID}}` },
     ]);
   });
 
   it('renews nothing for an uncached service, an unknown resource, a path outside /api or no target', () => {
-    expect(routing.writtenScopes(target(`/api/audit/${ID}`))).toEqual([]);
-    expect(routing.writtenScopes(target('/api/orders'))).toEqual([]);
-    expect(routing.writtenScopes(target('/metrics'))).toEqual([]);
-    expect(routing.writtenScopes(undefined)).toEqual([]);
+    expect(writtenScopes(target(`/api/audit/${ID}`))).toEqual([]);
+    expect(writtenScopes(target('/api/orders'))).toEqual([]);
+    expect(writtenScopes(target('/metrics'))).toEqual([]);
+    expect(writtenScopes(undefined)).toEqual([]);
   });
 });
 
@@ -94,7 +98,7 @@ describe('generationKeyOfHold', () => {
   it('names the generation of the scope a hold belongs to', () => {
     expect(generationKeyOfHold('h:{users}')).toBe('g:{users}');
     expect(generationKeyOfHold(`h:{users:${ID}}`)).toBe(`g:{users:${ID}}`);
-    for (const { holdKey, generationKey } of routing.writtenScopes(target(`/api/products/${ID}`))) expect(generationKeyOfHold(holdKey)).toBe(generationKey);
+    for (const { holdKey, generationKey } of writtenScopes(target(`/api/products/${ID}`))) expect(generationKeyOfHold(holdKey)).toBe(generationKey);
   });
 
   it('is undefined for a key that is not a hold', () => {
@@ -103,9 +107,9 @@ describe('generationKeyOfHold', () => {
   });
 });
 
-const scopeOf = (method: string, url: string) => routing.requiredScope(method, requestTarget(url));
+const scopeOf = (method: string, url: string) => routing.service(requestTarget(url))?.requiredScope(method);
 
-describe('Routing.requiredScope', () => {
+describe('ServiceRoute.requiredScope', () => {
   it('asks <resource>:read for GET and HEAD of a list or an item', () => {
     expect(scopeOf('GET', '/api/users')).toBe('users:read');
     expect(scopeOf('HEAD', `/api/users/${ID}`)).toBe('users:read');
@@ -135,6 +139,6 @@ describe('Routing.requiredScope', () => {
     expect(scopeOf('GET', '/api/orders')).toBeUndefined();
     expect(scopeOf('POST', '/api/orders')).toBeUndefined();
     expect(scopeOf('GET', '/healthz')).toBeUndefined();
-    expect(routing.requiredScope('GET', undefined)).toBeUndefined();
+    expect(routing.service(undefined)?.requiredScope('GET')).toBeUndefined();
   });
 });

@@ -1,5 +1,4 @@
 import type { Exchange } from '../exchange.js';
-import type { Routing } from '../routing.js';
 import type { ResponseCache } from './response-cache.js';
 
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
@@ -11,9 +10,10 @@ const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
  * (5xx, timeout, connection lost) may still land until the services' write deadline
  * (`serviceWriteDeadlineMs`): what it affects stays out of the cache until then.
  */
-export function writeRenewal(cache: ResponseCache, routing: Routing, serviceWriteDeadlineMs: number): (exchange: Exchange, status: number) => Promise<void> | undefined {
+export function writeRenewal(cache: ResponseCache, serviceWriteDeadlineMs: number): (exchange: Exchange, status: number) => Promise<void> | undefined {
   return (exchange, status) => {
-    if (!WRITES.has(exchange.req.method ?? '') || (status >= 400 && status < 500)) return undefined;
-    return cache.invalidate(routing.writtenScopes(exchange.target), status >= 500 ? { holdMs: serviceWriteDeadlineMs } : {});
+    const { service, target } = exchange;
+    if (!service || !target || !WRITES.has(exchange.req.method ?? '') || (status >= 400 && status < 500)) return undefined;
+    return cache.invalidate(service.writtenScopes(target), status >= 500 ? { holdMs: serviceWriteDeadlineMs } : {});
   };
 }

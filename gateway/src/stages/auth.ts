@@ -6,7 +6,6 @@ import { InvalidToken, KeysUnavailable, type Principal, type TokenVerifier } fro
 import type { Exchange } from '../exchange.js';
 import type { Stage } from '../pipeline.js';
 import type { ResponseWriter } from '../respond.js';
-import type { Routing } from '../routing.js';
 
 const REALM = 'Bearer realm="api"';
 
@@ -40,8 +39,8 @@ function tokenProblem(error: unknown): HttpProblem {
  * resource is the same for every caller, so the cache serves authorised requests like any other.
  * A remembered token is decided synchronously, with no closure or promise made for it.
  */
-export function authStages(options: { tokens: TokenVerifier | undefined; routing: Routing; writer: ResponseWriter; traceSubject: boolean }): { identify: Stage; enforce: Stage } {
-  const { tokens, routing, writer, traceSubject } = options;
+export function authStages(options: { tokens: TokenVerifier | undefined; writer: ResponseWriter; traceSubject: boolean }): { identify: Stage; enforce: Stage } {
+  const { tokens, writer, traceSubject } = options;
 
   /** The verified caller, with its subject for the services; a refusal when its token lacks the scope. */
   const admit = (exchange: Exchange, principal: Principal, scope: string | undefined): void => {
@@ -65,7 +64,7 @@ export function authStages(options: { tokens: TokenVerifier | undefined; routing
       // Only the gateway says who the caller is.
       if (req.headers[SUBJECT_HEADER] !== undefined) req.headers = without(req.headers, SUBJECT_HEADER);
       if (!tokens || !exchange.underApi || exchange.preflight) return false;
-      const scope = routing.requiredScope(req.method ?? 'GET', exchange.target);
+      const scope = exchange.service?.requiredScope(req.method ?? 'GET');
       const header = req.headers.authorization;
       if (header === undefined) return anonymous(exchange, scope);
       // The token stops here: the services get the verified subject instead.

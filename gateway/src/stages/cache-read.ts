@@ -6,7 +6,6 @@ import type { ReadScope } from '../cache/scope.js';
 import type { Exchange } from '../exchange.js';
 import type { Stage } from '../pipeline.js';
 import type { ResponseWriter } from '../respond.js';
-import type { Routing } from '../routing.js';
 import type { ServiceHop } from '../service-hop.js';
 import { upstreamProblem, type FetchedResponse } from '../upstream.js';
 
@@ -38,13 +37,13 @@ function isCacheable(req: IncomingMessage): boolean {
 export class CacheRead implements Stage {
   readonly name = 'cache read';
 
-  constructor(private readonly options: { cache: ResponseCache; fills: Fills; routing: Routing; hops: ReadonlyMap<string, ServiceHop>; writer: ResponseWriter }) {}
+  constructor(private readonly options: { cache: ResponseCache; fills: Fills; hops: ReadonlyMap<string, ServiceHop>; writer: ResponseWriter }) {}
 
   run(exchange: Exchange): boolean | Promise<boolean> {
-    const { cache, routing, hops, writer } = this.options;
-    const { target } = exchange;
-    const hop = exchange.service && hops.get(exchange.service.upstream.name);
-    const scope = hop && target && isCacheable(exchange.req) ? routing.readScope(target) : undefined;
+    const { cache, hops, writer } = this.options;
+    const { target, service } = exchange;
+    const hop = service && hops.get(service.upstream.name);
+    const scope = hop && target && isCacheable(exchange.req) ? service.readScope(target) : undefined;
     if (!hop || !scope) return false;
     const held = cache.held(scope);
     if (held) {
