@@ -6,8 +6,8 @@
  * noise over both). `--guard on` runs the gateways with authentication and rate limits on and a
  * bearer token on every request (as `npm run bench` does); `--before-guard` sets the before gateway
  * apart, so `-- . --before-guard off --guard on` says what the protections cost in this checkout.
- * Prints requests/s and p50/p99 of each run, the medians, each gateway's CPU time per request over
- * its own runs, and its resident memory at the end. Uses the bench's helpers (bench/support.ts):
+ * Prints requests/s, CPU time per request and p50/p99 of each run, the medians of each, and each
+ * gateway's resident memory at the end. Uses the bench's helpers (bench/support.ts):
  * servers on core 0, wrk on core 1.
  */
 import { parseArgs } from 'node:util';
@@ -73,7 +73,7 @@ try {
     after: await startNode('gateway (after)', 'gateway/dist/main.js', env(guard.after), await freePort()),
   };
   const results: Record<keyof typeof gateways, LoadResult[]> = { before: [], after: [] };
-  const cpu = { before: 0, after: 0 };
+  const cpuPerRequest: Record<keyof typeof gateways, number[]> = { before: [], after: [] };
   const load = (which: keyof typeof gateways, runSeconds: number) => wrk(`${gateways[which].url}${path}`, { seconds: runSeconds, connections, headers: setup(guard[which]).headers });
   for (const which of ['before', 'after'] as const) await load(which, 2);
   for (let run = 0; run < runs; run++) {
@@ -83,7 +83,7 @@ try {
       const cpuBefore = cpuMicros(gateways[which].pids());
       const result = await load(which, seconds);
       const micros = cpuMicros(gateways[which].pids()) - cpuBefore;
-      cpu[which] += micros;
+      cpuPerRequest[which].push(micros / Math.max(result.requests, 1));
       results[which].push(result);
       console.log(
         `run ${run + 1} ${which.padEnd(6)} ${String(result.requestsPerSecond).padStart(6)} req/s  ${(micros / Math.max(result.requests, 1)).toFixed(1).padStart(5)} µs CPU/req  p50 ${result.p50Ms} ms  p99 ${result.p99Ms} ms  non-2xx ${result.non2xx}`,
@@ -93,9 +93,8 @@ try {
   console.log(`\nGET ${path} through the gateway, cache ${values.cache}, wrk -t1 -c${connections}, ${runs} × ${seconds} s each, interleaved; medians:`);
   for (const which of ['before', 'after'] as const) {
     const r = results[which];
-    const requests = r.reduce((sum, x) => sum + x.requests, 0);
     console.log(
-      `${which.padEnd(6)} (guard ${guard[which].padEnd(3)}) ${median(r.map((x) => x.requestsPerSecond))} req/s  ${(cpu[which] / Math.max(requests, 1)).toFixed(1)} µs CPU/req  p50 ${median(r.map((x) => x.p50Ms))} ms  p99 ${median(r.map((x) => x.p99Ms))} ms  RSS ${rssMiB(gateways[which].pids())} MiB`,
+      `${which.padEnd(6)} (guard ${guard[which].padEnd(3)}) ${median(r.map((x) => x.requestsPerSecond))} req/s  ${median(cpuPerRequest[which]).toFixed(1)} µs CPU/req  p50 ${median(r.map((x) => x.p50Ms))} ms  p99 ${median(r.map((x) => x.p99Ms))} ms  RSS ${rssMiB(gateways[which].pids())} MiB`,
     );
   }
 } finally {

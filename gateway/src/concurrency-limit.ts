@@ -32,7 +32,8 @@ export const isWrite = (req: Pick<IncomingMessage, 'method'>) => WRITES.has(req.
  * A static limit, from configuration: the gateway measures a service's latency together with its
  * own event-loop delay, so a latency-driven (gradient, AIMD) limit would shrink when the gateway is
  * busy and shed requests the service had room for. A request counts here from before it is sent
- * until after its response is read, so this count is never below the service's own: a limit of
+ * until its response arrives (a service gives back its database connection before it answers), so
+ * this count is never below the service's own: a limit of
  * the service's pool plus its queue means the service never refuses a request for a full queue
  * (see the README's configuration section).
  * No npm package offers this (an HTTP-level limit with a share per request class): the counting is

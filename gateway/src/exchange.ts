@@ -28,6 +28,8 @@ export class Exchange {
   cache: CacheOutcome | undefined = undefined;
   /** The request body, received whole before the request takes a slot to its service. */
   body: Buffer | undefined = undefined;
+  /** Gives back its slot to its service (service-hop.ts): once the service has answered, or the client has gone. */
+  releaseSlot: (() => void) | undefined = undefined;
   /** Whether its connection must close after the response (its body may still be arriving). */
   closeConnection = false;
   /** Every request under /api (canonical or not) is authenticated and counted; the gateway's own endpoints are not. */

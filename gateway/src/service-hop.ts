@@ -24,8 +24,8 @@ export interface ServiceHopOptions {
 /**
  * The gateway's way to one service: its keep-alive agent, its proxy (http-proxy-middleware) and its
  * concurrency limit. Every request the gateway sends the service takes a slot here, and only here:
- * a proxied request holds one from when its body is in until its response is done; a cache fill
- * holds one until the service's answer is read, however many requests it answers.
+ * a proxied request holds one from when its body is in until the service answers (or the client
+ * goes); a cache fill holds one until the service's answer is read, however many requests it answers.
  */
 export class ServiceHop {
   readonly limit: ConcurrencyLimit;
@@ -92,6 +92,7 @@ export class ServiceHop {
       this.options.writer.problem(exchange, this.limit.shedProblem());
       return;
     }
+    exchange.releaseSlot = release;
     exchange.res.once('close', release);
     // The proxy calls back only when it fails (or, never here, when its path filter refuses the path).
     this.#proxy(exchange, (error) => this.options.writer.failure(exchange, error ?? new Error(`no proxy took ${exchange.path}`)));
@@ -99,6 +100,9 @@ export class ServiceHop {
 
   #answered(req: http.IncomingMessage, proxyRes: http.IncomingMessage): void {
     const exchange = exchangeOf(req) as Exchange;
+    // The service has done its work (its handler has given back its database connection): the cache's
+    // renewal of a write, and the client's reading of the answer, take none of its time.
+    exchange.releaseSlot?.();
     const settled = this.options.onSettled?.(exchange, proxyRes.statusCode ?? 502);
     if (settled) void settled.then(() => this.options.writer.relay(exchange, proxyRes));
     else this.options.writer.relay(exchange, proxyRes);
@@ -106,6 +110,7 @@ export class ServiceHop {
 
   async #failed(req: http.IncomingMessage, res: http.ServerResponse, error: Error): Promise<void> {
     const exchange = exchangeOf(req) as Exchange;
+    exchange.releaseSlot?.();
     exchange.observed.log.warn({ upstream: this.upstream.name, err: error }, 'upstream request failed');
     await this.options.onSettled?.(exchange, 502);
     if (res.headersSent) {

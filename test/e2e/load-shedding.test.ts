@@ -9,6 +9,7 @@ import { testToken } from '../support/auth.js';
 import { client, expectProblem, type Client } from '../support/http.js';
 import { portOf, rawRequest } from '../support/raw-socket.js';
 import { HoldingProxy } from '../support/holding-proxy.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
 import { startGateway, startUsersService, type RunningGateway, type RunningService } from '../support/stack.js';
 
 let users: RunningService;
@@ -166,6 +167,37 @@ describe('slow senders and greedy callers', () => {
     } finally {
       await limited.close();
       await held.stop();
+    }
+  });
+
+  it('a write holds its slot until its service answers, not through the cache renewal after it', async () => {
+    // 1 write slot; the cache's Redis answers late, so each write's renewal waits for it.
+    const redis = new URL(process.env.TEST_REDIS_URL!);
+    const slowRedis = await new TcpProxy({ host: redis.hostname, port: Number(redis.port) }).start();
+    const limited = await startGateway({
+      upstreams: { users: users.url, products: users.url },
+      cache: { redisUrl: slowRedis.rewrite(redis.toString()), memoryBytes: 0 },
+      concurrency: { limit: 4, writeShare: 0.25 },
+    });
+    const through = client(limited.url);
+    const writesInFlight = async () => Number(/gateway_upstream_in_flight\{upstream="users",kind="write"\} (\d+)/.exec((await through.get('/metrics')).text)?.[1]);
+    try {
+      const [first, second] = await createUsers(2);
+      slowRedis.replyDelayMs = 400;
+      const write = through.patch(first!.location, { name: 'Renewed slowly' });
+      let answered = false;
+      void write.then(() => (answered = true));
+      // The service has answered once the gateway holds no write slot; the client has not heard yet.
+      while ((await writesInFlight()) !== 0 || !(await users.db.query<unknown[]>('SELECT name FROM users WHERE name = ?', ['Renewed slowly'])).length) {
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      expect(answered).toBe(false);
+      expect((await through.patch(second!.location, { name: 'Not shed behind a renewal' })).status).toBe(200);
+      expect((await write).status).toBe(200);
+    } finally {
+      slowRedis.replyDelayMs = 0;
+      await limited.close();
+      await slowRedis.cut();
     }
   });
 });
