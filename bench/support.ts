@@ -72,6 +72,11 @@ export interface Server {
 
 const running = new Set<ChildProcess>();
 
+/** Counts `child` among the processes `stopAll` stops (and so Ctrl-C, `cleanUpOnSignals`): for a process started without `startServer`. */
+export function stopWithTheRest(child: ChildProcess): void {
+  running.add(child);
+}
+
 /** Stops every process this bench started (SIGTERM, then SIGKILL after 5 s). */
 export async function stopAll(): Promise<void> {
   await Promise.all(
