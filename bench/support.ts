@@ -234,6 +234,7 @@ function toMs(value: string): number {
 
 /** Reads the figures of `wrk --latency` output. */
 export function parseWrk(output: string): LoadResult {
+  if (!/Requests\/sec:/.test(output)) throw new Error(`wrk printed no summary:\n${output}`);
   const number = (pattern: RegExp) => Number(pattern.exec(output)?.[1] ?? 0);
   const socket = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(output);
   return {
@@ -259,7 +260,10 @@ export async function wrk(url: string, options: { seconds: number; connections: 
     let text = '';
     child.stdout.on('data', (chunk: Buffer) => (text += chunk.toString()));
     child.once('error', reject);
-    child.once('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`wrk exited with ${code}: ${text}`))));
+    // 'close', not 'exit': 'exit' may come before the last of wrk's output has been read from its
+    // pipe, and wrk writes it all at the end; read then, the output had no latency distribution
+    // ("cannot read wrk latency NaNms"), most often with two wrk ending at once (measurePairs).
+    child.once('close', (code) => (code === 0 ? resolve(text) : reject(new Error(`wrk exited with ${code}: ${text}`))));
   });
   return parseWrk(output);
 }
