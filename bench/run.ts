@@ -21,10 +21,12 @@
  *
  * `npm run bench -- --scale`: the read endpoints at 10k and at 1M rows instead (see scale.ts).
  * `npm run bench -- --tracing`: what tracing costs the gateway instead (see tracing.ts).
+ * `npm run bench -- --compression`: what compressing a page of 200 products costs and saves (see compression.ts).
  */
 import { copyFile, mkdir, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { chartSvg, type ChartRow } from './chart.ts';
+import { runCompression } from './compression.ts';
 import { startNginx } from './nginx.ts';
 import { runScale } from './scale.ts';
 import { runTracing } from './tracing.ts';
@@ -281,7 +283,10 @@ async function compare(publish: boolean): Promise<void> {
   }
 }
 
-const { values } = parseArgs({ options: { scale: { type: 'boolean', default: false }, tracing: { type: 'boolean', default: false }, publish: { type: 'boolean', default: false } } });
+const { values } = parseArgs({
+  options: { scale: { type: 'boolean', default: false }, tracing: { type: 'boolean', default: false }, compression: { type: 'boolean', default: false }, publish: { type: 'boolean', default: false } },
+});
 if (values.scale) await runScale(values.publish);
+else if (values.compression) await runCompression();
 else if (values.tracing) await runTracing();
 else await compare(values.publish);
