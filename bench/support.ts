@@ -179,9 +179,11 @@ function coreTicks(core: string | undefined): { busy: number; total: number } {
  * `maxMs`: a run then starts on a quiet core, not in the tail of the run before it (the server just
  * measured collecting its garbage once its allocation stops, a few seconds later). Without it, the
  * target that ran second of a pair paid for the first's tail: two identical gateways differed by
- * 12% in one bench. Returns how long it waited.
+ * 12% in one bench. At most 5 s: a tail is over by then, and a core busy with someone else's work
+ * (another bench on a shared machine) stays busy however long the bench waits, which at 15 s a run
+ * made one bench take over half an hour. Returns how long it waited.
  */
-export async function settle(maxMs = 15_000): Promise<number> {
+export async function settle(maxMs = 5_000): Promise<number> {
   const started = Date.now();
   for (;;) {
     const before = coreTicks(pinning?.server);
