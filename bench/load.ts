@@ -11,7 +11,8 @@
  * again, when goodput was back at the best step's. The gateway runs alone on core 0, the rest of
  * the stack and wrk on core 1 (`CORES`).
  *
- * Per step it prints goodput (2xx and 304 per second), p50/p99 latency, status counts, the cache
+ * Per step it prints goodput (2xx and 304 per second), the share of writes the gateway shed (503
+ * before the service saw them, from its /metrics), p50/p99 latency, status counts, the cache
  * outcomes, requests shed by the gateway, the event-loop delay of every process (bench/loop-probe.ts),
  * their RSS (/proc/<pid>/status) and how many connections waited in the gateway's accept queues
  * (/proc/net/tcp), where a client's request is already sent but the gateway cannot see it yet; it
@@ -29,7 +30,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import { TcpProxy } from '../test/support/tcp-proxy.ts';
-import { cleanUpOnSignals, cpuMicros, dropSchemas, ensureDebianTools, freePort, nodeOptionsFor, pinned, pinning, REDIS_URL as REDIS, ROOT, schemaUrl, throwawaySchema } from './support.ts';
+import { cleanUpOnSignals, cpuMicros, dropSchemas, ensureDebianTools, freePort, nodeOptionsFor, pinned, pinning, REDIS_URL as REDIS, ROOT, schemaUrl, stopWithTheRest, throwawaySchema } from './support.ts';
 
 const REDIS_URL = new URL(REDIS);
 const STEPS = (process.env.LOAD_STEPS ?? '64,256,1000,2000').split(',').map(Number);
@@ -96,6 +97,7 @@ async function start(name: string, script: string, env: Record<string, string>, 
     },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
+  stopWithTheRest(child);
   const url = `http://127.0.0.1:${port}`;
   for (let attempt = 0; attempt < 200; attempt++) {
     if (child.exitCode !== null) break;
@@ -292,13 +294,45 @@ async function wrk(url: string, connections: number, seconds: number, script: st
   return { result, pid: child.pid, finished: parsed };
 }
 
-/** Counters from the gateway's /metrics: cache outcomes and shed requests. */
+const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/**
+ * Counters from the gateway's /metrics: cache outcomes, shed requests, and writes answered by status
+ * (`writes 200`, `writes 503`, …): wrk's Lua cannot tell which request a response answers, the
+ * gateway can.
+ */
 async function gatewayCounters(gateway: Probed): Promise<Record<string, number>> {
   const text = await (await fetch(`${gateway.url}/metrics`)).text();
   const counters: Record<string, number> = {};
   for (const match of text.matchAll(/^gateway_cache_outcomes_total\{outcome="(\w+)"\} (\d+)/gm)) counters[match[1]!] = Number(match[2]);
   for (const match of text.matchAll(/^gateway_shed_total\{upstream="(\w+)",kind="(\w+)"\} (\d+)/gm)) counters[`shed ${match[1]} ${match[2]}`] = Number(match[3]);
+  // Greedy up to the value: a route label has braces of its own (`/api/products/{id}`).
+  for (const match of text.matchAll(/^gateway_http_requests_total\{(.*)\} (\d+)$/gm)) {
+    const labels = Object.fromEntries([...match[1]!.matchAll(/(\w+)="([^"]*)"/g)].map(([, name, value]) => [name!, value!]));
+    if (!WRITE_METHODS.has(labels.method ?? '')) continue;
+    const name = `writes ${labels.status}`;
+    counters[name] = (counters[name] ?? 0) + Number(match[2]);
+  }
   return counters;
+}
+
+/** A step's writes as the gateway answered them: how many, how many it shed (503 before the service), how many 503s in all. */
+interface Writes {
+  answered: number;
+  shed: number;
+  unavailable: number;
+  /** shed / answered, in percent (one decimal). */
+  shedPercent: number;
+}
+
+function writesOf(gateway: Record<string, number>): Writes {
+  let answered = 0;
+  let shed = 0;
+  for (const [name, n] of Object.entries(gateway)) {
+    if (name.startsWith('writes ')) answered += n;
+    else if (name.startsWith('shed ') && name.endsWith(' write')) shed += n;
+  }
+  return { answered, shed, unavailable: gateway['writes 503'] ?? 0, shedPercent: Math.round((shed / Math.max(1, answered)) * 1000) / 10 };
 }
 
 const difference = (after: Record<string, number>, before: Record<string, number>) =>
@@ -310,8 +344,10 @@ const good = (statuses: Record<string, number>) =>
 interface Step {
   connections: number;
   /** Each round's window of this step (one for the cut), in the order they ran. */
-  rounds: { goodput: number; p50Ms: number; p99Ms: number; gatewayCpuMicrosPerRequest: number }[];
+  rounds: { goodput: number; p50Ms: number; p99Ms: number; gatewayCpuMicrosPerRequest: number; writesShedPercent: number }[];
   goodput: number;
+  /** The writes of the step, as the gateway answered them. */
+  writes: Writes;
   requestsPerSecond: number;
   p50Ms: number;
   p99Ms: number;
@@ -374,11 +410,13 @@ async function runStep(connections: number, seconds: number, target: string, scr
   const { result } = run;
   const goodput = Math.round(good(result.statuses) / result.seconds);
   const gatewayCpuMicrosPerRequest = Math.round((cpuAfter.gateway! - cpuBefore.gateway!) / Math.max(1, result.requests));
+  const writes = writesOf(gateway);
   return {
     connections,
-    rounds: [{ goodput, p50Ms: result.p50Ms, p99Ms: result.p99Ms, gatewayCpuMicrosPerRequest }],
+    rounds: [{ goodput, p50Ms: result.p50Ms, p99Ms: result.p99Ms, gatewayCpuMicrosPerRequest, writesShedPercent: writes.shedPercent }],
     result,
     goodput,
+    writes,
     requestsPerSecond: Math.round(result.requests / result.seconds),
     p50Ms: result.p50Ms,
     p99Ms: result.p99Ms,
@@ -434,10 +472,12 @@ function combine(windows: Window[]): Step {
   const requests = sum(results.map((r) => r.requests));
   const last = windows.at(-1)!;
   const worst = (name: string, field: keyof LoopDelay) => Math.max(...windows.flatMap((w) => w.eventLoopDelay[name]?.[field] ?? []));
+  const gateway = sumRecords(windows.map((w) => w.gateway));
   return {
     connections: last.connections,
     rounds: windows.flatMap((w) => w.rounds),
     goodput: Math.round(sum(results.map((r) => good(r.statuses))) / seconds),
+    writes: writesOf(gateway),
     requestsPerSecond: Math.round(requests / seconds),
     p50Ms: windows.length === 1 ? last.p50Ms : pooledLatency(results, 50),
     p99Ms: windows.length === 1 ? last.p99Ms : pooledLatency(results, 99),
@@ -446,7 +486,7 @@ function combine(windows: Window[]): Step {
     retryAfter503: sum(windows.map((w) => w.retryAfter503)),
     clientErrors: sumRecords(windows.map((w) => w.clientErrors)) as WrkResult['errors'],
     xCache: sumRecords(windows.map((w) => w.xCache)),
-    gateway: sumRecords(windows.map((w) => w.gateway)),
+    gateway,
     eventLoopDelay: Object.fromEntries(
       Object.keys(last.eventLoopDelay).map((name) => [name, windows.some((w) => w.eventLoopDelay[name]) ? { p50Ms: worst(name, 'p50Ms'), p99Ms: worst(name, 'p99Ms'), maxMs: worst(name, 'maxMs') } : undefined]),
     ),
@@ -464,6 +504,10 @@ function printStep(step: Step): void {
   const list = (record: Record<string, number>) => Object.entries(record).map(([k, v]) => `${k}: ${v}`).join(', ');
   console.log(`\n${step.connections} connections: goodput ${step.goodput}/s (all ${step.requestsPerSecond}/s), p50 ${step.p50Ms} ms, p99 ${step.p99Ms} ms, max ${step.maxMs} ms`);
   if (step.rounds.length > 1) console.log(`  rounds: goodput ${step.rounds.map((r) => r.goodput).join(' / ')}/s, p99 ${step.rounds.map((r) => Math.round(r.p99Ms)).join(' / ')} ms`);
+  const { writes } = step;
+  console.log(
+    `  writes: ${writes.answered} answered, ${writes.shed} shed by the gateway (${writes.shedPercent}%${step.rounds.length > 1 ? `; rounds ${step.rounds.map((r) => r.writesShedPercent).join(' / ')}%` : ''}), ${writes.unavailable} answered 503 in all`,
+  );
   console.log(`  statuses: ${list(step.statuses)}; 503 with Retry-After: ${step.retryAfter503}; client errors: ${list(step.clientErrors)}`);
   console.log(`  X-Cache: ${list(step.xCache)}`);
   console.log(`  gateway counters: ${list(step.gateway)}`);
@@ -542,14 +586,16 @@ function markdown(steps: Step[], cut: Step, recovery: { perSecond: { second: num
   };
   const rss = (s: Step, name: string) => s.memory[name]?.peakMb ?? '—';
   const row = (label: string, s: Step) =>
-    `| ${label} | ${n(s.goodput)} | ${n(s.p50Ms)} ms | ${n(s.p99Ms)} ms | ${others(s)} | ${n(s.xCache.HIT ?? 0)} / ${n(s.xCache.MISS ?? 0)} / ${n(s.xCache.BYPASS ?? 0)} | ${Object.values(s.clientErrors).reduce((a, b) => a + b, 0)} | ${delay(s, 'gateway')} / ${delay(s, 'products-service')} ms | ${rss(s, 'gateway')} / ${rss(s, 'products-service')} MB |`;
+    `| ${label} | ${n(s.goodput)} | ${s.writes.shedPercent}% | ${n(s.p50Ms)} ms | ${n(s.p99Ms)} ms | ${others(s)} | ${n(s.xCache.HIT ?? 0)} / ${n(s.xCache.MISS ?? 0)} / ${n(s.xCache.BYPASS ?? 0)} | ${Object.values(s.clientErrors).reduce((a, b) => a + b, 0)} | ${delay(s, 'gateway')} / ${delay(s, 'products-service')} ms | ${rss(s, 'gateway')} / ${rss(s, 'products-service')} MB |`;
   return [
-    '| connections | goodput/s | p50 | p99 | non-200 | HIT / MISS / BYPASS | client errors, timeouts | event-loop delay p99, gateway / products | peak RSS, gateway / products |',
-    '|---:|---:|---:|---:|---|---|---:|---|---|',
+    '| connections | goodput/s | writes shed | p50 | p99 | non-200 | HIT / MISS / BYPASS | client errors, timeouts | event-loop delay p99, gateway / products | peak RSS, gateway / products |',
+    '|---:|---:|---:|---:|---:|---|---|---:|---|---|',
     ...steps.map((s) => row(n(s.connections), s)),
     row(`${n(cut.connections)}, Redis cut 2 s`, cut),
     '',
     `Goodput per round: ${steps.map((s) => `${n(s.connections)}: ${s.rounds.map((r) => n(r.goodput)).join(' / ')}`).join('; ')}.`,
+    '',
+    `Writes shed per round: ${steps.map((s) => `${n(s.connections)}: ${s.rounds.map((r) => `${r.writesShedPercent}%`).join(' / ')}`).join('; ')}.`,
     '',
     `Around the cut, 2xx per second (0 = the second Redis came back in): ${recovery.perSecond.map((p) => `${p.second}: ${n(p.goodput)}`).join(', ')}.`,
   ].join('\n');
@@ -608,7 +654,7 @@ async function main(): Promise<void> {
     for (let round = 1; round <= ROUNDS; round++) {
       for (const connections of STEPS) {
         const window = await runStep(connections, STEP_SECONDS, target, script, processes);
-        console.log(`round ${round}, ${connections} connections: goodput ${window.goodput}/s, p99 ${window.p99Ms} ms, the gateway's CPU per request ${window.gatewayCpuMicrosPerRequest} µs`);
+        console.log(`round ${round}, ${connections} connections: goodput ${window.goodput}/s, writes shed ${window.writes.shedPercent}%, p99 ${window.p99Ms} ms, the gateway's CPU per request ${window.gatewayCpuMicrosPerRequest} µs`);
         windows.get(connections)!.push(window);
       }
     }
@@ -702,6 +748,8 @@ async function main(): Promise<void> {
     const verdicts = {
       'goodput at 1000 ≥ 90% of best': at(1000) ? at(1000)!.goodput >= 0.9 * best : null,
       'goodput at 2000 ≥ 90% of best': at(2000) ? at(2000)!.goodput >= 0.9 * best : null,
+      'writes shed at 256 ≤ 2%': at(256) ? at(256)!.writes.shedPercent <= 2 : null,
+      'writes shed at 1000 ≤ 10%': at(1000) ? at(1000)!.writes.shedPercent <= 10 : null,
       'p99 at 1000 ≤ 3 × p99 at 256': at(1000) && at(256) ? at(1000)!.p99Ms <= 3 * at(256)!.p99Ms : null,
       'no bypass while Redis is up': steps.every((s) => (s.gateway.bypass ?? 0) === 0),
       'no client timeouts or socket errors': [...steps, cutStep].every((s) => Object.values(s.clientErrors).every((n) => n === 0)),

@@ -21,10 +21,12 @@
  *
  * `npm run bench -- --scale`: the read endpoints at 10k and at 1M rows instead (see scale.ts).
  * `npm run bench -- --tracing`: what tracing costs the gateway instead (see tracing.ts).
+ * `npm run bench -- --compression`: what compressing a page of 200 products costs and saves (see compression.ts).
  */
 import { copyFile, mkdir, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { chartSvg, type ChartRow } from './chart.ts';
+import { runCompression } from './compression.ts';
 import { startNginx } from './nginx.ts';
 import { runScale } from './scale.ts';
 import { runTracing } from './tracing.ts';
@@ -52,8 +54,9 @@ import {
   type Server,
 } from './support.ts';
 
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
-const RUNS = Number(process.env.BENCH_RUNS ?? 3);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
+// Five: the project's speed ratios are judged by the median of five interleaved runs.
+const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const WARM_UP_SECONDS = 2;
 const GATEWAY_PROCESSES = Number(process.env.BENCH_GATEWAY_PROCESSES ?? 3);
@@ -64,15 +67,24 @@ interface Target {
   group: ChartRow['group'];
   /** Its server; for a gateway, GATEWAY_PROCESSES processes of the same configuration, each measured every round. */
   servers: Server[];
-  /** Request headers of its own (a bearer token). */
+  /** Request headers of its own (a bearer token, Accept-Encoding). */
   headers?: Record<string, string>;
+  /** The path it is asked for, when not the bench's one product. */
+  path?: string;
+}
+
+/** One run of a target: wrk's figures, and the CPU time its server used per request meanwhile. */
+interface Run extends LoadResult {
+  cpuMicrosPerRequest: number;
 }
 
 interface Figures extends LoadResult {
   /** The target's own server process(es): CPU time per request, and resident memory after the runs (the larger instance's). */
   cpuMicrosPerRequest: number;
+  /** CPU time per request of each round (all of the target's processes together), in round order. */
+  cpuMicrosPerRequestByRound: number[];
   rssMiB: number;
-  runs: LoadResult[];
+  runs: Run[];
 }
 
 /**
@@ -83,43 +95,70 @@ interface Figures extends LoadResult {
  */
 async function measureAll(targets: Target[], path: string, headers: (target: Target) => Record<string, string>): Promise<Record<string, Figures>> {
   const options = (target: Target) => ({ connections: CONNECTIONS, headers: headers(target) });
-  for (const target of targets) for (const server of target.servers) await wrk(`${server.url}${path}`, { ...options(target), seconds: WARM_UP_SECONDS });
-  const runs = new Map<string, LoadResult[]>(targets.map((t) => [t.key, []]));
-  const cpu = new Map<string, number>(targets.map((t) => [t.key, 0]));
+  const url = (target: Target, server: Server) => `${server.url}${target.path ?? path}`;
+  for (const target of targets) for (const server of target.servers) await wrk(url(target, server), { ...options(target), seconds: WARM_UP_SECONDS });
+  const runs = new Map<string, Run[]>(targets.map((t) => [t.key, []]));
+  const rounds = new Map<string, { cpu: number; requests: number }[]>(targets.map((t) => [t.key, []]));
   for (let round = 1; round <= RUNS; round++) {
     process.stdout.write(`  round ${round} of ${RUNS}:`);
     // Every other round in reverse order: what one run leaves behind on the machine (the service
     // both gateways share collecting the garbage of the run before, say) falls on each target of a
     // pair alike, not always on the second.
     for (const target of round % 2 === 1 ? targets : targets.toReversed()) {
+      const thisRound = { cpu: 0, requests: 0 };
       for (const server of target.servers) {
         await settle();
         const before = cpuMicros(server.pids());
-        const result = await wrk(`${server.url}${path}`, { ...options(target), seconds: SECONDS });
-        cpu.set(target.key, cpu.get(target.key)! + cpuMicros(server.pids()) - before);
-        runs.get(target.key)!.push(result);
+        const result = await wrk(url(target, server), { ...options(target), seconds: SECONDS });
+        const cpu = cpuMicros(server.pids()) - before;
+        thisRound.cpu += cpu;
+        thisRound.requests += result.requests;
+        runs.get(target.key)!.push({ ...result, cpuMicrosPerRequest: perRequest(cpu, result.requests) });
         process.stdout.write(` ${target.key} ${result.requestsPerSecond}`);
       }
+      rounds.get(target.key)!.push(thisRound);
     }
     process.stdout.write('\n');
   }
   const figures: Record<string, Figures> = {};
   for (const target of targets) {
     const own = runs.get(target.key)!;
-    const requests = own.reduce((sum, r) => sum + r.requests, 0);
+    const byRound = rounds.get(target.key)!;
     figures[target.key] = {
       requestsPerSecond: median(own.map((r) => r.requestsPerSecond)),
       p50Ms: median(own.map((r) => r.p50Ms)),
       p99Ms: median(own.map((r) => r.p99Ms)),
-      requests,
+      requests: own.reduce((sum, r) => sum + r.requests, 0),
       non2xx: own.reduce((sum, r) => sum + r.non2xx, 0),
       socketErrors: own.reduce((sum, r) => sum + r.socketErrors, 0),
-      cpuMicrosPerRequest: Math.round((cpu.get(target.key)! / Math.max(requests, 1)) * 10) / 10,
+      cpuMicrosPerRequest: perRequest(
+        byRound.reduce((sum, r) => sum + r.cpu, 0),
+        byRound.reduce((sum, r) => sum + r.requests, 0),
+      ),
+      cpuMicrosPerRequestByRound: byRound.map((r) => perRequest(r.cpu, r.requests)),
       rssMiB: Math.max(...target.servers.map((server) => rssMiB(server.pids()))),
       runs: own,
     };
   }
   return figures;
+}
+
+/** CPU µs per request, one decimal. */
+const perRequest = (cpuMicros: number, requests: number) => Math.round((cpuMicros / Math.max(requests, 1)) * 10) / 10;
+
+/**
+ * One target's CPU time per request over another's, round by round (both measured in the same
+ * round, a few seconds apart), and the median of those ratios: what a speed goal is judged by.
+ */
+interface CpuRatio {
+  ratio: number;
+  byRound: number[];
+}
+
+function cpuRatio(figures: Record<string, Figures>, numerator: string, denominator: string): CpuRatio {
+  const over = figures[denominator]!.cpuMicrosPerRequestByRound;
+  const byRound = figures[numerator]!.cpuMicrosPerRequestByRound.map((cpu, i) => round2(cpu / over[i]!));
+  return { ratio: median(byRound), byRound };
 }
 
 /** The protected configuration's throughput over the unprotected one's, run at once: each run's ratio, and their median. */
@@ -165,6 +204,47 @@ async function warm(url: string, headers: Record<string, string>): Promise<void>
   throw new Error(`${url} never answered from its cache`);
 }
 
+/** The page of products the compression targets read: as many products as a page holds. */
+const LIST_PATH = '/api/products?limit=200';
+
+/** Fills products-service up to a full page of products (the bench's one included), for LIST_PATH. */
+async function fillAPage(products: Server): Promise<void> {
+  for (let n = 1; n < 200; n += 20) {
+    await Promise.all(
+      Array.from({ length: Math.min(20, 200 - n) }, async (_, i) => {
+        const created = await fetch(`${products.url}/api/products`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ sku: `BENCH-${n + i + 1}`, name: `Benchmark widget ${n + i + 1}`, description: 'Measured.', price: { amount: '19.99', currency: 'EUR' }, stock: n + i }),
+        });
+        if (created.status !== 201) throw new Error(`could not create a product: ${created.status} ${await created.text()}`);
+      }),
+    );
+  }
+}
+
+/**
+ * A compressed hit and an identity hit of the same page of 200 products, on the same protected
+ * gateway process, once the gateway compresses (none before: nothing to compare). The first
+ * gateway process only: the ratio compares two answers of one process.
+ */
+async function compressionTargets(gateway: Server, authorised: Record<string, string>): Promise<Target[]> {
+  const compressed = { ...authorised, 'accept-encoding': 'br' };
+  await warm(`${gateway.url}${LIST_PATH}`, compressed);
+  const answer = await fetch(`${gateway.url}${LIST_PATH}`, { headers: compressed });
+  await answer.arrayBuffer();
+  if (answer.headers.get('content-encoding') !== 'br') {
+    console.log('the gateway does not compress yet: no compressed hit measured');
+    return [];
+  }
+  // wrk sends no Accept-Encoding: an identity hit.
+  await warm(`${gateway.url}${LIST_PATH}`, { ...authorised, 'accept-encoding': 'identity' });
+  return [
+    { key: 'listIdentityHit', label: 'gateway, 200 products, identity hit', group: 'ours', servers: [gateway], headers: authorised, path: LIST_PATH },
+    { key: 'listCompressedHit', label: 'gateway, 200 products, br hit', group: 'ours', servers: [gateway], headers: compressed, path: LIST_PATH },
+  ];
+}
+
 const round2 = (n: number) => Math.round(n * 100) / 100;
 
 async function compare(publish: boolean): Promise<void> {
@@ -193,6 +273,9 @@ async function compare(publish: boolean): Promise<void> {
     const nginx = await startNginx(products.url, { plain: await freePort(), cached: await freePort() });
     closeNginx = nginx.close;
     const ceiling = await startNode('ceiling', 'bench/servers/ceiling.ts', { RESPONSE: JSON.stringify({ body, headers: answered }) }, await freePort());
+    const bareProxy = await startNode('bare proxy', 'bench/servers/bare-proxy.ts', { UPSTREAM_URL: products.url }, await freePort());
+    const fastify = await startNode('fastify proxy', 'bench/servers/fastify-proxy.ts', { UPSTREAM_URL: products.url }, await freePort());
+    await fillAPage(products);
     const headers: Record<string, string> = {};
     for (const gateway of cached) await warm(`${gateway.url}${path}`, headers);
     for (const gateway of cachedGuarded) await warm(`${gateway.url}${path}`, { ...headers, ...authorised });
@@ -209,6 +292,9 @@ async function compare(publish: boolean): Promise<void> {
       { key: 'nginxProxy', label: 'nginx proxy, no cache', group: 'nginx', servers: [nginx.plain] },
       { key: 'nginxCache', label: 'nginx proxy_cache, warm', group: 'nginx', servers: [nginx.cached] },
       { key: 'ceiling', label: 'bare node:http ceiling', group: 'reference', servers: [ceiling] },
+      { key: 'bareProxy', label: 'bare node:http proxy', group: 'reference', servers: [bareProxy] },
+      { key: 'fastifyProxy', label: 'fastify + @fastify/http-proxy', group: 'reference', servers: [fastify] },
+      ...(await compressionTargets(cachedGuarded[0]!, authorised)),
     ];
     console.log(
       `GET ${path} (${Buffer.byteLength(body)} bytes), wrk -t1 -c${CONNECTIONS}, median of ${RUNS} × ${SECONDS} s, ${pinning ? 'servers on core 0, wrk on core 1' : 'not pinned'}`,
@@ -236,6 +322,14 @@ async function compare(publish: boolean): Promise<void> {
       'warm hit, on / off, one at a time': round2(f('gatewayWarmGuarded').requestsPerSecond / f('gatewayWarm').requestsPerSecond),
       'cache-off proxy, on / off, one at a time': round2(f('gatewayCacheOffGuarded').requestsPerSecond / f('gatewayCacheOff').requestsPerSecond),
     };
+    // The issue's speed goals: CPU time per request with the protections on, over the reference's
+    // in the same round; each holds when the median of the rounds' ratios is at most its goal.
+    const cpuRatios: Record<string, CpuRatio & { goal: number }> = {
+      'warm hit / node:http ceiling': { ...cpuRatio(figures, 'gatewayWarmGuarded', 'ceiling'), goal: 1.5 },
+      'proxied read / bare node:http proxy': { ...cpuRatio(figures, 'gatewayCacheOffGuarded', 'bareProxy'), goal: 1.25 },
+      'proxied read / fastify': { ...cpuRatio(figures, 'gatewayCacheOffGuarded', 'fastifyProxy'), goal: 1.0 },
+      ...(figures.listCompressedHit ? { 'compressed hit / identity hit': { ...cpuRatio(figures, 'listCompressedHit', 'listIdentityHit'), goal: 1.1 } } : {}),
+    };
     const results = {
       date: new Date().toISOString(),
       command: 'npm run bench',
@@ -244,6 +338,7 @@ async function compare(publish: boolean): Promise<void> {
       targets: Object.fromEntries(targets.map((t) => [t.key, { label: t.label, ...f(t.key) }])),
       paired,
       ratios,
+      cpuRatios,
     };
 
     console.log();
@@ -255,7 +350,11 @@ async function compare(publish: boolean): Promise<void> {
         }),
       ),
     );
-    console.log('ratios:');
+    console.log('CPU time per request, over the reference\'s in the same round (median; each round):');
+    for (const [name, { ratio, byRound, goal }] of Object.entries(cpuRatios)) {
+      console.log(`  ${name.padEnd(42)} ${ratio} (${byRound.join(' / ')}); goal ≤ ${goal}: ${ratio <= goal ? 'holds' : 'not yet'}`);
+    }
+    console.log('throughput ratios:');
     for (const [name, value] of Object.entries(ratios)) console.log(`  ${name.padEnd(42)} ${value}`);
 
     const rows: ChartRow[] = targets.map((t) => ({ label: t.label, requestsPerSecond: f(t.key).requestsPerSecond, p99Ms: f(t.key).p99Ms, group: t.group }));
@@ -281,7 +380,10 @@ async function compare(publish: boolean): Promise<void> {
   }
 }
 
-const { values } = parseArgs({ options: { scale: { type: 'boolean', default: false }, tracing: { type: 'boolean', default: false }, publish: { type: 'boolean', default: false } } });
+const { values } = parseArgs({
+  options: { scale: { type: 'boolean', default: false }, tracing: { type: 'boolean', default: false }, compression: { type: 'boolean', default: false }, publish: { type: 'boolean', default: false } },
+});
 if (values.scale) await runScale(values.publish);
+else if (values.compression) await runCompression();
 else if (values.tracing) await runTracing();
 else await compare(values.publish);

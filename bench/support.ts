@@ -72,6 +72,11 @@ export interface Server {
 
 const running = new Set<ChildProcess>();
 
+/** Counts `child` among the processes `stopAll` stops (and so Ctrl-C, `cleanUpOnSignals`): for a process started without `startServer`. */
+export function stopWithTheRest(child: ChildProcess): void {
+  running.add(child);
+}
+
 /** Stops every process this bench started (SIGTERM, then SIGKILL after 5 s). */
 export async function stopAll(): Promise<void> {
   await Promise.all(
@@ -174,9 +179,11 @@ function coreTicks(core: string | undefined): { busy: number; total: number } {
  * `maxMs`: a run then starts on a quiet core, not in the tail of the run before it (the server just
  * measured collecting its garbage once its allocation stops, a few seconds later). Without it, the
  * target that ran second of a pair paid for the first's tail: two identical gateways differed by
- * 12% in one bench. Returns how long it waited.
+ * 12% in one bench. At most 5 s: a tail is over by then, and a core busy with someone else's work
+ * (another bench on a shared machine) stays busy however long the bench waits, which at 15 s a run
+ * made one bench take over half an hour. Returns how long it waited.
  */
-export async function settle(maxMs = 15_000): Promise<number> {
+export async function settle(maxMs = 5_000): Promise<number> {
   const started = Date.now();
   for (;;) {
     const before = coreTicks(pinning?.server);
@@ -229,6 +236,7 @@ function toMs(value: string): number {
 
 /** Reads the figures of `wrk --latency` output. */
 export function parseWrk(output: string): LoadResult {
+  if (!/Requests\/sec:/.test(output)) throw new Error(`wrk printed no summary:\n${output}`);
   const number = (pattern: RegExp) => Number(pattern.exec(output)?.[1] ?? 0);
   const socket = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(output);
   return {
@@ -254,7 +262,10 @@ export async function wrk(url: string, options: { seconds: number; connections: 
     let text = '';
     child.stdout.on('data', (chunk: Buffer) => (text += chunk.toString()));
     child.once('error', reject);
-    child.once('exit', (code) => (code === 0 ? resolve(text) : reject(new Error(`wrk exited with ${code}: ${text}`))));
+    // 'close', not 'exit': 'exit' may come before the last of wrk's output has been read from its
+    // pipe, and wrk writes it all at the end; read then, the output had no latency distribution
+    // ("cannot read wrk latency NaNms"), most often with two wrk ending at once (measurePairs).
+    child.once('close', (code) => (code === 0 ? resolve(text) : reject(new Error(`wrk exited with ${code}: ${text}`))));
   });
   return parseWrk(output);
 }

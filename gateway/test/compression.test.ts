@@ -1,0 +1,120 @@
+import { randomBytes } from 'node:crypto';
+import zlib from 'node:zlib';
+import { COMPRESSION_THRESHOLD_BYTES, compressVariants, isCompressible, negotiateCoding, variantHeaders } from '../src/cache/compression.js';
+
+const both = { br: true, gzip: true };
+
+describe('negotiateCoding', () => {
+  it('sends identity to a client that asks for no coding (no header, an empty one)', () => {
+    expect(negotiateCoding(undefined, both)).toBe('identity');
+    expect(negotiateCoding('', both)).toBe('identity');
+  });
+
+  it('prefers br, then gzip, when the client likes several alike (whatever its order)', () => {
+    expect(negotiateCoding('gzip, deflate, br, zstd', both)).toBe('br');
+    expect(negotiateCoding('gzip, deflate', both)).toBe('gzip');
+    expect(negotiateCoding('br', both)).toBe('br');
+    expect(negotiateCoding('BR', both)).toBe('br');
+  });
+
+  it('follows q-values', () => {
+    expect(negotiateCoding('br;q=0.5, gzip;q=0.8', both)).toBe('gzip');
+    expect(negotiateCoding('br;q=0, gzip', both)).toBe('gzip');
+    expect(negotiateCoding('gzip;q=0.4, identity;q=0.9', both)).toBe('identity');
+    expect(negotiateCoding('br;q=0.001', both)).toBe('br');
+  });
+
+  it('reads * as every coding not named, and a named q over *', () => {
+    expect(negotiateCoding('*', both)).toBe('br');
+    expect(negotiateCoding('br;q=0, *', both)).toBe('gzip');
+    expect(negotiateCoding('*;q=0, gzip', both)).toBe('gzip');
+  });
+
+  it('answers without a coding when nothing acceptable is available (RFC 9110: rather than 406)', () => {
+    expect(negotiateCoding('deflate', both)).toBe('identity');
+    expect(negotiateCoding('identity;q=0, deflate', both)).toBe('identity');
+    expect(negotiateCoding('*;q=0', both)).toBe('identity');
+  });
+
+  it('chooses among the variants the entry has', () => {
+    expect(negotiateCoding('br, gzip', { gzip: true })).toBe('gzip');
+    expect(negotiateCoding('br', { gzip: true })).toBe('identity');
+    expect(negotiateCoding('br, gzip', {})).toBe('identity');
+  });
+
+  it('reads a header sent several times as one list', () => {
+    expect(negotiateCoding(['gzip;q=0.5', 'br'], both)).toBe('br');
+  });
+
+  it('gives the same answer for a value met before (the memo) and past the memo size', () => {
+    for (let i = 0; i < 600; i++) expect(negotiateCoding(`gzip;q=0.${(i % 9) + 1}, x-made-up-${i}`, both)).toBe('gzip');
+    expect(negotiateCoding('gzip, deflate, br, zstd', both)).toBe('br');
+    expect(negotiateCoding('br;q=0, gzip', both)).toBe('gzip');
+  });
+});
+
+describe('isCompressible', () => {
+  const json = { 'content-type': 'application/json; charset=utf-8' };
+
+  it('takes JSON and text from the threshold on', () => {
+    expect(isCompressible(json, COMPRESSION_THRESHOLD_BYTES)).toBe(true);
+    expect(isCompressible(json, COMPRESSION_THRESHOLD_BYTES - 1)).toBe(false);
+    expect(isCompressible({ 'content-type': 'application/problem+json' }, 5_000)).toBe(true);
+    expect(isCompressible({ 'content-type': 'text/html; charset=utf-8' }, 5_000)).toBe(true);
+  });
+
+  it('leaves other types, coded bodies and no-transform alone', () => {
+    expect(isCompressible({ 'content-type': 'image/png' }, 5_000)).toBe(false);
+    expect(isCompressible({ 'content-type': 'application/jsonp' }, 5_000)).toBe(false);
+    expect(isCompressible({}, 5_000)).toBe(false);
+    expect(isCompressible({ ...json, 'content-encoding': 'gzip' }, 5_000)).toBe(false);
+    expect(isCompressible({ ...json, 'content-encoding': 'identity' }, 5_000)).toBe(true);
+    expect(isCompressible({ ...json, 'cache-control': 'max-age=60, no-transform' }, 5_000)).toBe(false);
+    expect(isCompressible({ ...json, 'cache-control': 'no-cache' }, 5_000)).toBe(true);
+  });
+});
+
+describe('compressVariants', () => {
+  const list = Buffer.from(
+    JSON.stringify({
+      items: Array.from({ length: 200 }, (_, i) => ({ id: `0190c3a5-7d1e-7000-8000-${String(i).padStart(12, '0')}`, sku: `SKU-${i}`, name: `Product ${i}`, stock: i })),
+      nextCursor: null,
+    }),
+  );
+
+  it('makes br and gzip variants that decode to the body, far smaller than it', () => {
+    const variants = compressVariants(list);
+    expect(zlib.brotliDecompressSync(variants.br!).equals(list)).toBe(true);
+    expect(zlib.gunzipSync(variants.gzip!).equals(list)).toBe(true);
+    expect(variants.br!.length).toBeLessThan(list.length * 0.2);
+    expect(variants.gzip!.length).toBeLessThan(list.length * 0.3);
+  });
+
+  it('leaves out a variant no smaller than the body', () => {
+    const variants = compressVariants(randomBytes(2_000));
+    expect(variants).toEqual({});
+  });
+});
+
+describe('variantHeaders', () => {
+  const stored = { 'content-type': 'application/json', etag: '"7"', 'cache-control': 'no-cache' };
+
+  it('marks a compressed variant: its coding, Vary, and a weak ETag', () => {
+    expect(variantHeaders(stored, 'br')).toEqual({ ...stored, 'content-encoding': 'br', vary: 'Accept-Encoding', etag: 'W/"7"' });
+    expect(variantHeaders({ ...stored, etag: 'W/"7"' }, 'gzip').etag).toBe('W/"7"');
+  });
+
+  it('keeps the identity variant as it is, saying it varies', () => {
+    expect(variantHeaders(stored, 'identity')).toEqual({ ...stored, vary: 'Accept-Encoding' });
+  });
+
+  it('adds Accept-Encoding to a Vary of its own, once', () => {
+    expect(variantHeaders({ ...stored, vary: 'Origin' }, 'gzip').vary).toBe('Origin, Accept-Encoding');
+    expect(variantHeaders({ ...stored, vary: 'origin, accept-encoding' }, 'gzip').vary).toBe('origin, accept-encoding');
+    expect(variantHeaders({ ...stored, vary: '*' }, 'gzip').vary).toBe('*');
+  });
+
+  it('leaves no Content-Length (it is the variant body’s)', () => {
+    expect(variantHeaders({ ...stored, 'content-length': '5000' }, 'br')).not.toHaveProperty('content-length');
+  });
+});
