@@ -3,12 +3,13 @@ import { answerFailure } from '@app/shared/platform/http/failures';
 import { writeProblem } from '@app/shared/platform/http/responses';
 import type { HttpProblem } from '@app/shared/platform/problem';
 import { etagMatches } from '@app/shared/resource/rules';
-import { headerList, type CachedResponse } from './cache/entry.js';
+import { negotiateCoding } from './cache/compression.js';
+import { headerList, type CachedResponse, type Representation } from './cache/entry.js';
 import type { CacheOutcome, Exchange } from './exchange.js';
 import { HOP_BY_HOP } from './upstream.js';
 
 /** A response the gateway holds whole: an entry of its cache, or a fill it fetched for it. */
-export type HeldResponse = Pick<CachedResponse, 'status' | 'headers' | 'body' | 'headerList'>;
+export type HeldResponse = Pick<CachedResponse, 'status' | 'headers' | 'body' | 'headerList' | 'variants'>;
 
 const X_CACHE: Record<CacheOutcome, string> = { hit: 'HIT', miss: 'MISS', collapsed: 'MISS', stale: 'STALE', bypass: 'BYPASS' };
 
@@ -30,14 +31,17 @@ export class ResponseWriter {
   ) {}
 
   /**
-   * Answers a GET or HEAD from a response the gateway holds: 304 when If-None-Match matches its
+   * Answers a GET or HEAD from a response the gateway holds, in the coding the client takes best
+   * among its variants (compressed once, when it was fetched): 304 when If-None-Match matches its
    * ETag, no body for HEAD. `setCookie` is for the one client whose request fetched it.
    */
   held(exchange: Exchange, held: HeldResponse, options: { ageSeconds?: number; setCookie?: string[] } = {}): void {
     const { req, res } = exchange;
-    const { etag } = held.headers;
+    const coding = held.variants ? negotiateCoding(req.headers['accept-encoding'], held.variants) : 'identity';
+    const chosen = coding === 'identity' ? held : (held.variants?.[coding] as Representation);
+    const { etag } = chosen.headers;
     const notModified = held.status === 200 && etag !== undefined && etagMatches(req.headers['if-none-match'], etag, 'weak');
-    const stored = held.headerList ?? headerList(held.headers);
+    const stored = chosen.headerList ?? headerList(chosen.headers);
     const headers = notModified ? stored.filter((_value, i) => stored[i - (i % 2)] !== 'content-type') : [...stored];
     if (options.ageSeconds !== undefined) headers.push('Age', String(options.ageSeconds));
     if (options.setCookie) for (const cookie of options.setCookie) headers.push('Set-Cookie', cookie);
@@ -46,9 +50,9 @@ export class ResponseWriter {
       res.writeHead(304, headers).end();
       return;
     }
-    headers.push('Content-Length', String(held.body.length));
+    headers.push('Content-Length', String(chosen.body.length));
     res.writeHead(held.status, headers);
-    res.end(req.method === 'HEAD' ? undefined : held.body);
+    res.end(req.method === 'HEAD' ? undefined : chosen.body);
   }
 
   /**

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { type CachedResponse, decode, encode, headerList, isStorable, storableHeaders } from '../src/cache/entry.js';
+import { type CachedResponse, decode, encode, headerList, isStorable, representations, storableHeaders } from '../src/cache/entry.js';
 
 /** A cached response: how it is stored and what may be stored. */
 const entry: CachedResponse = {
@@ -70,5 +70,34 @@ describe('storableHeaders', () => {
 describe('headerList', () => {
   it('lists the headers as name, value pairs in their order', () => {
     expect(headerList({ a: '1', b: '2' })).toEqual(['a', '1', 'b', '2']);
+  });
+});
+
+describe('representations', () => {
+  const page = Buffer.from(JSON.stringify({ items: Array.from({ length: 50 }, (_, i) => ({ id: i, name: `Product ${i}`, price: '9.99' })) }));
+
+  it('makes br and gzip variants of a JSON 200 worth compressing, and every one says Vary: Accept-Encoding', () => {
+    const made = representations(200, { 'content-type': 'application/json; charset=utf-8', etag: '"7"' }, page);
+    expect(made.headers.vary).toBe('Accept-Encoding');
+    expect(made.variants?.br?.headers).toMatchObject({ 'content-encoding': 'br', vary: 'Accept-Encoding', etag: 'W/"7"' });
+    expect(made.variants?.gzip?.body.length).toBeLessThan(page.length);
+  });
+
+  it('leaves a small body, another status or another type as it is', () => {
+    expect(representations(200, { 'content-type': 'application/json' }, Buffer.from('{"id":1}')).variants).toBeUndefined();
+    expect(representations(404, { 'content-type': 'application/json' }, page).variants).toBeUndefined();
+    expect(representations(200, { 'content-type': 'image/png' }, page).variants).toBeUndefined();
+  });
+
+  it('round-trips through the stored format, variants and all', () => {
+    const made = representations(200, { 'content-type': 'application/json' }, page);
+    const stored = { generation: 'g', storedAt: 1, ...made };
+    const back = decode(encode(stored));
+    expect(back?.body.equals(page)).toBe(true);
+    expect(back?.headers).toEqual(made.headers);
+    for (const coding of ['br', 'gzip'] as const) {
+      expect(back?.variants?.[coding]?.body.equals(made.variants![coding]!.body)).toBe(true);
+      expect(back?.variants?.[coding]?.headers).toEqual(made.variants![coding]!.headers);
+    }
   });
 });

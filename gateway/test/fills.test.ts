@@ -1,11 +1,13 @@
-import { Fills } from '../src/cache/fills.js';
+import { type Fill, Fills } from '../src/cache/fills.js';
 import type { ReadScope } from '../src/cache/scope.js';
-import type { FetchedResponse } from '../src/upstream.js';
 
 /** Request collapsing: one fill per entry and generation. */
 const scope: ReadScope = { entryKey: 'c:{users}:', generationKey: 'g:{users}', holdKey: 'h:{users}' };
 const other: ReadScope = { entryKey: 'c:{users}:limit=1', generationKey: 'g:{users}', holdKey: 'h:{users}' };
-const fetched: FetchedResponse = { status: 200, headers: { etag: '"1"' }, body: Buffer.from('[]') };
+const fetched: Fill = {
+  fetched: { status: 200, headers: { etag: '"1"' }, body: Buffer.from('[]') },
+  representation: { status: 200, headers: { etag: '"1"' }, body: Buffer.from('[]') },
+};
 
 /** A fill's `done`, and what settles it. */
 function pending(): { promise: Promise<undefined>; resolve: () => void } {

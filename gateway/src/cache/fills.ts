@@ -1,5 +1,12 @@
 import type { FetchedResponse } from '../upstream.js';
+import type { CachedResponse } from './entry.js';
 import type { ReadScope } from './scope.js';
+
+/** A fill's outcome: what the service answered, and that answer as the gateway keeps and sends it (compressed once). */
+export interface Fill {
+  fetched: FetchedResponse;
+  representation: Pick<CachedResponse, 'status' | 'headers' | 'body' | 'variants'>;
+}
 
 /**
  * The cache fills under way: one fetch per entry and generation, however many requests want it at
@@ -7,15 +14,15 @@ import type { ReadScope } from './scope.js';
  * generation, with no turn between looking here and starting it, so no two requests start the same.
  */
 export class Fills {
-  readonly #flights = new Map<string, Promise<FetchedResponse>>();
+  readonly #flights = new Map<string, Promise<Fill>>();
 
   /** The fill started for `scope`'s entry under `generation`, if one is under way. */
-  started(scope: ReadScope, generation: string): Promise<FetchedResponse> | undefined {
+  started(scope: ReadScope, generation: string): Promise<Fill> | undefined {
     return this.#flights.get(flightKey(scope, generation));
   }
 
   /** Makes `flight` the fill of `scope`'s entry under `generation` until `done` settles. */
-  start(scope: ReadScope, generation: string, flight: Promise<FetchedResponse>, done: Promise<void>): void {
+  start(scope: ReadScope, generation: string, flight: Promise<Fill>, done: Promise<void>): void {
     const key = flightKey(scope, generation);
     this.#flights.set(key, flight);
     void done.finally(() => {

@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from '@app/shared/platform/logger';
 import { LRUCache } from 'lru-cache';
 import { createCacheClient, createSubscriberClient, type Redis } from '../redis.js';
-import { headerList, type CachedResponse } from './entry.js';
+import { CONTENT_CODINGS } from './compression.js';
+import { headerList, type CachedResponse, type Representation, type Variants } from './entry.js';
 import { generationKeyOfHold, type ReadScope, type WriteScope } from './scope.js';
 
 /** The channel Redis publishes invalidations on for a client tracking keys in RESP2 redirect mode. */
@@ -219,7 +220,7 @@ export class MemoryTier {
       // Checked again now: an invalidation may have come in since the generation was read.
       if (this.#tracking && this.#generations.get(scope.generationKey) === entry.generation) {
         // The header list is made once here rather than on every hit.
-        this.#entries.set(scope.entryKey, { ...entry, body: ownCopy(entry.body), headerList: headerList(entry.headers), generationKey: scope.generationKey });
+        this.#entries.set(scope.entryKey, { ...entry, body: ownCopy(entry.body), headerList: headerList(entry.headers), variants: ownVariants(entry.variants), generationKey: scope.generationKey });
       }
     };
     if (this.#generations.get(scope.generationKey) === entry.generation) install();
@@ -436,9 +437,26 @@ function stringBytes(text: string): number {
 }
 
 function entrySize(key: string, entry: HeldEntry): number {
-  let size = ENTRY_OVERHEAD_BYTES + stringBytes(key) + stringBytes(entry.generationKey) + entry.body.length + entry.generation.length;
-  for (const name in entry.headers) size += 16 + stringBytes(name) + stringBytes(entry.headers[name] ?? '');
+  let size = ENTRY_OVERHEAD_BYTES + stringBytes(key) + stringBytes(entry.generationKey) + entry.generation.length + representationSize(entry);
+  for (const variant of Object.values(entry.variants ?? {})) size += ENTRY_OVERHEAD_BYTES + representationSize(variant);
   return size;
+}
+
+function representationSize(representation: Representation): number {
+  let size = representation.body.length;
+  for (const name in representation.headers) size += 16 + stringBytes(name) + stringBytes(representation.headers[name] ?? '');
+  return size;
+}
+
+/** Each variant's body in a buffer of its own (see `ownCopy`), with its header list made once. */
+function ownVariants(variants: Variants | undefined): Variants | undefined {
+  if (!variants) return undefined;
+  const own: Variants = {};
+  for (const coding of CONTENT_CODINGS) {
+    const variant = variants[coding];
+    if (variant) own[coding] = { headers: variant.headers, body: ownCopy(variant.body), headerList: headerList(variant.headers) };
+  }
+  return own;
 }
 
 /**

@@ -1,13 +1,13 @@
 import type { IncomingMessage } from 'node:http';
-import { isStorable, storableHeaders } from '../cache/entry.js';
-import type { Fills } from '../cache/fills.js';
+import { isStorable, representations } from '../cache/entry.js';
+import type { Fill, Fills } from '../cache/fills.js';
 import type { Lookup, ResponseCache } from '../cache/response-cache.js';
 import type { ReadScope } from '../cache/scope.js';
 import type { Exchange } from '../exchange.js';
 import type { Stage } from '../pipeline.js';
 import type { ResponseWriter } from '../respond.js';
 import type { ServiceHop } from '../service-hop.js';
-import { upstreamProblem, type FetchedResponse } from '../upstream.js';
+import { upstreamProblem } from '../upstream.js';
 
 /**
  * Whether the cache may answer this request at all: a GET or HEAD with no body, token or cookie.
@@ -76,27 +76,26 @@ export class CacheRead implements Stage {
   }
 
   /** Starts the fill of `scope` under `generation`; undefined when the service has no slot for it. */
-  #startFill(exchange: Exchange, hop: ServiceHop, scope: ReadScope, generation: string): Promise<FetchedResponse> | undefined {
+  #startFill(exchange: Exchange, hop: ServiceHop, scope: ReadScope, generation: string): Promise<Fill> | undefined {
     const { cache, fills } = this.options;
     const flight = hop.fetch(exchange);
     if (!flight) return undefined;
-    const stored = flight
-      .then(async (fetched) => {
-        if (isStorable(fetched.status, fetched.headers)) {
-          await cache.store(scope, { generation, storedAt: cache.now(), status: fetched.status, headers: storableHeaders(fetched.headers), body: fetched.body });
-        }
+    const fill = flight.then((fetched) => ({ fetched, representation: representations(fetched.status, fetched.headers, fetched.body) }));
+    const stored = fill
+      .then(async ({ fetched, representation }) => {
+        if (isStorable(fetched.status, fetched.headers)) await cache.store(scope, { generation, storedAt: cache.now(), ...representation });
       })
       .catch(() => undefined);
-    fills.start(scope, generation, flight, stored);
-    return flight;
+    fills.start(scope, generation, fill, stored);
+    return fill;
   }
 
-  /** Answers from the fill `flight`: what it fetched, or stale, or its problem. */
-  async #answerFromFill(exchange: Exchange, hop: ServiceHop, lookup: Lookup, flight: Promise<FetchedResponse>, leads: boolean): Promise<true> {
+  /** Answers from the fill under way: what it fetched, or stale, or its problem. */
+  async #answerFromFill(exchange: Exchange, hop: ServiceHop, lookup: Lookup, underWay: Promise<Fill>, leads: boolean): Promise<true> {
     const { writer } = this.options;
-    let fetched: FetchedResponse;
+    let fill: Fill;
     try {
-      fetched = await flight;
+      fill = await underWay;
     } catch (error) {
       if (this.#serveStale(exchange, lookup)) return true;
       exchange.cache = 'miss';
@@ -104,11 +103,11 @@ export class CacheRead implements Stage {
       writer.failure(exchange, upstreamProblem(hop.upstream.name, error as Error));
       return true;
     }
-    if (fetched.status >= 500 && this.#serveStale(exchange, lookup)) return true;
+    if (fill.fetched.status >= 500 && this.#serveStale(exchange, lookup)) return true;
     exchange.cache = leads ? 'miss' : 'collapsed';
     // A cookie is for the one client whose request made it: never shared with collapsed requests.
-    const setCookie = leads ? fetched.headers['set-cookie'] : undefined;
-    writer.held(exchange, { status: fetched.status, headers: storableHeaders(fetched.headers), body: fetched.body }, { setCookie });
+    const setCookie = leads ? fill.fetched.headers['set-cookie'] : undefined;
+    writer.held(exchange, fill.representation, { setCookie });
     return true;
   }
 
