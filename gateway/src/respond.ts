@@ -3,7 +3,8 @@ import { answerFailure } from '@app/shared/platform/http/failures';
 import { writeProblem } from '@app/shared/platform/http/responses';
 import type { HttpProblem } from '@app/shared/platform/problem';
 import { etagMatches } from '@app/shared/resource/rules';
-import { negotiateCoding } from './cache/compression.js';
+import { pipeline } from 'node:stream';
+import { compressor, isCompressible, negotiateCoding, variantHeaders, type Coding } from './cache/compression.js';
 import { headerList, type CachedResponse, type Representation } from './cache/entry.js';
 import type { CacheOutcome, Exchange } from './exchange.js';
 import { HOP_BY_HOP } from './upstream.js';
@@ -15,6 +16,21 @@ const X_CACHE: Record<CacheOutcome, string> = { hit: 'HIT', miss: 'MISS', collap
 
 /** Response headers of a service the gateway does not relay: hop-by-hop ones, and the request id it sets itself. */
 const NOT_RELAYED = new Set([...HOP_BY_HOP, 'x-request-id']);
+
+/** The headers a relayed response compressed on its way changes (its length is then unknown: chunked). */
+const RECODED = new Set(['content-length', 'content-encoding', 'vary', 'etag']);
+const BOTH_CODINGS = { br: true, gzip: true } as const;
+
+/**
+ * The coding to relay a service's answer to a GET in: the client's best when the answer is a 200
+ * worth compressing (the cache compresses what it keeps; this is for reads it took no part in).
+ */
+function relayCoding(acceptEncoding: string | undefined, proxyRes: IncomingMessage): Coding {
+  if (acceptEncoding === undefined || proxyRes.statusCode !== 200) return 'identity';
+  const declared = proxyRes.headers['content-length'];
+  if (!isCompressible(proxyRes.headers as Record<string, string>, declared === undefined ? Infinity : Number(declared))) return 'identity';
+  return negotiateCoding(acceptEncoding, BOTH_CODINGS);
+}
 
 /**
  * The one writer of the gateway's responses: cache hits and fills, relayed service responses,
@@ -67,16 +83,24 @@ export class ResponseWriter {
       proxyRes.resume();
       return;
     }
+    const coding = exchange.req.method === 'GET' ? relayCoding(exchange.req.headers['accept-encoding'], proxyRes) : 'identity';
     const raw = proxyRes.rawHeaders;
     const headers: string[] = [];
     for (let i = 0; i < raw.length; i += 2) {
       const name = raw[i] as string;
-      if (!NOT_RELAYED.has(name.toLowerCase())) headers.push(name, raw[i + 1] as string);
+      const lower = name.toLowerCase();
+      if (NOT_RELAYED.has(lower) || (coding !== 'identity' && RECODED.has(lower))) continue;
+      headers.push(name, raw[i + 1] as string);
+    }
+    if (coding !== 'identity') {
+      const recoded = variantHeaders(proxyRes.headers as Record<string, string>, coding);
+      for (const name of RECODED) if (recoded[name] !== undefined) headers.push(name, recoded[name]);
     }
     this.#addOwn(exchange, headers);
     res.writeHead(proxyRes.statusCode ?? 502, headers);
     proxyRes.once('error', () => res.destroy());
-    proxyRes.pipe(res);
+    if (coding === 'identity') proxyRes.pipe(res);
+    else pipeline(proxyRes, compressor(coding), res, () => undefined);
   }
 
   /** Answers with `problem` (problem+json), an expected refusal: not logged beyond the request's line. */

@@ -103,3 +103,31 @@ it('never compresses an item: it is smaller than the threshold', async () => {
   expect(item.headers['content-encoding']).toBeUndefined();
   expect(item.headers.etag).toMatch(/^"/);
 });
+
+it('compresses a list the cache takes no part in on its way through, in the coding the client takes', async () => {
+  const uncached = await startGateway({ upstreams: { products: products.url, users: products.url }, guard: { publicReads: ['products'] } });
+  try {
+    const identity = await get(LIST);
+    const fetchAt = (headers: Record<string, string>) =>
+      new Promise<{ headers: http.IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
+        http
+          .get(`${uncached.url}${LIST}`, { headers }, (res) => {
+            const chunks: Buffer[] = [];
+            res.on('data', (chunk: Buffer) => chunks.push(chunk));
+            res.once('end', () => resolve({ headers: res.headers, body: Buffer.concat(chunks) }));
+          })
+          .once('error', reject);
+      });
+    const br = await fetchAt({ 'accept-encoding': 'br' });
+    expect(br.headers['x-cache']).toBe('BYPASS');
+    expect(br.headers['content-encoding']).toBe('br');
+    expect(br.headers.vary).toMatch(/accept-encoding/i);
+    expect(br.headers['content-length']).toBeUndefined();
+    expect(zlib.brotliDecompressSync(br.body).equals(identity.body)).toBe(true);
+    const plain = await fetchAt({});
+    expect(plain.headers['content-encoding']).toBeUndefined();
+    expect(plain.body.equals(identity.body)).toBe(true);
+  } finally {
+    await uncached.close();
+  }
+});

@@ -133,3 +133,8 @@ export function variantHeaders(headers: Readonly<Record<string, string>>, coding
   if (etag !== undefined && !etag.startsWith('W/')) result.etag = `W/${etag}`;
   return result;
 }
+
+/** A stream that compresses into `coding`, at the same settings as the variants the cache keeps. */
+export function compressor(coding: ContentCoding): zlib.BrotliCompress | zlib.Gzip {
+  return coding === 'br' ? zlib.createBrotliCompress({ params: BROTLI_PARAMS }) : zlib.createGzip({ level: GZIP_LEVEL });
+}
