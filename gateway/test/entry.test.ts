@@ -77,13 +77,14 @@ describe('representations', () => {
   const page = Buffer.from(JSON.stringify({ items: Array.from({ length: 50 }, (_, i) => ({ id: i, name: `Product ${i}`, price: '9.99' })) }));
 
   it('makes br and gzip variants of a JSON 200 worth compressing, and every one says Vary: Accept-Encoding', () => {
-    const made = representations(200, { 'content-type': 'application/json; charset=utf-8', etag: '"7"' }, page);
+    const made = representations(200, { 'content-type': 'application/json; charset=utf-8', etag: 'W/"7"' }, page);
     expect(made.headers.vary).toBe('Accept-Encoding');
     expect(made.variants?.br?.headers).toMatchObject({ 'content-encoding': 'br', vary: 'Accept-Encoding', etag: 'W/"7"' });
     expect(made.variants?.gzip?.body.length).toBeLessThan(page.length);
   });
 
-  it('leaves a small body, another status or another type as it is', () => {
+  it('leaves a small body, another status, another type or a strong ETag (a resource\'s version) as it is', () => {
+    expect(representations(200, { 'content-type': 'application/json', etag: '"7"' }, page).variants).toBeUndefined();
     expect(representations(200, { 'content-type': 'application/json' }, Buffer.from('{"id":1}')).variants).toBeUndefined();
     expect(representations(404, { 'content-type': 'application/json' }, page).variants).toBeUndefined();
     expect(representations(200, { 'content-type': 'image/png' }, page).variants).toBeUndefined();

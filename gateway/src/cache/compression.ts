@@ -77,11 +77,16 @@ const COMPRESSIBLE_TYPE = /^(?:application\/(?:[\w.+-]+\+)?json|text\/[\w.+-]+)\
 
 /**
  * Whether a response is worth compressed variants: a compressible type, a body of at least
- * COMPRESSION_THRESHOLD_BYTES, no coding of its own, and no `Cache-Control: no-transform` (RFC 9111
+ * COMPRESSION_THRESHOLD_BYTES, no coding of its own, no strong ETag (a resource's version, which
+ * conditional writes compare byte for byte), and no `Cache-Control: no-transform` (RFC 9111
  * §5.2.2.6: a proxy must not change its coding then).
  */
 export function isCompressible(headers: Readonly<Record<string, string | undefined>>, bodyBytes: number): boolean {
   if (bodyBytes < COMPRESSION_THRESHOLD_BYTES) return false;
+  // A strong ETag names these very bytes, and clients send it back in If-Match (strong comparison):
+  // a compressed variant would need one of its own that the service does not know.
+  const { etag } = headers;
+  if (etag !== undefined && !etag.startsWith('W/')) return false;
   const contentEncoding = headers['content-encoding'];
   if (contentEncoding !== undefined && contentEncoding.toLowerCase() !== 'identity') return false;
   if (/(?:^|,)\s*no-transform\s*(?:,|$)/i.test(headers['cache-control'] ?? '')) return false;
