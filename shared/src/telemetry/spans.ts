@@ -1,5 +1,5 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import { context, propagation, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
+import { context, propagation, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, trace, TraceFlags, type Tracer } from '@opentelemetry/api';
 import { getRPCMetadata, RPCType, setRPCMetadata, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { ChainedContext } from './request-context.js';
 
@@ -125,14 +125,21 @@ export function traceRequests(handler: RequestListener): RequestListener {
 
 /**
  * A client span for a request to `path` on `service`, a child of the request being served, whose
- * context goes into `headers` (`traceparent`, sampled or not: the service follows the decision).
- * Undefined when not sampled, and `headers` untouched with tracing off or outside a request; end it
- * with `endClientSpan`.
+ * context goes into `headers` (`traceparent`; when not sampled, the request's own: the service
+ * follows the decision). Undefined when not sampled, and `headers` untouched with tracing off or
+ * outside a request; end it with `endClientSpan`.
  */
 export function startClientSpan(method: string, service: URL, path: string, headers: Record<string, unknown>): Span | undefined {
   if (!tracer) return undefined;
   const parent = context.active();
-  if (trace.getSpan(parent) === undefined) return undefined;
+  const request = trace.getSpan(parent);
+  if (request === undefined) return undefined;
+  if ((request.spanContext().traceFlags & TraceFlags.SAMPLED) === 0) {
+    // A trace not sampled records no span of this call either (the sampler follows the parent, or
+    // decides again by the same trace id): the service only hears the decision, in the request's context.
+    propagation.inject(parent, headers);
+    return undefined;
+  }
   const span = tracer.startSpan(method, CLIENT_SPAN, parent);
   propagation.inject(trace.setSpan(parent, span), headers);
   if (!span.isRecording()) return undefined;
