@@ -3,9 +3,9 @@ import type { Context } from '@opentelemetry/api';
 /**
  * A context that adds one value to another: what the context of every request served is made of
  * (its span, and the RPC metadata when sampled). The API's own contexts copy their parent's map
- * and make three closures for each value set, about 600 bytes a request that garbage collection
- * then pays for; this is two fields and a link. Values set on it, by the request's own spans or
- * instrumentations, make more of it: a request's chain stays a few links long.
+ * and make three closures for each value set, garbage every request would leave for the collector;
+ * this is two fields and a link. Values set on it, by the request's own spans or instrumentations,
+ * make more of it: a request's chain stays a few links long.
  */
 export class ChainedContext implements Context {
   constructor(
