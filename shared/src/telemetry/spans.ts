@@ -1,6 +1,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import { context, propagation, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { context, propagation, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, trace, TraceFlags, type Tracer } from '@opentelemetry/api';
 import { getRPCMetadata, RPCType, setRPCMetadata, W3CTraceContextPropagator } from '@opentelemetry/core';
+import { ChainedContext } from './request-context.js';
 
 /**
  * The spans of HTTP requests, served (`traceRequests`) and sent (`startClientSpan`), made here
@@ -70,31 +71,42 @@ function endServerSpan(res: ServerResponse, traced: { span: Span; route?: string
   span.end();
 }
 
-let tracing = false;
+/** The SDK's tracer, once it runs: undefined with tracing off. */
+let tracer: Tracer | undefined;
 let flush: (() => Promise<void>) | undefined;
 
 /** Called by the preload once the SDK runs: requests get server spans, and how to send the spans still held before the process exits. */
 export function tracingStarted(flushSpans: () => Promise<void>): void {
-  tracing = true;
+  tracer = trace.getTracer('@app/shared/telemetry');
   flush = flushSpans;
 }
 
+// The options of every span made here, made once: the SDK only reads them.
+const SERVER_SPAN = { kind: SpanKind.SERVER };
+const CLIENT_SPAN = { kind: SpanKind.CLIENT };
+
+const pathOf = (url: string) => {
+  const queryStart = url.indexOf('?');
+  return queryStart < 0 ? url : url.slice(0, queryStart);
+};
+
 /** `handler` with a server span around each request, when tracing is on; `handler` itself otherwise. */
 export function traceRequests(handler: RequestListener): RequestListener {
-  if (!tracing) return handler;
-  const tracer = trace.getTracer('@app/shared/telemetry');
+  if (!tracer) return handler;
+  const serverTracer = tracer;
   return (req, res) => {
-    const path = (req.url ?? '/').split('?', 1)[0] ?? '/';
+    const path = pathOf(req.url ?? '/');
     if (UNTRACED_PATHS.has(path)) {
       handler(req, res);
       return;
     }
     const method = req.method ?? 'GET';
     const parent = serverSpanSettings.continueClientTrace ? propagation.extract(ROOT_CONTEXT, req.headers) : ROOT_CONTEXT;
-    const span = tracer.startSpan(method, { kind: SpanKind.SERVER }, parent);
+    const span = serverTracer.startSpan(method, SERVER_SPAN, parent);
+    const spanContext = trace.setSpan(new ChainedContext(parent), span);
     if (!span.isRecording()) {
       // Not sampled: only the decision, which the client spans (so the services) and the Redis and MySQL spans follow.
-      context.with(trace.setSpan(parent, span), handler, undefined, req, res);
+      context.with(spanContext, handler, undefined, req, res);
       return;
     }
     span.setAttributes({ 'http.request.method': method, 'url.path': path });
@@ -107,21 +119,28 @@ export function traceRequests(handler: RequestListener): RequestListener {
     // A closure, not a property on the response: a sampled response of another shape than the rest
     // would make Node's code for every response slower (polymorphic).
     res.once('close', () => endServerSpan(res, metadata));
-    context.with(setRPCMetadata(trace.setSpan(parent, span), metadata), handler, undefined, req, res);
+    context.with(setRPCMetadata(spanContext, metadata), handler, undefined, req, res);
   };
 }
 
 /**
  * A client span for a request to `path` on `service`, a child of the request being served, whose
- * context goes into `headers` (`traceparent`, sampled or not: the service follows the decision).
- * Undefined when not sampled, and `headers` untouched with tracing off or outside a request; end it
- * with `endClientSpan`.
+ * context goes into `headers` (`traceparent`; when not sampled, the request's own: the service
+ * follows the decision). Undefined when not sampled, and `headers` untouched with tracing off or
+ * outside a request; end it with `endClientSpan`.
  */
 export function startClientSpan(method: string, service: URL, path: string, headers: Record<string, unknown>): Span | undefined {
-  if (!tracing) return undefined;
+  if (!tracer) return undefined;
   const parent = context.active();
-  if (trace.getSpan(parent) === undefined) return undefined;
-  const span = trace.getTracer('@app/shared/telemetry').startSpan(method, { kind: SpanKind.CLIENT }, parent);
+  const request = trace.getSpan(parent);
+  if (request === undefined) return undefined;
+  if ((request.spanContext().traceFlags & TraceFlags.SAMPLED) === 0) {
+    // A trace not sampled records no span of this call either (the sampler follows the parent, or
+    // decides again by the same trace id): the service only hears the decision, in the request's context.
+    propagation.inject(parent, headers);
+    return undefined;
+  }
+  const span = tracer.startSpan(method, CLIENT_SPAN, parent);
   propagation.inject(trace.setSpan(parent, span), headers);
   if (!span.isRecording()) return undefined;
   span.setAttributes({ 'http.request.method': method, 'server.address': service.hostname, 'server.port': Number(service.port || 80), 'url.full': `${service.origin}${path}` });
