@@ -9,7 +9,7 @@ import { TokenVerifier } from './auth/tokens.js';
 import { ResponseCache } from './cache/response-cache.js';
 import { authConfigProblems, configSchema, upstreamSettings } from './config.js';
 import { RateLimits } from './rate-limit.js';
-import { createCacheClient } from './redis.js';
+import { createCacheClient, redisTarget } from './redis.js';
 
 const config = loadConfig(configSchema);
 const { upstreams, problems: upstreamProblems } = upstreamSettings(config);
@@ -25,10 +25,10 @@ const lifecycle = new Lifecycle();
 // every command; the cache judges lateness itself, after the event loop has caught up (RedisHealth),
 // so the client's stop lies beyond that: a busy gateway must not cut replies that came in time.
 const redis =
-  config.CACHE_ENABLED || config.RATE_LIMIT_ENABLED ? createCacheClient(config.REDIS_URL, logger, { commandTimeoutMs: 2 * config.REDIS_COMMAND_TIMEOUT_MS, keyPrefix: config.REDIS_KEY_PREFIX }) : undefined;
+  config.CACHE_ENABLED || config.RATE_LIMIT_ENABLED ? createCacheClient(redisTarget(config), logger, { commandTimeoutMs: 2 * config.REDIS_COMMAND_TIMEOUT_MS, keyPrefix: config.REDIS_KEY_PREFIX }) : undefined;
 const memory =
   redis && config.CACHE_ENABLED && config.CACHE_MEMORY_MB > 0
-    ? createMemoryTier(config.REDIS_URL, config.CACHE_MEMORY_MB * 1024 * 1024, logger, { commandTimeoutMs: 2 * config.REDIS_COMMAND_TIMEOUT_MS, keyPrefix: config.REDIS_KEY_PREFIX })
+    ? createMemoryTier(redisTarget(config), config.CACHE_MEMORY_MB * 1024 * 1024, logger, { commandTimeoutMs: 2 * config.REDIS_COMMAND_TIMEOUT_MS, keyPrefix: config.REDIS_KEY_PREFIX })
     : undefined;
 const cache =
   redis && config.CACHE_ENABLED

@@ -7,7 +7,7 @@ import { listen, type RunningServer } from '@app/shared/platform/server';
 import { migrateSchema, type ServiceDefinition, type ServiceDependencies } from '@app/shared/service';
 import type { RequestListener } from 'node:http';
 import { createApp as createGatewayApp, upstreamsFrom } from '../../gateway/src/app.js';
-import { createMemoryTier, MemoryTier } from '../../gateway/src/cache/memory-tier.js';
+import { createMemoryTier, type MemoryTier } from '../../gateway/src/cache/memory-tier.js';
 import { ResponseCache } from '../../gateway/src/cache/response-cache.js';
 import type { ConcurrencyLimitSettings } from '../../gateway/src/concurrency-limit.js';
 import { configSchema as gatewayConfig } from '../../gateway/src/config.js';
@@ -15,11 +15,12 @@ import type { ResolveEndpoints } from '../../gateway/src/upstream-agent.js';
 import type { GuardSettings } from '../../gateway/src/guard.js';
 import type { TokenVerifier } from '../../gateway/src/auth/tokens.js';
 import { RateLimits, type RateLimitSettings } from '../../gateway/src/rate-limit.js';
-import { createCacheClient, createSubscriberClient } from '../../gateway/src/redis.js';
+import { createCacheClient, type RedisTarget } from '../../gateway/src/redis.js';
 import { createApp as createProductsApp, service as productsService } from '../../products-service/src/app.js';
 import { createApp as createUsersApp, service as usersService } from '../../users-service/src/app.js';
 import { serviceModules } from '../../scripts/services.js';
 import { testVerifier } from './auth.js';
+import { testRedisTarget } from './redis-cluster.js';
 
 /** Quiet unless TEST_LOG_LEVEL asks for logs. */
 export const testLogger = createLogger('test', process.env.TEST_LOG_LEVEL ?? 'silent');
@@ -99,7 +100,7 @@ export interface RunningGateway {
 }
 
 export interface GatewayCacheOptions {
-  redisUrl?: string;
+  redisUrl?: RedisTarget;
   ttlSeconds?: number;
   staleSeconds?: number;
   now?: () => number;
@@ -107,7 +108,7 @@ export interface GatewayCacheOptions {
   /** Bytes of the in-memory tier in front of Redis (default 16 MiB, as the gateway's; 0: none). */
   memoryBytes?: number;
   /** Where the tier's tracked and subscriber connections go (default: redisUrl), to cut them apart. */
-  memoryRedisUrls?: { tracked: string; subscriber: string };
+  memoryRedisUrls?: { tracked: RedisTarget; subscriber: RedisTarget };
   /** REDIS_KEY_PREFIX (default: this test run's, so that runs sharing a Redis never meet). */
   keyPrefix?: string;
 }
@@ -124,7 +125,7 @@ export interface GatewayGuardOptions {
    * counted in `redisUrl` (default: the cache's Redis, if any, else memory). The key prefix is new
    * for each gateway unless given: pass one to make replicas share budgets.
    */
-  rateLimits?: false | (Partial<RateLimitSettings> & { redisUrl?: string });
+  rateLimits?: false | (Partial<RateLimitSettings> & { redisUrl?: RedisTarget });
   corsOrigins?: string[];
   trustedProxyHops?: number;
 }
@@ -154,18 +155,14 @@ export async function startGateway(options: {
       AUTH_PUBLIC_READS: (guardOptions.publicReads ?? []).join(','),
     }),
   );
-  const redisUrl = options.cache?.redisUrl ?? process.env.TEST_REDIS_URL!;
+  const redisUrl = options.cache?.redisUrl ?? testRedisTarget();
   const keyPrefix = options.cache?.keyPrefix ?? process.env.TEST_REDIS_KEY_PREFIX;
   const redis = options.cache && createCacheClient(redisUrl, logger, { commandTimeoutMs: options.cache.commandTimeoutMs, keyPrefix });
   if (redis) await new Promise((resolve) => redis.once('ready', resolve));
   const memoryBytes = options.cache?.memoryBytes ?? 16 * 1024 * 1024;
   const memoryUrls = options.cache?.memoryRedisUrls;
   const memory =
-    redis && memoryBytes > 0
-      ? memoryUrls
-        ? new MemoryTier(createCacheClient(memoryUrls.tracked, logger, { keyPrefix }), createSubscriberClient(memoryUrls.subscriber), memoryBytes, logger)
-        : createMemoryTier(redisUrl, memoryBytes, logger, { commandTimeoutMs: options.cache?.commandTimeoutMs, keyPrefix })
-      : undefined;
+    redis && memoryBytes > 0 ? createMemoryTier(memoryUrls ?? redisUrl, memoryBytes, logger, { commandTimeoutMs: memoryUrls ? undefined : options.cache?.commandTimeoutMs, keyPrefix }) : undefined;
   if (memory) await untilTracking(memory);
   const cache =
     redis &&

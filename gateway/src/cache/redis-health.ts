@@ -1,5 +1,5 @@
 import type { Logger } from '@app/shared/platform/logger';
-import type { Redis } from '../redis.js';
+import type { CacheClient } from '../redis.js';
 
 export interface RedisBreakerSettings {
   /** A command with no reply after this long (and after the event loop has read what came in) fails. */
@@ -60,7 +60,7 @@ export class RedisHealth {
   #failures = 0;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: CacheClient,
     private readonly logger: Logger,
     private readonly settings: RedisBreakerSettings = defaultBreakerSettings,
   ) {}
@@ -71,7 +71,7 @@ export class RedisHealth {
   }
 
   /** Sends one command when Redis is up (rejects with RedisDown at once otherwise) and counts its outcome. */
-  async run<T>(command: (redis: Redis) => Promise<T>): Promise<T> {
+  async run<T>(command: (redis: CacheClient) => Promise<T>): Promise<T> {
     if (!this.up) throw new RedisDown();
     const { timeoutMs } = this.settings;
     let timer: NodeJS.Timeout | undefined;

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '@app/shared/platform/logger';
-import { isOutOfMemory, type Redis } from '../redis.js';
+import { isOutOfMemory, type CacheClient } from '../redis.js';
 import { decode, encode, type CachedResponse } from './entry.js';
 import type { MemoryTier } from './memory-tier.js';
 import { defaultBreakerSettings, RedisHealth, type RedisBreakerSettings } from './redis-health.js';
@@ -51,7 +51,7 @@ export class ResponseCache {
   readonly #generationSeconds: number;
 
   constructor(
-    redis: Redis,
+    redis: CacheClient,
     readonly settings: CacheSettings,
     private readonly logger: Logger,
     /** Hot entries in this gateway's memory (memory-tier.ts); undefined when CACHE_MEMORY_MB=0. */
