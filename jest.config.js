@@ -13,6 +13,7 @@ export const projectSettings = {
 const CLUSTER_SUITES = ['cache', 'memory-tier', 'rate-limits', 'redis-health'].map((name) => `<rootDir>/test/e2e/${name}.test.ts`);
 
 export default {
+  testTimeout: projectSettings.testTimeout,
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   projects: [

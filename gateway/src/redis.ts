@@ -130,7 +130,7 @@ export function nodeCredentials(target: ClusterTarget): RedisOptions {
  */
 export function createClusterClient(target: ClusterTarget, options: CacheClientOptions = {}, natMap: ClusterOptions['natMap'] = target.natMap): Cluster {
   const { keyPrefix, enableAutoPipelining, ...connection } = cacheConnection(options);
-  return new Cluster(target.nodes, {
+  const cluster = new Cluster(target.nodes, {
     keyPrefix,
     enableAutoPipelining,
     enableOfflineQueue: false,
@@ -141,11 +141,19 @@ export function createClusterClient(target: ClusterTarget, options: CacheClientO
     retryDelayOnTryAgain: 0,
     clusterRetryStrategy: reconnectSoon,
     slotsRefreshInterval: TOPOLOGY_REFRESH_MS,
+    // A plain timer: under load it fires late, after replies that came in time; beyond a few busy turns.
+    slotsRefreshTimeout: 5_000,
     natMap,
     // TLS names the node it connects to: the address it announces, not a resolved IP.
     ...(target.tls ? { dnsLookup: (address: string, callback: (error: null, address: string) => void) => callback(null, address) } : {}),
     redisOptions: { ...connection, ...nodeCredentials(target) },
   });
+  // ioredis opens a node's connection on its first command; opened at once instead, a master's
+  // connection says whether the cluster is reachable (RedisHealth) before anything is sent.
+  cluster.on('+node', (node: Redis) => {
+    if (node.status === 'wait') node.connect().catch(() => undefined);
+  });
+  return cluster;
 }
 
 /**
