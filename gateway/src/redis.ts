@@ -175,8 +175,6 @@ export const TOPOLOGY_REFRESH_MS = 1_000;
  * by itself (the caller does, on each 'ready': a new connection has a new client id). Its errors are
  * not reported: the cache client on the same Redis reports outages.
  */
-export function createSubscriberClient(url: string): Redis;
-export function createSubscriberClient(node: NodeAddress & RedisOptions): Redis;
 export function createSubscriberClient(where: string | (NodeAddress & RedisOptions)): Redis {
   const settings: RedisOptions = {
     enableOfflineQueue: false,

@@ -24,6 +24,9 @@ export interface RedisRelay {
   target: RedisTarget;
   proxies: TcpProxy[];
   set replyDelayMs(ms: number);
+  /** What each proxy does with what the client sends, and after each reply (TcpProxy's). */
+  set tamper(tamper: TcpProxy['tamper']);
+  set afterReply(afterReply: TcpProxy['afterReply']);
   cut(): Promise<void>;
   restore(): Promise<void>;
 }
@@ -61,6 +64,12 @@ export async function relayRedis(target: RedisTarget = testRedisTarget()): Promi
     proxies,
     set replyDelayMs(ms: number) {
       for (const proxy of proxies) proxy.replyDelayMs = ms;
+    },
+    set tamper(tamper: TcpProxy['tamper']) {
+      for (const proxy of proxies) proxy.tamper = tamper;
+    },
+    set afterReply(afterReply: TcpProxy['afterReply']) {
+      for (const proxy of proxies) proxy.afterReply = afterReply;
     },
     cut: async () => {
       await Promise.all(proxies.map((proxy) => proxy.cut()));
