@@ -58,79 +58,102 @@ async function processId(port: number): Promise<number> {
   }
 }
 
+/** What the load saw. */
+interface Seen {
+  writes: number;
+  reads: number;
+  non2xx: string[];
+  stale: string[];
+  outcomes: Map<string, number>;
+}
+
+type Api = ReturnType<typeof client>;
+
+/** The round a name written by the load stands for (`Round 12` → 12), or -1. */
+const roundOf = (name: unknown) => Number(/^Round (\d+)$/.exec(String(name))?.[1] ?? -1);
+
+/** Counts a read: its status, its X-Cache, and whether it shows at least the round `floor`. */
+function count(seen: Seen, read: Awaited<ReturnType<Api['get']>>, floor: number, label: string): void {
+  seen.reads++;
+  const outcome = read.headers.get('x-cache') ?? 'none';
+  seen.outcomes.set(outcome, (seen.outcomes.get(outcome) ?? 0) + 1);
+  if (read.status !== 200) seen.non2xx.push(`GET ${read.status} (${label})`);
+  else if (roundOf(read.body.name) < floor) seen.stale.push(`${label}: ${read.body.name} after Round ${floor} (${outcome})`);
+}
+
+/**
+ * Kills the master of `victimKey`'s slot after KILL_AFTER_MS; resolves with how long its replica
+ * took to take over, as the node on `survivor` sees it.
+ */
+async function killMaster(victimKey: string, victim: number, survivor: number): Promise<number> {
+  const pid = await processId(victim);
+  await sleep(KILL_AFTER_MS);
+  process.kill(pid, 'SIGKILL');
+  const killedAt = Date.now();
+  for (let master = victim; master === victim || master === undefined; master = (await masterOf(victimKey, survivor))!) {
+    if (Date.now() - killedAt > FAILOVER_WITHIN_MS) throw new Error(`no replica took over from ${victim} within ${FAILOVER_WITHIN_MS} ms`);
+    await sleep(100);
+  }
+  return Date.now() - killedAt;
+}
+
+/**
+ * One client writes the users in turn through `writer` and reads each at once through both
+ * replicas; another only reads, through both, all along (also while a write waits out the
+ * failover). A read begun after a write was acknowledged must show it or a later one.
+ */
+async function load(locations: string[], [writer, reader]: [Api, Api], loading: () => boolean): Promise<Seen> {
+  const seen: Seen = { writes: 0, reads: 0, non2xx: [], stale: [], outcomes: new Map() };
+  const acknowledged = new Map<string, number>();
+  const onlyReads = (async () => {
+    for (let round = 0; loading(); round++) {
+      const location = locations[round % locations.length]!;
+      const floor = acknowledged.get(location) ?? -1;
+      count(seen, await (round % 2 === 0 ? writer : reader).get(location), floor, 'reads only');
+    }
+  })();
+  for (let round = 0; loading(); round++) {
+    const location = locations[round % locations.length]!;
+    const written = await writer.patch(location, { name: `Round ${round}` });
+    acknowledged.set(location, round);
+    seen.writes++;
+    if (written.status !== 200) seen.non2xx.push(`PATCH ${written.status}`);
+    count(seen, await writer.get(location), round, 'the writer');
+    count(seen, await reader.get(location), round, 'the reader');
+  }
+  await onlyReads;
+  return seen;
+}
+
 it('a master killed while a client writes and reads: 0 non-2xx, 0 stale, hits again after the failover', async () => {
   const dir = process.env.TEST_REDIS_CLUSTER_DIR;
   if (!dir) throw new Error('TEST_REDIS_CLUSTER_DIR is not set: this test kills and restarts a node of the cluster the global setup started');
-  const [writer, reader] = gateways.map((gateway) => client(gateway.url)) as [ReturnType<typeof client>, ReturnType<typeof client>];
+  const apis = gateways.map((gateway) => client(gateway.url)) as [Api, Api];
   const locations: string[] = [];
   for (let i = 0; i < USERS; i++) {
-    const created = await writer.post('/api/users', { email: `failover${i}-${Date.now()}@example.com`, name: 'Before' });
+    const created = await apis[0].post('/api/users', { email: `failover${i}-${Date.now()}@example.com`, name: 'Before' });
     expect(created.status).toBe(201);
     locations.push(created.headers.get('location')!);
   }
   const seeds = testCluster().nodes.map((node) => node.port);
   const victimKey = `${process.env.TEST_REDIS_KEY_PREFIX}g:{users:${locations[0]!.split('/').pop()}}`;
   const victim = (await masterOf(victimKey, seeds[0]!))!;
-  const survivor = seeds.find((port) => port !== victim)!;
-  const pid = await processId(victim);
 
-  const seen = { writes: 0, reads: 0, non2xx: [] as string[], stale: [] as string[], outcomes: new Map<string, number>() };
   const started = Date.now();
   let failedOverAt: number | undefined;
-  const failover = (async () => {
-    await sleep(KILL_AFTER_MS);
-    process.kill(pid, 'SIGKILL');
-    const killedAt = Date.now();
-    while ((await masterOf(victimKey, survivor)) === victim || (await masterOf(victimKey, survivor)) === undefined) {
-      if (Date.now() - killedAt > FAILOVER_WITHIN_MS) throw new Error(`no replica took over from ${victim} within ${FAILOVER_WITHIN_MS} ms`);
-      await sleep(100);
-    }
+  const failover = killMaster(victimKey, victim, seeds.find((port) => port !== victim)!).then((ms) => {
     failedOverAt = Date.now();
-    return failedOverAt - killedAt;
-  })();
-  const loading = () => Date.now() - started < LOAD_MS || failedOverAt === undefined || Date.now() - failedOverAt < AFTER_FAILOVER_MS;
-  const given = (up: unknown) => Number(/^Round (\d+)$/.exec(String(up))?.[1] ?? -1);
-  /** The round each user's last acknowledged write set: a read begun after it must show it or a later one. */
-  const acknowledged = new Map<string, number>();
-  // Meanwhile another client only reads, through both replicas, all the time (also while a write waits for the failover).
-  const onlyReads = (async () => {
-    for (let round = 0; loading(); round++) {
-      const location = locations[round % USERS]!;
-      const through = round % 2 === 0 ? writer : reader;
-      const floor = acknowledged.get(location) ?? -1;
-      const read = await through.get(location);
-      seen.reads++;
-      const outcome = read.headers.get('x-cache') ?? 'none';
-      seen.outcomes.set(outcome, (seen.outcomes.get(outcome) ?? 0) + 1);
-      if (read.status !== 200) seen.non2xx.push(`GET ${read.status} (reads only)`);
-      else if (given(read.body.name) < floor && floor >= 0) seen.stale.push(`reads only: ${read.body.name} after Round ${floor} (${outcome})`);
-    }
-  })();
-  for (let round = 0; loading(); round++) {
-    const location = locations[round % USERS]!;
-    const name = `Round ${round}`;
-    const written = await writer.patch(location, { name });
-    acknowledged.set(location, round);
-    seen.writes++;
-    if (written.status !== 200) seen.non2xx.push(`PATCH ${written.status}`);
-    for (const [label, through] of [['writer', writer], ['reader', reader]] as const) {
-      const read = await through.get(location);
-      seen.reads++;
-      const outcome = read.headers.get('x-cache') ?? 'none';
-      seen.outcomes.set(outcome, (seen.outcomes.get(outcome) ?? 0) + 1);
-      if (read.status !== 200) seen.non2xx.push(`GET ${read.status} through the ${label}`);
-      else if (read.body.name !== name) seen.stale.push(`${label}: ${read.body.name} after ${name} (${outcome})`);
-    }
-    if (failedOverAt === undefined && Date.now() - started > KILL_AFTER_MS + FAILOVER_WITHIN_MS) break;
-  }
+    return ms;
+  });
+  // Until LOAD_MS and AFTER_FAILOVER_MS after the failover have passed (or the failover failed).
+  const loading = () => (Date.now() - started < LOAD_MS || failedOverAt === undefined || Date.now() - failedOverAt < AFTER_FAILOVER_MS) && Date.now() - started < KILL_AFTER_MS + FAILOVER_WITHIN_MS + AFTER_FAILOVER_MS;
+  const seen = await load(locations, apis, loading);
   const failoverMs = await failover;
-  await onlyReads;
 
-  // Hits again: the entry comes back into each replica's memory through the new master.
-  const location = locations[0]!;
+  // Hits again: the entry comes back into the reader's memory through the new master.
   const outcomesAfter: string[] = [];
   for (let attempt = 0; attempt < 100 && outcomesAfter.slice(-2).join() !== 'HIT,HIT'; attempt++) {
-    outcomesAfter.push((await reader.get(location)).headers.get('x-cache') ?? 'none');
+    outcomesAfter.push((await apis[1].get(locations[0]!)).headers.get('x-cache') ?? 'none');
     await sleep(20);
   }
 
