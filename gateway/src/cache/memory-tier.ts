@@ -440,8 +440,11 @@ export class MemoryTier {
     const nonces: string[] = [];
     let waited: NodeJS.Timeout | undefined;
     const timeUp = new Promise<void>((resolve) => (waited = setTimeout(resolve, BARRIER_WAIT_MS)));
+    // With no node known (a cluster client not ready yet) nothing can be published: the wait is
+    // what makes every other tier's lease lapse.
+    const acknowledged = this.#nodes.size === 0 ? timeUp : Promise.all([...this.#nodes.values()].map((node) => this.#barrierOn(node, nonces)));
     try {
-      await Promise.race([Promise.all([...this.#nodes.values()].map((node) => this.#barrierOn(node, nonces))), timeUp]);
+      await Promise.race([acknowledged, timeUp]);
     } finally {
       clearTimeout(waited);
       for (const nonce of nonces) this.#barriers.delete(nonce);
