@@ -2,6 +2,7 @@ import { createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto';
 import { commonConfig, count, flag, megabytes, milliseconds, port, seconds, url } from '@app/shared/platform/config';
 import { readServiceList, SERVICES_FILE, type ServiceEntry } from '@app/shared/platform/services';
 import { z } from 'zod';
+import { parseClusterNode } from './redis.js';
 import type { Upstream } from './upstream.js';
 
 // Empty strings count as unset, as in every other variable.
@@ -77,6 +78,11 @@ export const configSchema = z.object({
   /** Exceptions to the template, as `name=url` pairs: `users=http://10.0.0.5:3001,products=…`. */
   GATEWAY_UPSTREAMS: list('', z.string().refine((pair) => /^[a-z][a-z0-9]*=/.test(pair) && isHttpUrl(pair.slice(pair.indexOf('=') + 1))), 'must be a comma-separated list of name=url, each URL http or https'),
   REDIS_URL: url(['redis:', 'rediss:'], 'redis://127.0.0.1:6379'),
+  /**
+   * Seed nodes of a Redis Cluster (`host:port,host:port,…`, or redis:// / rediss:// URLs with the
+   * credentials): when set, the gateway uses this cluster instead of REDIS_URL.
+   */
+  REDIS_CLUSTER_NODES: list('', z.string().refine((item) => parseClusterNode(item) !== undefined), 'must be a comma-separated list of host:port, or redis:// or rediss:// URLs with a port'),
   /**
    * Put in front of every key the gateway keeps in Redis (cache entries, generations, holds, rate
    * limit counters), so that several deployments (or test runs) can share one Redis without reading

@@ -19,7 +19,7 @@ import { GatewayMetrics } from './metrics.js';
 import { openApiRoutes } from './openapi.js';
 import { pipeline, type Stage } from './pipeline.js';
 import { RateLimits } from './rate-limit.js';
-import { createCacheClient, type Redis } from './redis.js';
+import { createCacheClient, redisTarget, type CacheClient } from './redis.js';
 import { ResponseWriter } from './respond.js';
 import { Routing } from './routing.js';
 import { ServiceHop } from './service-hop.js';
@@ -41,8 +41,8 @@ export interface GatewayParts {
   resolveReplicas?: ResolveEndpoints;
   /** Verifies tokens instead of AUTH_PUBLIC_KEY or AUTH_JWKS_URL (while AUTH_ENABLED). */
   tokens?: TokenVerifier;
-  /** The Redis client of the cache (and of the rate limits, unless `limits` is given) instead of REDIS_URL's. */
-  redis?: Redis;
+  /** The Redis client of the cache (and of the rate limits, unless `limits` is given) instead of REDIS_URL's or REDIS_CLUSTER_NODES'. */
+  redis?: CacheClient;
   /** The cache's in-memory tier instead of CACHE_MEMORY_MB's; null for none. */
   memory?: MemoryTier | null;
   /** The rate limits instead of RATE_LIMIT_*'s; null for none. */
@@ -123,11 +123,11 @@ function redisParts(config: GatewayConfig, logger: Logger, parts: GatewayParts) 
   // One client for the cache and the rate limits' counters. Its own timeout is a hard stop for every
   // command; the cache judges lateness itself, after the event loop has caught up (RedisHealth), so
   // the client's stop lies beyond that: a busy gateway must not cut replies that came in time.
-  const made = !parts.redis && needsRedis ? createCacheClient(config.REDIS_URL, logger, clientOptions) : undefined;
+  const made = !parts.redis && needsRedis ? createCacheClient(redisTarget(config), logger, clientOptions) : undefined;
   const redis = parts.redis ?? made;
   const madeMemory =
     parts.memory === undefined && redis && config.CACHE_ENABLED && config.CACHE_MEMORY_MB > 0
-      ? createMemoryTier(config.REDIS_URL, config.CACHE_MEMORY_MB * 1024 * 1024, logger, clientOptions)
+      ? createMemoryTier(redisTarget(config), config.CACHE_MEMORY_MB * 1024 * 1024, logger, clientOptions)
       : undefined;
   const memory = parts.memory ?? madeMemory;
   const cache =

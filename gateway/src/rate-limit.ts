@@ -1,7 +1,7 @@
 import type { Logger } from '@app/shared/platform/logger';
 import { LRUCache } from 'lru-cache';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
-import { isOutOfMemory, type Redis } from './redis.js';
+import { isOutOfMemory, type CacheClient } from './redis.js';
 
 /** Reads (GET, HEAD, OPTIONS) and writes have separate budgets: a client reading a lot can still write. */
 export type Budget = 'read' | 'write';
@@ -87,7 +87,7 @@ export class RateLimits {
   readonly #leases: Record<Budget, LRUCache<string, Lease>>;
 
   constructor(
-    redis: Redis | undefined,
+    redis: CacheClient | undefined,
     settings: RateLimitSettings,
     private readonly logger: Logger,
   ) {

@@ -8,7 +8,7 @@ import { client, expectProblem, type Client } from '../support/http.js';
 import { HoldingProxy } from '../support/holding-proxy.js';
 import { portOf } from '../support/raw-socket.js';
 import { capturingLogger, startGateway, startUsersService, untilTracking, type RunningGateway, type RunningService } from '../support/stack.js';
-import { TcpProxy } from '../support/tcp-proxy.js';
+import { relayRedis } from '../support/redis-cluster.js';
 
 const deadline = () => ({ signal: AbortSignal.timeout(8_000) });
 
@@ -288,12 +288,11 @@ describe('request collapsing', () => {
   it('still fills and stores a miss whose client hung up while it waited on Redis, and logs no error for it', async () => {
     // Slow Redis replies keep the read waiting before its fill; no token and no rate limits, so that
     // nothing has asked for the client's address before its connection is gone.
-    const redisUrl = new URL(process.env.TEST_REDIS_URL!);
-    const redisProxy = await new TcpProxy({ host: redisUrl.hostname, port: Number(redisUrl.port || 6379) }).start();
+    const redisProxy = await relayRedis();
     const { logger, lines } = capturingLogger('gateway');
     const replica = await startGateway({
       upstreams: { users: upstream.url, products: users.url },
-      cache: { ...cacheOptions, redisUrl: redisProxy.rewrite(redisUrl.toString()) },
+      cache: { ...cacheOptions, redisUrl: redisProxy.target },
       guard: { auth: false, rateLimits: false },
       logger,
     });
@@ -365,9 +364,8 @@ describe('stale-if-error', () => {
 
 describe('Redis cut off and back', () => {
   it('bypasses the cache with no error while Redis is down, and never serves data older than a write made meanwhile', async () => {
-    const redisUrl = new URL(process.env.TEST_REDIS_URL!);
-    const redisProxy = await new TcpProxy({ host: redisUrl.hostname, port: Number(redisUrl.port || 6379) }).start();
-    const replica = await startGateway({ upstreams: { users: upstream.url, products: users.url }, cache: { ...cacheOptions, redisUrl: redisProxy.rewrite(redisUrl.toString()) } });
+    const redisProxy = await relayRedis();
+    const replica = await startGateway({ upstreams: { users: upstream.url, products: users.url }, cache: { ...cacheOptions, redisUrl: redisProxy.target } });
     const through = client(replica.url);
     try {
       const user = await createUser();

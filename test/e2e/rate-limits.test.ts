@@ -8,7 +8,8 @@ import { randomBytes } from 'node:crypto';
 import { testToken } from '../support/auth.js';
 import { client, expectProblem, type Client } from '../support/http.js';
 import { startGateway, startProductsService, type RunningGateway, type RunningService } from '../support/stack.js';
-import { TcpProxy } from '../support/tcp-proxy.js';
+import { relayRedis, testRedisTarget } from '../support/redis-cluster.js';
+import type { RedisTarget } from '../../gateway/src/redis.js';
 
 const READS = 5;
 const WRITES = 3;
@@ -20,7 +21,7 @@ let productPath: string;
  * A replica counting in the test Redis (or `redisUrl`) under `keyPrefix`; `reads` per minute
  * (default READS, small enough that leases are one point: exact).
  */
-function startReplica(keyPrefix: string, options: { redisUrl?: string; trustedProxyHops?: number; reads?: number; leasePoints?: number } = {}) {
+function startReplica(keyPrefix: string, options: { redisUrl?: RedisTarget; trustedProxyHops?: number; reads?: number; leasePoints?: number } = {}) {
   return startGateway({
     upstreams: { users: products.url, products: products.url },
     guard: {
@@ -31,7 +32,7 @@ function startReplica(keyPrefix: string, options: { redisUrl?: string; trustedPr
         writesPerMinute: WRITES,
         leasePoints: options.leasePoints ?? 1_000,
         keyPrefix,
-        redisUrl: options.redisUrl ?? process.env.TEST_REDIS_URL!,
+        redisUrl: options.redisUrl ?? testRedisTarget(),
       },
     },
   });
@@ -99,7 +100,7 @@ describe('a cache hit', () => {
     const cached = await startGateway({
       upstreams: { users: products.url, products: products.url },
       cache: {},
-      guard: { rateLimits: { readsPerMinute: READS, writesPerMinute: WRITES, leasePoints: 1_000, keyPrefix: newPrefix(), redisUrl: process.env.TEST_REDIS_URL! } },
+      guard: { rateLimits: { readsPerMinute: READS, writesPerMinute: WRITES, leasePoints: 1_000, keyPrefix: newPrefix(), redisUrl: testRedisTarget() } },
     });
     try {
       const api = await asSubject('cached-reader', cached);
@@ -175,9 +176,8 @@ describe('leases: each replica takes points from Redis in batches', () => {
   });
 
   it('still let requests through at once with Redis cut off, limited per replica', async () => {
-    const redisUrl = new URL(process.env.TEST_REDIS_URL!);
-    const redisProxy = await new TcpProxy({ host: redisUrl.hostname, port: Number(redisUrl.port || 6379) }).start();
-    const replica = await startReplica(newPrefix(), { redisUrl: redisProxy.rewrite(redisUrl.toString()), reads: BUDGET, leasePoints: LEASE });
+    const redisProxy = await relayRedis();
+    const replica = await startReplica(newPrefix(), { redisUrl: redisProxy.target, reads: BUDGET, leasePoints: LEASE });
     try {
       const api = await asSubject('leased-through-an-outage', replica);
       expect((await api.get(productPath)).status).toBe(200);
@@ -218,9 +218,8 @@ describe('the client address', () => {
 
 describe('Redis cut off', () => {
   it('requests still flow, each replica counting in its own memory', async () => {
-    const redisUrl = new URL(process.env.TEST_REDIS_URL!);
-    const redisProxy = await new TcpProxy({ host: redisUrl.hostname, port: Number(redisUrl.port || 6379) }).start();
-    const replica = await startReplica(newPrefix(), { redisUrl: redisProxy.rewrite(redisUrl.toString()) });
+    const redisProxy = await relayRedis();
+    const replica = await startReplica(newPrefix(), { redisUrl: redisProxy.target });
     try {
       const api = await asSubject('through-an-outage', replica);
       expect((await api.get(productPath)).headers.get('ratelimit')).toMatch(/^"read";r=4;/);

@@ -5,21 +5,20 @@
  */
 import { client, type Client } from '../support/http.js';
 import { capturingLogger, startGateway, startUsersService, type RunningGateway, type RunningService } from '../support/stack.js';
-import { TcpProxy } from '../support/tcp-proxy.js';
+import { relayRedis, type RedisRelay } from '../support/redis-cluster.js';
 
 let users: RunningService;
-let redisProxy: TcpProxy;
+let redisProxy: RedisRelay;
 let gateway: RunningGateway;
 let api: Client;
 let counter = 0;
 const gatewayLog = capturingLogger('gateway');
 
 beforeAll(async () => {
-  const redisUrl = new URL(process.env.TEST_REDIS_URL!);
-  redisProxy = await new TcpProxy({ host: redisUrl.hostname, port: Number(redisUrl.port || 6379) }).start();
+  redisProxy = await relayRedis();
   users = await startUsersService();
   // The Redis path alone: how the in-memory tier in front of it meets a silent Redis is memory-tier.test.ts's.
-  const cache = { redisUrl: redisProxy.rewrite(redisUrl.toString()), memoryBytes: 0 };
+  const cache = { redisUrl: redisProxy.target, memoryBytes: 0 };
   gateway = await startGateway({ upstreams: { users: users.url, products: users.url }, logger: gatewayLog.logger, cache });
   api = client(gateway.url);
 });
@@ -85,7 +84,7 @@ it('does not call a reply late that came in time while the gateway\'s event loop
 it('does not take the Redis client\'s own hard stop, reached while the gateway\'s event loop was busy past it, for an outage', async () => {
   // As in production: every command is cut at twice the 1 s command timeout by the client itself.
   const log = capturingLogger('gateway');
-  const cache = { redisUrl: redisProxy.rewrite(process.env.TEST_REDIS_URL!), memoryBytes: 0, commandTimeoutMs: 2_000 };
+  const cache = { redisUrl: redisProxy.target, memoryBytes: 0, commandTimeoutMs: 2_000 };
   const hardStopped = await startGateway({ upstreams: { users: users.url, products: users.url }, logger: log.logger, cache });
   const local = client(hardStopped.url);
   const bypassed = async () => Number(/gateway_cache_outcomes_total\{outcome="bypass"\} (\d+)/.exec((await local.get('/metrics')).text)?.[1] ?? 0);

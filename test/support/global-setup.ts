@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { startRedisCluster } from './redis-cluster-server.ts';
 
 /**
  * Where the tests get MySQL and Redis, in this order: TEST_MYSQL_URL / TEST_REDIS_URL when set;
@@ -114,13 +115,30 @@ async function resolveTestServers(env: NodeJS.ProcessEnv = process.env): Promise
   return localServers(env);
 }
 
+/**
+ * The Redis Cluster the `Redis Cluster` project's suites and the failover test use:
+ * TEST_REDIS_CLUSTER_NODES when set, else six local redis-server nodes started here.
+ */
+async function resolveTestCluster(env: NodeJS.ProcessEnv = process.env): Promise<{ nodes: string; dir?: string; stop(): Promise<void> }> {
+  if (env.TEST_REDIS_CLUSTER_NODES) {
+    process.stdout.write(`\ntest servers: Redis Cluster at ${env.TEST_REDIS_CLUSTER_NODES} (TEST_REDIS_CLUSTER_NODES)`);
+    return { nodes: env.TEST_REDIS_CLUSTER_NODES, stop: async () => undefined };
+  }
+  const started = Date.now();
+  const cluster = await startRedisCluster();
+  process.stdout.write(`\ntest servers: Redis Cluster at ${cluster.nodes} (started here in ${Date.now() - started} ms)`);
+  return cluster;
+}
+
 /** Resolves the servers once per run; workers inherit them through the environment. */
 export default async function globalSetup(): Promise<void> {
-  const servers = await resolveTestServers();
+  const [servers, cluster] = await Promise.all([resolveTestServers(), resolveTestCluster()]);
   process.stdout.write('\n');
   process.env.TEST_MYSQL_URL = servers.mysqlUrl;
   process.env.TEST_REDIS_URL = servers.redisUrl;
+  process.env.TEST_REDIS_CLUSTER_NODES = cluster.nodes;
+  if (cluster.dir) process.env.TEST_REDIS_CLUSTER_DIR = cluster.dir;
   // This run's gateways keep their Redis keys apart from any other run's on the same Redis.
   process.env.TEST_REDIS_KEY_PREFIX = `test-${process.pid}-${Date.now().toString(36)}:`;
-  (globalThis as { testServers?: TestServers }).testServers = servers;
+  (globalThis as { testServers?: TestServers }).testServers = { ...servers, stop: async () => void (await Promise.all([servers.stop(), cluster.stop()])) };
 }

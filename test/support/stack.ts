@@ -7,18 +7,19 @@ import { listen, type RunningServer } from '@app/shared/platform/server';
 import { migrateSchema, type ServiceDefinition, type ServiceDependencies } from '@app/shared/service';
 import type { RequestListener } from 'node:http';
 import { createGateway } from '../../gateway/src/gateway.js';
-import { createMemoryTier, MemoryTier } from '../../gateway/src/cache/memory-tier.js';
+import { createMemoryTier, type MemoryTier } from '../../gateway/src/cache/memory-tier.js';
 import type { ResponseCache } from '../../gateway/src/cache/response-cache.js';
 import type { ConcurrencyLimitSettings } from '../../gateway/src/concurrency-limit.js';
 import { configSchema as gatewayConfig } from '../../gateway/src/config.js';
 import type { ResolveEndpoints } from '../../gateway/src/upstream-agent.js';
 import type { TokenVerifier } from '../../gateway/src/auth/tokens.js';
 import { RateLimits, type RateLimitSettings } from '../../gateway/src/rate-limit.js';
-import { createCacheClient, createSubscriberClient } from '../../gateway/src/redis.js';
+import { createCacheClient, type RedisTarget } from '../../gateway/src/redis.js';
 import { createApp as createProductsApp, service as productsService } from '../../products-service/src/app.js';
 import { createApp as createUsersApp, service as usersService } from '../../users-service/src/app.js';
 import { serviceModules } from '../../scripts/services.js';
 import { testVerifier } from './auth.js';
+import { testRedisTarget } from './redis-cluster.js';
 
 /** Quiet unless TEST_LOG_LEVEL asks for logs. */
 export const testLogger = createLogger('test', process.env.TEST_LOG_LEVEL ?? 'silent');
@@ -98,7 +99,7 @@ export interface RunningGateway {
 }
 
 export interface GatewayCacheOptions {
-  redisUrl?: string;
+  redisUrl?: RedisTarget;
   ttlSeconds?: number;
   staleSeconds?: number;
   now?: () => number;
@@ -106,7 +107,7 @@ export interface GatewayCacheOptions {
   /** Bytes of the in-memory tier in front of Redis (default 16 MiB, as the gateway's; 0: none). */
   memoryBytes?: number;
   /** Where the tier's tracked and subscriber connections go (default: redisUrl), to cut them apart. */
-  memoryRedisUrls?: { tracked: string; subscriber: string };
+  memoryRedisUrls?: { tracked: RedisTarget; subscriber: RedisTarget };
   /** REDIS_KEY_PREFIX (default: this test run's, so that runs sharing a Redis never meet). */
   keyPrefix?: string;
 }
@@ -123,7 +124,7 @@ export interface GatewayGuardOptions {
    * counted in `redisUrl` (default: the cache's Redis, if any, else memory). The key prefix is new
    * for each gateway unless given: pass one to make replicas share budgets.
    */
-  rateLimits?: false | (Partial<RateLimitSettings> & { redisUrl?: string });
+  rateLimits?: false | (Partial<RateLimitSettings> & { redisUrl?: RedisTarget });
   corsOrigins?: string[];
   trustedProxyHops?: number;
 }
@@ -195,18 +196,14 @@ export async function startGateway(options: {
  * with a new key prefix unless given.
  */
 async function testRedisParts(cache: GatewayCacheOptions | undefined, guard: GatewayGuardOptions, defaultMemoryBytes: number, logger: Logger) {
-  const redisUrl = cache?.redisUrl ?? process.env.TEST_REDIS_URL!;
+  const redisUrl = cache?.redisUrl ?? testRedisTarget();
   const keyPrefix = cache?.keyPrefix ?? process.env.TEST_REDIS_KEY_PREFIX;
   const redis = cache && createCacheClient(redisUrl, logger, { commandTimeoutMs: cache.commandTimeoutMs, keyPrefix });
   if (redis) await new Promise((resolve) => redis.once('ready', resolve));
   const memoryBytes = cache?.memoryBytes ?? defaultMemoryBytes;
   const memoryUrls = cache?.memoryRedisUrls;
   const memory =
-    redis && memoryBytes > 0
-      ? memoryUrls
-        ? new MemoryTier(createCacheClient(memoryUrls.tracked, logger, { keyPrefix }), createSubscriberClient(memoryUrls.subscriber), memoryBytes, logger)
-        : createMemoryTier(redisUrl, memoryBytes, logger, { commandTimeoutMs: cache?.commandTimeoutMs, keyPrefix })
-      : undefined;
+    redis && memoryBytes > 0 ? createMemoryTier(memoryUrls ?? redisUrl, memoryBytes, logger, { commandTimeoutMs: memoryUrls ? undefined : cache?.commandTimeoutMs, keyPrefix }) : undefined;
   if (memory) await untilTracking(memory);
   const limitOptions = guard.rateLimits === false ? undefined : (guard.rateLimits ?? {});
   const limitsRedis = limitOptions?.redisUrl ? createCacheClient(limitOptions.redisUrl, logger) : redis;

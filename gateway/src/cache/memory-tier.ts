@@ -1,7 +1,21 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '@app/shared/platform/logger';
 import { LRUCache } from 'lru-cache';
-import { createCacheClient, createSubscriberClient, type Redis } from '../redis.js';
+import {
+  createCacheClient,
+  createClusterClient,
+  createNodeClient,
+  createSubscriberClient,
+  isCluster,
+  nodeCredentials,
+  type CacheClient,
+  type CacheClientOptions,
+  type Cluster,
+  type ClusterTarget,
+  type NodeAddress,
+  type Redis,
+  type RedisTarget,
+} from '../redis.js';
 import { CONTENT_CODINGS } from './compression.js';
 import { headerList, type CachedResponse, type Representation, type Variants } from './entry.js';
 import { generationKeyOfHold, type ReadScope, type WriteScope } from './scope.js';
@@ -57,6 +71,195 @@ export interface ScopeRead {
   readonly watch: ScopeWatch;
 }
 
+/** One Redis node's two connections: one that turns tracking on, one that hears the node's invalidations. */
+export interface NodeConnections {
+  tracked: Redis;
+  subscriber: Redis;
+}
+
+/**
+ * Every master of a cluster: `cluster` says which they are (a client of the tier's own, which also
+ * reads generations), `connect` opens a master's two connections from its address there.
+ */
+export interface ClusterTracking {
+  cluster: Cluster;
+  connect(nodeKey: string): NodeConnections;
+}
+
+/** Where a tier hears invalidations: one Redis, or each master of a cluster. */
+export type TrackingSource = NodeConnections | ClusterTracking;
+
+/** What a node's tracking tells its tier. */
+interface NodeEvents {
+  invalidated(keys: Buffer[] | null): void;
+  /** Another tier's barrier, published on `node`. */
+  barrier(message: string, node: NodeTracking): void;
+  acknowledged(nonce: string): void;
+  /** A connection was lost: invalidations may have been missed. */
+  lost(reason: string): void;
+  trackingOn(): void;
+}
+
+/** The channel names every tier shares (the barrier's) and this tier's own (its acknowledgements'). */
+interface ChannelNames {
+  barrier: string;
+  ack: string;
+}
+
+/**
+ * Tracking on one Redis node (the only one, or a cluster master): `CLIENT TRACKING … BCAST` on the
+ * tracked connection, redirected to the subscriber on the same node, which hears the node's
+ * invalidations and the barriers published there; the subscriber's heartbeat and lease. A PUBLISH
+ * on a cluster reaches the subscribers of every node, so there each channel carries the node's id:
+ * a barrier is heard only on the node it was published on, behind that node's invalidations.
+ */
+class NodeTracking {
+  tracking = false;
+  /** The channels on this node, once its subscriber listens. */
+  channels: ChannelNames | undefined;
+  /** The subscriber's client id once it listens on its current connection. */
+  #redirectTo: number | undefined;
+  /** Bumped whenever either connection is lost. */
+  #epoch = 0;
+  /** When the unanswered ping was sent (performance.now()), if one is. */
+  #pingSentAt: number | undefined;
+  /** When the last ping answered on the subscriber was sent (performance.now()): the lease. */
+  #leaseFrom: number | undefined;
+  #leaseEpoch = 0;
+  #leasing = false;
+
+  constructor(
+    readonly connections: NodeConnections,
+    private readonly settings: { names: ChannelNames; clustered: boolean; keyPrefix: string },
+    private readonly events: NodeEvents,
+    private readonly logger: Logger,
+  ) {
+    const { tracked, subscriber } = connections;
+    subscriber.on('messageBuffer', (channel: Buffer, message: Buffer | Buffer[] | null) => {
+      const name = channel.toString();
+      if (name === INVALIDATIONS) events.invalidated(message as Buffer[] | null);
+      else if (name === this.channels?.barrier) events.barrier(String(message), this);
+      else if (name === this.channels?.ack) events.acknowledged(String(message));
+    });
+    subscriber.on('ready', () => void this.#listen());
+    subscriber.on('close', () => {
+      this.#pingSentAt = undefined;
+      this.#redirectTo = undefined;
+      this.#lost('the invalidation subscriber lost its connection');
+    });
+    tracked.on('ready', () => void this.#track());
+    tracked.on('close', () => this.#lost('the tracking connection was lost'));
+    if (subscriber.status === 'ready') void this.#listen();
+  }
+
+  /** How long ago the ping holding this node's lease was sent (ms); renewed in the background once half spent. */
+  leaseAge(): number {
+    const age = this.#leaseFrom === undefined ? Infinity : performance.now() - this.#leaseFrom;
+    if (age > LEASE_MS / 2 && !this.#leasing) this.#renewLease();
+    return age;
+  }
+
+  /** What the lease said no longer holds (the tier forgot everything). */
+  endLease(): void {
+    this.#leaseFrom = undefined;
+    this.#leaseEpoch += 1;
+  }
+
+  /** Pings the subscriber; one unanswered for HEARTBEAT_TIMEOUT_MS drops its connection. */
+  beat(): void {
+    const { subscriber } = this.connections;
+    if (subscriber.status !== 'ready') return;
+    if (this.#pingSentAt !== undefined) {
+      if (performance.now() - this.#pingSentAt > HEARTBEAT_TIMEOUT_MS) {
+        this.#pingSentAt = undefined;
+        subscriber.disconnect(true);
+      }
+      return;
+    }
+    const sentAt = performance.now();
+    this.#pingSentAt = sentAt;
+    subscriber.ping().then(
+      () => {
+        if (this.#pingSentAt === sentAt) this.#pingSentAt = undefined;
+      },
+      () => undefined,
+    );
+  }
+
+  close(): void {
+    this.connections.tracked.disconnect();
+    this.connections.subscriber.disconnect();
+  }
+
+  #lost(reason: string): void {
+    this.#epoch += 1;
+    this.tracking = false;
+    this.events.lost(reason);
+  }
+
+  #renewLease(): void {
+    this.#leasing = true;
+    const sentAt = performance.now();
+    const epoch = this.#leaseEpoch;
+    this.connections.subscriber.ping().then(
+      () => {
+        this.#leasing = false;
+        if (epoch === this.#leaseEpoch) this.#leaseFrom = sentAt;
+      },
+      () => (this.#leasing = false),
+    );
+  }
+
+  /** This node's channels: in a cluster, named after its node id. */
+  async #channels(): Promise<ChannelNames> {
+    const { names, clustered } = this.settings;
+    if (!clustered) return names;
+    const id = String(await this.connections.subscriber.call('CLUSTER', 'MYID'));
+    return { barrier: `${names.barrier}:${id}`, ack: `${names.ack}:${id}` };
+  }
+
+  /** SUBSCRIBEs the subscriber on each new connection (it does not resubscribe by itself: its id changes). */
+  async #listen(): Promise<void> {
+    const epoch = this.#epoch;
+    const { subscriber } = this.connections;
+    try {
+      const channels = await this.#channels();
+      this.channels = channels;
+      // Both in one round trip (Redis answers CLIENT ID before it enters subscriber mode).
+      const [id] = await Promise.all([subscriber.client('ID'), subscriber.subscribe(INVALIDATIONS, channels.barrier, channels.ack)]);
+      if (epoch !== this.#epoch) return;
+      this.#redirectTo = Number(id);
+      await this.#track();
+    } catch (error) {
+      this.logger.warn({ err: error }, 'could not subscribe to cache invalidations: the in-memory cache is off until Redis is back');
+    }
+  }
+
+  /** Turns tracking on (again), redirected to the current subscriber. */
+  async #track(): Promise<void> {
+    const redirect = this.#redirectTo;
+    const { tracked } = this.connections;
+    if (redirect === undefined || tracked.status !== 'ready') return;
+    const epoch = this.#epoch;
+    try {
+      // Redis names the keys with the prefix in front; ioredis adds it to key arguments only. Off
+      // first, in the same round trip: a connection still tracking (a new subscriber) refuses the
+      // same prefixes again.
+      const prefix = this.settings.keyPrefix;
+      await Promise.all([
+        tracked.call('CLIENT', 'TRACKING', 'OFF'),
+        tracked.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', String(redirect), 'BCAST', 'PREFIX', `${prefix}g:{`, 'PREFIX', `${prefix}h:{`),
+      ]);
+    } catch (error) {
+      this.logger.warn({ err: error }, 'could not turn on Redis client tracking: the in-memory cache is off');
+      return;
+    }
+    if (epoch !== this.#epoch || redirect !== this.#redirectTo || this.tracking) return;
+    this.tracking = true;
+    this.events.trackingOn();
+  }
+}
+
 /**
  * Hot cache entries in this gateway's memory, in front of Redis, exactly as correct as Redis itself:
  * an entry is served only while its generation is known to be the current one and its scope known
@@ -84,9 +287,15 @@ export interface ScopeRead {
  * let its lease lapse (`held`): it serves from memory only while a ping answered on its subscriber
  * was sent within LEASE_MS, so it has every invalidation sent before the write's barrier waited out.
  *
- * When either connection is lost, everything in memory is dropped and hits go back to Redis round
- * trips until both are back and tracking is on again: invalidations sent meanwhile may be lost, so
- * nothing learnt before is trusted. A Redis flush (an invalidation without keys) drops everything too.
+ * On a Redis Cluster all of this holds per master (tracking is per node): the tier keeps the two
+ * connections on every master the cluster names, a barrier goes to every master and a lease needs
+ * every master's subscriber. When the masters change (a failover, a node added or removed, as the
+ * tier's own cluster client learns it: every second, and on every MOVED) everything is dropped and
+ * the tier serves again once every new master tracks.
+ *
+ * When any connection is lost, everything in memory is dropped and hits go back to Redis round
+ * trips until every one is back and tracking is on again: invalidations sent meanwhile may be lost,
+ * so nothing learnt before is trusted. A Redis flush (an invalidation without keys) drops everything too.
  *
  * lru-cache bounds the entries by bytes (maxSize), least recently used first.
  */
@@ -98,31 +307,26 @@ export class MemoryTier {
   readonly #watches = new Map<string, ScopeWatch>();
   /** This tier's own generation reads under way (`learn`), one per scope, by generation key. */
   readonly #reads = new Map<string, Promise<void>>();
-  /** Bumped whenever what was learnt can no longer be trusted (a connection lost, a flush). */
+  /** Bumped whenever what was learnt can no longer be trusted (a connection lost, a flush, a new topology). */
   #session = 0;
   #tracking = false;
-  /** The subscriber's client id once it listens to invalidations on its current connection. */
-  #redirectTo: number | undefined;
-  #subscriberConnection = 0;
+  /** Each node tracked, by its address (`host:port` in a cluster; '' for a single Redis). */
+  readonly #nodes = new Map<string, NodeTracking>();
+  /** Where the tier reads generations itself: the single Redis's tracked connection, or the cluster. */
+  readonly #reader: CacheClient;
+  readonly #cluster: Cluster | undefined;
   readonly #invalidationListeners: ((keys: readonly string[]) => void)[] = [];
-  /** When the unanswered ping was sent (performance.now()), if one is. */
-  #pingSentAt: number | undefined;
-  /** When the last ping answered on the subscriber in this session was sent (performance.now()): the lease (`held`). */
-  #leaseFrom: number | undefined;
-  #leasing = false;
   /** This tier's barriers (`barrier`) waiting for acknowledgements, by nonce. */
   readonly #barriers = new Map<string, { acks: number; expected: number; done: () => void }>();
   #nonce = 0;
-  /** Where every tier hears of barriers, and where this one hears its barriers acknowledged. */
-  readonly #barrierChannel: string;
-  readonly #ackChannel: string;
+  readonly #names: ChannelNames;
   readonly #heartbeat: NodeJS.Timeout;
 
   constructor(
-    private readonly tracked: Redis,
-    private readonly subscriber: Redis,
+    source: TrackingSource,
     readonly maxBytes: number,
     private readonly logger: Logger,
+    private readonly keyPrefix = '',
   ) {
     // Counted by what each holds, keys included: a flood of distinct keys (query strings, ids) can
     // fill the tier, never grow it past its bytes.
@@ -135,29 +339,21 @@ export class MemoryTier {
       maxSize: generationBytes,
       sizeCalculation: (generation, key) => GENERATION_OVERHEAD_BYTES + stringBytes(key) + stringBytes(generation),
     });
-    const prefix = tracked.options.keyPrefix ?? '';
-    this.#barrierChannel = `${prefix}gateway:barrier`;
-    this.#ackChannel = `${prefix}gateway:barrier-ack:${randomBytes(8).toString('hex')}`;
-    subscriber.on('messageBuffer', (channel: Buffer, message: Buffer | Buffer[] | null) => {
-      const name = channel.toString();
-      if (name === INVALIDATIONS) this.#invalidated(message as Buffer[] | null);
-      else if (name === this.#barrierChannel) this.#acknowledge(String(message));
-      else if (name === this.#ackChannel) this.#acknowledged(String(message));
-    });
-    subscriber.on('ready', () => void this.#listen());
-    subscriber.on('close', () => {
-      this.#subscriberConnection += 1;
-      this.#pingSentAt = undefined;
-      this.#redirectTo = undefined;
-      this.#reset('the invalidation subscriber lost its connection');
-    });
-    tracked.on('ready', () => void this.#track());
-    tracked.on('close', () => this.#reset('the tracking connection was lost'));
-    if (subscriber.status === 'ready') void this.#listen();
-    this.#heartbeat = setInterval(() => this.#beat(), HEARTBEAT_MS).unref();
+    this.#names = { barrier: `${keyPrefix}gateway:barrier`, ack: `${keyPrefix}gateway:barrier-ack:${randomBytes(8).toString('hex')}` };
+    if ('cluster' in source) {
+      this.#cluster = source.cluster;
+      this.#reader = source.cluster;
+      this.#followTopology(source);
+    } else {
+      this.#reader = source.tracked;
+      this.#addNode('', source);
+    }
+    this.#heartbeat = setInterval(() => {
+      for (const node of this.#nodes.values()) node.beat();
+    }, HEARTBEAT_MS).unref();
   }
 
-  /** Both connections are up and Redis tracks what this tier reads: it may serve and learn. */
+  /** Every connection is up and every node tracks what this tier reads: it may serve and learn. */
   get tracking(): boolean {
     return this.#tracking;
   }
@@ -238,26 +434,21 @@ export class MemoryTier {
 
   /**
    * Resolves once every tier (every gateway replica's) has applied the invalidations Redis sent
-   * before now, or BARRIER_WAIT_MS later, when a tier that did not say so has let its lease lapse.
-   * Called after a write's renewals, before its response leaves.
+   * before now (each master's, on a cluster), or BARRIER_WAIT_MS later, when a tier that did not say
+   * so has let its lease lapse. Called after a write's renewals, before its response leaves.
    */
   async barrier(): Promise<void> {
-    const nonce = String(++this.#nonce);
-    let done!: () => void;
-    const acknowledged = new Promise<void>((resolve) => (done = resolve));
-    const barrier = { acks: 0, expected: Infinity, done };
-    this.#barriers.set(nonce, barrier);
-    const waited = setTimeout(done, BARRIER_WAIT_MS);
+    const nonces: string[] = [];
+    let waited: NodeJS.Timeout | undefined;
+    const timeUp = new Promise<void>((resolve) => (waited = setTimeout(resolve, BARRIER_WAIT_MS)));
+    // With no node known (a cluster client not ready yet) nothing can be published: the wait is
+    // what makes every other tier's lease lapse.
+    const acknowledged = this.#nodes.size === 0 ? timeUp : Promise.all([...this.#nodes.values()].map((node) => this.#barrierOn(node, nonces)));
     try {
-      // Redis says how many subscribers it went to (this tier's own included).
-      barrier.expected = await this.tracked.publish(this.#barrierChannel, `${this.#ackChannel} ${nonce}`);
-      if (barrier.acks >= barrier.expected) done();
-      await acknowledged;
-    } catch {
-      await acknowledged;
+      await Promise.race([acknowledged, timeUp]);
     } finally {
       clearTimeout(waited);
-      this.#barriers.delete(nonce);
+      for (const nonce of nonces) this.#barriers.delete(nonce);
     }
   }
 
@@ -268,9 +459,36 @@ export class MemoryTier {
 
   async close(): Promise<void> {
     clearInterval(this.#heartbeat);
+    // Before the cluster client disconnects: its last events must not open connections again.
+    this.#cluster?.removeAllListeners();
     this.#reset();
-    this.tracked.disconnect();
-    this.subscriber.disconnect();
+    for (const node of this.#nodes.values()) node.close();
+    this.#nodes.clear();
+    this.#cluster?.on('error', () => undefined);
+    this.#cluster?.disconnect();
+  }
+
+  /**
+   * Resolves once every tier listening on `node` has acknowledged a barrier published there; never
+   * when it cannot be published (`barrier` waits out its time then).
+   */
+  #barrierOn(node: NodeTracking, nonces: string[]): Promise<void> {
+    const channels = node.channels;
+    if (channels === undefined) return new Promise(() => undefined);
+    const nonce = String(++this.#nonce);
+    nonces.push(nonce);
+    return new Promise<void>((done) => {
+      const barrier = { acks: 0, expected: Infinity, done };
+      this.#barriers.set(nonce, barrier);
+      // Redis says how many subscribers it went to (this tier's own included): on a cluster, on this node.
+      node.connections.tracked.publish(channels.barrier, `${channels.ack} ${nonce}`).then(
+        (expected) => {
+          barrier.expected = expected;
+          if (barrier.acks >= expected) done();
+        },
+        () => undefined,
+      );
+    });
   }
 
   /** One read per scope at a time (on the tier's own connection, which lookups do not use). */
@@ -280,7 +498,7 @@ export class MemoryTier {
     if (under) return under;
     const read = this.watch(scope);
     if (read === undefined) return Promise.resolve();
-    const done = this.tracked.mget(scope.holdKey, key).then(
+    const done = this.#reader.mget(scope.holdKey, key).then(
       ([hold, generation]) => this.learnGeneration(read, hold === null ? (generation ?? null) : null),
       () => this.learnGeneration(read, null),
     );
@@ -291,30 +509,58 @@ export class MemoryTier {
     return settled;
   }
 
-  /** Whether the lease lets the tier serve now; renewed in the background once half spent. */
+  /** Whether every node's lease lets the tier serve now (each renewed in the background once half spent). */
   #leased(): boolean {
-    const age = this.#leaseFrom === undefined ? Infinity : performance.now() - this.#leaseFrom;
-    if (age > LEASE_MS / 2 && !this.#leasing) this.#renewLease();
-    return age <= LEASE_MS;
+    let leased = true;
+    for (const node of this.#nodes.values()) if (node.leaseAge() > LEASE_MS) leased = false;
+    return leased;
   }
 
-  #renewLease(): void {
-    this.#leasing = true;
-    const sentAt = performance.now();
-    const session = this.#session;
-    this.subscriber.ping().then(
-      () => {
-        this.#leasing = false;
-        if (session === this.#session) this.#leaseFrom = sentAt;
-      },
-      () => (this.#leasing = false),
-    );
+  #addNode(key: string, connections: NodeConnections): void {
+    const events: NodeEvents = {
+      invalidated: (keys) => this.#invalidated(keys),
+      barrier: (message, node) => this.#acknowledge(message, node),
+      acknowledged: (nonce) => this.#acknowledged(nonce),
+      lost: (reason) => this.#reset(reason),
+      trackingOn: () => this.#trackingOn(),
+    };
+    const settings = { names: this.#names, clustered: this.#cluster !== undefined, keyPrefix: this.keyPrefix };
+    this.#nodes.set(key, new NodeTracking(connections, settings, events, this.logger));
   }
 
-  /** Another tier's barrier reached this one: everything Redis sent before it has been applied. */
-  #acknowledge(message: string): void {
+  /** Keeps one node tracking per master of the cluster, as its client sees them. */
+  #followTopology(source: ClusterTracking): void {
+    const follow = () => this.#updateTopology(source);
+    for (const event of ['ready', 'refresh', '+node', '-node']) source.cluster.on(event, follow);
+    source.cluster.on('close', () => this.#reset('the cluster client lost its connections'));
+    source.cluster.on('error', () => undefined);
+  }
+
+  #updateTopology(source: ClusterTracking): void {
+    const masters = new Set<string>();
+    for (const nodes of source.cluster.slots) if (nodes?.[0] !== undefined) masters.add(nodes[0]);
+    if (masters.size === this.#nodes.size && [...masters].every((key) => this.#nodes.has(key))) return;
+    this.#reset('the cluster topology changed');
+    for (const [key, node] of this.#nodes) {
+      if (masters.has(key)) continue;
+      this.#nodes.delete(key);
+      node.close();
+    }
+    for (const key of masters) if (!this.#nodes.has(key)) this.#addNode(key, source.connect(key));
+    this.logger.info({ masters: [...masters] }, 'the in-memory cache tracks the cluster masters');
+  }
+
+  #trackingOn(): void {
+    if (this.#tracking || this.#nodes.size === 0) return;
+    for (const node of this.#nodes.values()) if (!node.tracking) return;
+    this.#tracking = true;
+    this.logger.info('redis tracks the cache generations: the in-memory cache is on');
+  }
+
+  /** Another tier's barrier reached this one on `node`: everything the node sent before it has been applied. */
+  #acknowledge(message: string, node: NodeTracking): void {
     const [replyTo, nonce] = message.split(' ');
-    if (replyTo !== undefined && nonce !== undefined) this.tracked.publish(replyTo, nonce).catch(() => undefined);
+    if (replyTo !== undefined && nonce !== undefined) node.connections.tracked.publish(replyTo, nonce).catch(() => undefined);
   }
 
   #acknowledged(nonce: string): void {
@@ -337,8 +583,7 @@ export class MemoryTier {
   /** Redis names keys with the client's REDIS_KEY_PREFIX in front; the tier knows them without it. */
   #unprefixed(key: Buffer): string {
     const name = key.toString();
-    const prefix = this.tracked.options.keyPrefix ?? '';
-    return name.startsWith(prefix) ? name.slice(prefix.length) : name;
+    return name.startsWith(this.keyPrefix) ? name.slice(this.keyPrefix.length) : name;
   }
 
   #invalidated(keys: Buffer[] | null): void {
@@ -355,68 +600,12 @@ export class MemoryTier {
     }
   }
 
-  #beat(): void {
-    if (this.subscriber.status !== 'ready') return;
-    if (this.#pingSentAt !== undefined) {
-      if (performance.now() - this.#pingSentAt > HEARTBEAT_TIMEOUT_MS) {
-        this.#pingSentAt = undefined;
-        this.subscriber.disconnect(true);
-      }
-      return;
-    }
-    const sentAt = performance.now();
-    this.#pingSentAt = sentAt;
-    this.subscriber.ping().then(
-      () => {
-        if (this.#pingSentAt === sentAt) this.#pingSentAt = undefined;
-      },
-      () => undefined,
-    );
-  }
-
-  /** SUBSCRIBEs the subscriber on each new connection (it does not resubscribe by itself: its id changes). */
-  async #listen(): Promise<void> {
-    const connection = this.#subscriberConnection;
-    try {
-      // Both in one round trip (Redis answers CLIENT ID before it enters subscriber mode).
-      const [id] = await Promise.all([this.subscriber.client('ID'), this.subscriber.subscribe(INVALIDATIONS, this.#barrierChannel, this.#ackChannel)]);
-      if (connection !== this.#subscriberConnection) return;
-      this.#redirectTo = Number(id);
-      await this.#track();
-    } catch (error) {
-      this.logger.warn({ err: error }, 'could not subscribe to cache invalidations: the in-memory cache is off until Redis is back');
-    }
-  }
-
-  /** Turns tracking on (again), redirected to the current subscriber. */
-  async #track(): Promise<void> {
-    const redirect = this.#redirectTo;
-    if (redirect === undefined || this.tracked.status !== 'ready') return;
-    const session = this.#session;
-    try {
-      // Redis names the keys with the prefix in front; ioredis adds it to key arguments only. Off
-      // first, in the same round trip: a connection still tracking (a new subscriber) refuses the
-      // same prefixes again.
-      const prefix = this.tracked.options.keyPrefix ?? '';
-      await Promise.all([
-        this.tracked.call('CLIENT', 'TRACKING', 'OFF'),
-        this.tracked.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', String(redirect), 'BCAST', 'PREFIX', `${prefix}g:{`, 'PREFIX', `${prefix}h:{`),
-      ]);
-    } catch (error) {
-      this.logger.warn({ err: error }, 'could not turn on Redis client tracking: the in-memory cache is off');
-      return;
-    }
-    if (session !== this.#session || redirect !== this.#redirectTo || this.#tracking) return;
-    this.#tracking = true;
-    this.logger.info('redis tracks the cache generations: the in-memory cache is on');
-  }
-
   /** Forgets everything and stops trusting what it knew; `outage` says why, none when the gateway is closing (no warning then). */
   #reset(outage?: string): void {
     const wasTracking = this.#tracking;
     this.#tracking = false;
     this.#session += 1;
-    this.#leaseFrom = undefined;
+    for (const node of this.#nodes.values()) node.endLease();
     this.#dropAll();
     if (wasTracking && outage !== undefined) this.logger.warn({ reason: outage }, 'the in-memory cache is off (everything in it dropped) until Redis tracking is back');
   }
@@ -469,7 +658,52 @@ function ownCopy(body: Buffer): Buffer {
   return copy;
 }
 
-/** The tier's two Redis connections (a cache client, which fails fast, and a subscriber), from `url`. */
-export function createMemoryTier(url: string, maxBytes: number, logger: Logger, options: { commandTimeoutMs?: number; keyPrefix?: string } = {}): MemoryTier {
-  return new MemoryTier(createCacheClient(url, logger, options), createSubscriberClient(url), maxBytes, logger);
+/**
+ * The tier's connections: a cache client (which fails fast) and a subscriber on `where`, or, on a
+ * cluster, a client of its own and the two on every master. `where` may name the tracked and the
+ * subscriber connections apart (a test cuts one of them).
+ */
+export function createMemoryTier(
+  where: RedisTarget | { tracked: RedisTarget; subscriber: RedisTarget },
+  maxBytes: number,
+  logger: Logger,
+  options: CacheClientOptions = {},
+): MemoryTier {
+  const { tracked, subscriber } = typeof where === 'object' && 'tracked' in where ? where : { tracked: where, subscriber: where };
+  const keyPrefix = options.keyPrefix ?? '';
+  if (!isCluster(tracked) && !isCluster(subscriber)) {
+    return new MemoryTier({ tracked: createCacheClient(tracked, logger, options), subscriber: createSubscriberClient(subscriber) }, maxBytes, logger, keyPrefix);
+  }
+  if (!isCluster(tracked) || !isCluster(subscriber)) throw new Error('the tracked and subscriber connections go to one kind of Redis: both a cluster or both not');
+  return new MemoryTier(clusterTracking(tracked, subscriber, options), maxBytes, logger, keyPrefix);
+}
+
+/** `host:port` as a node address (the host may be an IPv6 address, colons and all). */
+function addressOf(nodeKey: string): NodeAddress {
+  const colon = nodeKey.lastIndexOf(':');
+  return { host: nodeKey.slice(0, colon), port: Number(nodeKey.slice(colon + 1)) };
+}
+
+/**
+ * A cluster client that learns the masters, and each master's connections: the tracked one where
+ * the client reaches the master, the subscriber where `subscriber`'s natMap says the address the
+ * master announces is reached (the same place, unless a test relays them apart).
+ */
+function clusterTracking(tracked: ClusterTarget, subscriber: ClusterTarget, options: CacheClientOptions): ClusterTracking {
+  const announcedAs = new Map<string, string>();
+  const natMap = (announced: string) => {
+    const mapped = tracked.natMap?.[announced];
+    if (mapped) announcedAs.set(`${mapped.host}:${mapped.port}`, announced);
+    return mapped ?? null;
+  };
+  return {
+    cluster: createClusterClient(tracked, options, natMap),
+    connect: (nodeKey) => {
+      const announced = announcedAs.get(nodeKey) ?? nodeKey;
+      return {
+        tracked: createNodeClient({ ...addressOf(nodeKey), ...nodeCredentials(tracked) }, options),
+        subscriber: createSubscriberClient({ ...(subscriber.natMap?.[announced] ?? addressOf(announced)), ...nodeCredentials(subscriber) }),
+      };
+    },
+  };
 }

@@ -1,5 +1,5 @@
 import type { Logger } from '@app/shared/platform/logger';
-import type { Redis } from '../redis.js';
+import type { CacheClient } from '../redis.js';
 
 export interface RedisBreakerSettings {
   /** A command with no reply after this long (and after the event loop has read what came in) fails. */
@@ -18,6 +18,15 @@ export const defaultBreakerSettings: RedisBreakerSettings = { timeoutMs: 1_000, 
 
 /** The message of ioredis' own error when its `commandTimeout` passes (a plain Error, no name or code). */
 const IOREDIS_COMMAND_TIMEOUT = 'Command timed out';
+
+/**
+ * The client is connected: to its Redis, or, on a cluster, to one master at least (a cluster
+ * client stays 'ready' with every node gone; a master that fails alone is the breaker's to judge).
+ */
+function connected(redis: CacheClient): boolean {
+  if (redis.status !== 'ready') return false;
+  return !('nodes' in redis) || redis.nodes('master').some((node) => node.status === 'ready');
+}
 
 /** A command Redis did not answer in time. */
 export class RedisTimeout extends Error {
@@ -60,18 +69,18 @@ export class RedisHealth {
   #failures = 0;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: CacheClient,
     private readonly logger: Logger,
     private readonly settings: RedisBreakerSettings = defaultBreakerSettings,
   ) {}
 
   /** Commands may be sent: connected, and not judged down. */
   get up(): boolean {
-    return !this.#open && this.redis.status === 'ready';
+    return !this.#open && connected(this.redis);
   }
 
   /** Sends one command when Redis is up (rejects with RedisDown at once otherwise) and counts its outcome. */
-  async run<T>(command: (redis: Redis) => Promise<T>): Promise<T> {
+  async run<T>(command: (redis: CacheClient) => Promise<T>): Promise<T> {
     if (!this.up) throw new RedisDown();
     const { timeoutMs } = this.settings;
     let timer: NodeJS.Timeout | undefined;
@@ -89,7 +98,7 @@ export class RedisHealth {
       // event loop was busy past both: its replies may well be in the socket, unread, so it is no verdict.
       const answered = (error as Error).name === 'ReplyError';
       const hardStopped = (error as Error).message === IOREDIS_COMMAND_TIMEOUT;
-      if (this.redis.status === 'ready' && !hardStopped) this.#count(!answered);
+      if (connected(this.redis) && !hardStopped) this.#count(!answered);
       throw error;
     } finally {
       clearTimeout(timer);
@@ -113,7 +122,7 @@ export class RedisHealth {
     this.#open = true;
     this.logger.warn({ failures: this.#failures, commands: this.#calls }, 'redis is not answering: the cache is bypassed until it does');
     this.#probe = setInterval(() => {
-      if (this.redis.status !== 'ready') return;
+      if (!connected(this.redis)) return;
       this.redis.ping().then(
         () => {
           if (!this.#open) return;

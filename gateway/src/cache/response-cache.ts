@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '@app/shared/platform/logger';
-import { isOutOfMemory, type Redis } from '../redis.js';
+import { isOutOfMemory, type CacheClient } from '../redis.js';
 import { decode, encode, type CachedResponse } from './entry.js';
 import type { MemoryTier } from './memory-tier.js';
 import { defaultBreakerSettings, RedisHealth, type RedisBreakerSettings } from './redis-health.js';
@@ -11,6 +11,14 @@ import type { ReadScope, WriteScope } from './scope.js';
  * read of an id nobody has creates one, so a flood of made-up ids must not keep them for long.
  */
 const GENERATION_MARGIN_SECONDS = 60;
+
+/**
+ * On a cluster, a write whose renewals a master could not take (it failed, and its replica has
+ * not taken over yet) waits this long for them before its response leaves: the replica brings the
+ * old generation with it, and another gateway would read the old entry from it meanwhile. Long
+ * enough for a failover with cluster-node-timeout up to a few seconds (docs/deploy.md).
+ */
+export const CLUSTER_FAILOVER_WAIT_MS = 5_000;
 
 export interface CacheSettings {
   ttlSeconds: number;
@@ -33,6 +41,13 @@ const newGeneration = () => randomBytes(8).toString('base64url');
 // replica sets it. A script rather than `PEXPIRE … GT` so that it runs on any Redis.
 const HOLD_SCRIPT = `if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], '1', 'PX', ARGV[1]) end return 1`;
 
+/** Resolves when `settling` does, or after `ms`. */
+async function settledWithin(settling: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([settling, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
+}
+
 /**
  * The gateway's view of Redis. Every failure is a miss, never an error; whether Redis is down at
  * all is RedisHealth's judgement, not one command's. A write that cannot renew its generations or
@@ -49,9 +64,11 @@ export class ResponseCache {
   readonly #health: RedisHealth;
   readonly now: () => number;
   readonly #generationSeconds: number;
+  /** How long a write waits for renewals it owes before its response leaves (see CLUSTER_FAILOVER_WAIT_MS). */
+  readonly #owedWaitMs: number;
 
   constructor(
-    redis: Redis,
+    redis: CacheClient,
     readonly settings: CacheSettings,
     private readonly logger: Logger,
     /** Hot entries in this gateway's memory (memory-tier.ts); undefined when CACHE_MEMORY_MB=0. */
@@ -60,6 +77,7 @@ export class ResponseCache {
     this.now = settings.now ?? Date.now;
     this.#generationSeconds = settings.ttlSeconds + settings.staleSeconds + GENERATION_MARGIN_SECONDS;
     this.#health = new RedisHealth(redis, logger, { ...defaultBreakerSettings, ...settings.breaker });
+    this.#owedWaitMs = 'nodes' in redis ? CLUSTER_FAILOVER_WAIT_MS : 0;
     redis.on('ready', () => {
       // Pay what is owed on the turn Redis is back, not after the retry pause under way.
       this.#wakeSettle?.();
@@ -183,7 +201,8 @@ export class ResponseCache {
       { owed: this.#owed.size, owedHolds: this.#owedHolds.size },
       'could not invalidate: bypassing the cache for the scopes concerned until Redis takes the invalidations',
     );
-    void this.#settle();
+    const settling = this.#settle();
+    if (this.#owedWaitMs > 0) await settledWithin(settling, this.#owedWaitMs);
   }
 
   /** Sets the holds for `ms`; returns the keys it could not set. */
