@@ -140,7 +140,9 @@ export function createClusterClient(target: ClusterTarget, options: CacheClientO
     retryDelayOnClusterDown: 0,
     retryDelayOnTryAgain: 0,
     clusterRetryStrategy: reconnectSoon,
-    slotsRefreshInterval: TOPOLOGY_REFRESH_MS,
+    // The topology is asked for by the timer below: ioredis's own one is started again by a refresh
+    // that was under way when the client was closed, and then runs for ever.
+    slotsRefreshInterval: 0,
     // A plain timer: under load it fires late, after replies that came in time; beyond a few busy turns.
     slotsRefreshTimeout: 5_000,
     natMap,
@@ -153,6 +155,10 @@ export function createClusterClient(target: ClusterTarget, options: CacheClientO
   cluster.on('+node', (node: Redis) => {
     if (node.status === 'wait') node.connect().catch(() => undefined);
   });
+  const refresh = setInterval(() => {
+    if (cluster.status === 'ready') cluster.refreshSlotsCache();
+  }, TOPOLOGY_REFRESH_MS).unref();
+  cluster.once('end', () => clearInterval(refresh));
   return cluster;
 }
 

@@ -315,6 +315,8 @@ export class MemoryTier {
   /** Where the tier reads generations itself: the single Redis's tracked connection, or the cluster. */
   readonly #reader: CacheClient;
   readonly #cluster: Cluster | undefined;
+  /** What the tier listens to on its cluster client (`#followTopology`), taken off when it closes. */
+  #topologyListeners: (readonly [string, () => void])[] = [];
   readonly #invalidationListeners: ((keys: readonly string[]) => void)[] = [];
   /** This tier's barriers (`barrier`) waiting for acknowledgements, by nonce. */
   readonly #barriers = new Map<string, { acks: number; expected: number; done: () => void }>();
@@ -459,12 +461,12 @@ export class MemoryTier {
 
   async close(): Promise<void> {
     clearInterval(this.#heartbeat);
-    // Before the cluster client disconnects: its last events must not open connections again.
-    this.#cluster?.removeAllListeners();
+    // Before the cluster client disconnects: its last events must not open connections again. Only
+    // the tier's own listeners: ioredis ends a closing client through listeners of its own.
+    for (const [event, listener] of this.#topologyListeners) this.#cluster?.off(event, listener);
     this.#reset();
     for (const node of this.#nodes.values()) node.close();
     this.#nodes.clear();
-    this.#cluster?.on('error', () => undefined);
     this.#cluster?.disconnect();
   }
 
@@ -531,8 +533,12 @@ export class MemoryTier {
   /** Keeps one node tracking per master of the cluster, as its client sees them. */
   #followTopology(source: ClusterTracking): void {
     const follow = () => this.#updateTopology(source);
-    for (const event of ['ready', 'refresh', '+node', '-node']) source.cluster.on(event, follow);
-    source.cluster.on('close', () => this.#reset('the cluster client lost its connections'));
+    const lost = () => this.#reset('the cluster client lost its connections');
+    this.#topologyListeners = [
+      ...['ready', 'refresh', '+node', '-node'].map((event) => [event, follow] as const),
+      ['close', lost] as const,
+    ];
+    for (const [event, listener] of this.#topologyListeners) source.cluster.on(event, listener);
     source.cluster.on('error', () => undefined);
   }
 
