@@ -5,8 +5,6 @@ export default {
   ...projectSettings,
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
-  // As in jest.config.js: timers a cluster client leaves would keep jest from exiting.
-  forceExit: true,
   testMatch: ['<rootDir>/test/chaos/**/*.test.ts'],
   testPathIgnorePatterns: ['/node_modules/', '/dist/'],
 };

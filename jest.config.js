@@ -14,10 +14,6 @@ const CLUSTER_SUITES = ['cache', 'memory-tier', 'rate-limits', 'redis-health'].m
 
 export default {
   testTimeout: projectSettings.testTimeout,
-  // A stopgap: after the Redis Cluster project's suites, three timers outlive the run (with one
-  // worker on two cores, every suite runs in jest's own process) and jest never exits. Found, not
-  // yet traced to the client that leaves them; until then the run ends when its tests have.
-  forceExit: true,
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   projects: [
