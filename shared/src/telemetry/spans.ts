@@ -22,7 +22,7 @@ export interface ServerSpanSettings {
   routeOf?: (req: IncomingMessage) => string | undefined;
 }
 
-export const serverSpanSettings: ServerSpanSettings = { continueClientTrace: true };
+const serverSpanSettings: ServerSpanSettings = { continueClientTrace: true };
 
 /** Sets how the server spans of this process are made: before it listens. */
 export function configureServerSpans(settings: Partial<ServerSpanSettings>): void {

@@ -77,7 +77,7 @@ export function forbiddenMembers(body: unknown): FieldError[] {
  * connection closes: the rest of the body is not wanted). Without this, the body parser would
  * wait for the whole declared body before answering.
  */
-export const refuseOversizedBodies: RequestHandler = (req, res, next) => {
+const refuseOversizedBodies: RequestHandler = (req, res, next) => {
   if (declaresOversizedBody(req.headers)) {
     res.setHeader('Connection', 'close');
     throw bodyTooLarge();

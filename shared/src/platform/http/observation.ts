@@ -42,22 +42,10 @@ export interface ObservedRequest {
 /** The status a request the client went away from is counted and logged with (nginx's "client closed request"). */
 const CLIENT_CLOSED_REQUEST = 499;
 
-const ARRIVED = Symbol('arrived at');
-type StampedRequest = IncomingMessage & { [ARRIVED]?: number };
-
-/**
- * Notes that `req` has just arrived (performance.now()), for a server that may wait for something (a
- * Redis round trip, a fill under way) before it observes the request: its duration in the log line
- * and the metrics then counts from here, not from the moment it is observed.
- */
-export function stampArrival(req: IncomingMessage): void {
-  (req as StampedRequest)[ARRIVED] = performance.now();
-}
-
 /** What `observeRequest` keeps about a request until its response is done. */
 class RequestObservation {
   #log: Logger | undefined;
-  readonly started: number;
+  readonly started = performance.now();
   /** The request's server span (tracing on): its line is written when the response closes, outside the request's context. */
   readonly #span = currentServerSpan();
 
@@ -68,9 +56,7 @@ class RequestObservation {
     readonly url: string,
     private readonly logger: Logger,
     readonly onFinished: OnFinished | undefined,
-  ) {
-    this.started = (request as StampedRequest)[ARRIVED] ?? performance.now();
-  }
+  ) {}
 
   /** The request's logger, made on first use: a request that logs nothing never pays for it. */
   get log(): Logger {
@@ -142,11 +128,6 @@ export function observeResponse(logger: Logger, req: IncomingMessage, res: Serve
   (res as ObservedResponse)[OBSERVATION] = observation;
   res.on('close', onResponseClose);
   return observation;
-}
-
-/** The request id and logger `observeRequest` or `observeResponse` gave a response: for code outside express (no `res.locals`). */
-export function observationOf(res: ServerResponse): ObservedRequest | undefined {
-  return (res as ObservedResponse)[OBSERVATION];
 }
 
 /** `res.locals.log`, made on first use; one descriptor for every request (no closure per request). */
