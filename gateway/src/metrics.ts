@@ -3,8 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import type { FinishedRequest } from '@app/shared/platform/http/observation';
 import { connectionsWithoutRequest } from '@app/shared/platform/server';
 import { currentServerSpan } from '@app/shared/telemetry/spans';
-
-export type CacheOutcome = 'hit' | 'miss' | 'bypass' | 'stale' | 'collapsed';
+import type { CacheOutcome } from './exchange.js';
 
 type RequestLabels = { route: string; method: string; status: string };
 

@@ -1,7 +1,6 @@
+import { isWrite } from '../concurrency-limit.js';
 import type { Exchange } from '../exchange.js';
 import type { ResponseCache } from './response-cache.js';
-
-const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 /**
  * What a proxied write does to the cache once its service has answered, before the client hears
@@ -13,7 +12,7 @@ const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 export function writeRenewal(cache: ResponseCache, serviceWriteDeadlineMs: number): (exchange: Exchange, status: number) => Promise<void> | undefined {
   return (exchange, status) => {
     const { service, target } = exchange;
-    if (!service || !target || !WRITES.has(exchange.req.method ?? '') || (status >= 400 && status < 500)) return undefined;
+    if (!service || !target || !isWrite(exchange.req) || (status >= 400 && status < 500)) return undefined;
     return cache.invalidate(service.writtenScopes(target), status >= 500 ? { holdMs: serviceWriteDeadlineMs } : {});
   };
 }
