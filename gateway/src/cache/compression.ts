@@ -97,10 +97,9 @@ const BROTLI_PARAMS = { [zlib.constants.BROTLI_PARAM_QUALITY]: BROTLI_QUALITY, [
 
 /**
  * `body` compressed into each coding, once per cache entry. On the event loop, not in libuv's
- * thread pool: a page of 200 products takes about 0.3 ms of CPU time for both codings inline, and
- * several times that through the thread pool, whose hand-offs cost more than the compression. A
- * variant no smaller than the body is left out: it would cost the client decoding
- * for nothing.
+ * thread pool: at these fast levels a page's compression costs less than the thread pool's
+ * hand-offs (figures in docs/benchmarks/). A variant no smaller than the body is left out: it
+ * would cost the client decoding for nothing.
  */
 export function compressVariants(body: Buffer): Partial<Record<ContentCoding, Buffer>> {
   const br = zlib.brotliCompressSync(body, { params: { ...BROTLI_PARAMS, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: body.length } });
