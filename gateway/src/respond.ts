@@ -22,7 +22,7 @@ const RECODED = new Set(['content-length', 'content-encoding', 'vary', 'etag']);
 const BOTH_CODINGS = { br: true, gzip: true } as const;
 
 /**
- * The coding to relay a service's answer to a GET in: the client's best when the answer is a 200
+ * The coding to relay a service's answer to a GET or HEAD in: the client's best when the answer is a 200
  * worth compressing (the cache compresses what it keeps; this is for reads it took no part in).
  */
 function relayCoding(acceptEncoding: string | undefined, proxyRes: IncomingMessage): Coding {
@@ -83,7 +83,9 @@ export class ResponseWriter {
       proxyRes.resume();
       return;
     }
-    const coding = exchange.req.method === 'GET' ? relayCoding(exchange.req.headers['accept-encoding'], proxyRes) : 'identity';
+    const { method } = exchange.req;
+    // HEAD as GET: the same headers, the body (compressed or not) dropped by Node.
+    const coding = method === 'GET' || method === 'HEAD' ? relayCoding(exchange.req.headers['accept-encoding'], proxyRes) : 'identity';
     const raw = proxyRes.rawHeaders;
     const headers: string[] = [];
     for (let i = 0; i < raw.length; i += 2) {

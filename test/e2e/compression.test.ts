@@ -104,19 +104,20 @@ it('never compresses an item: it is small, and its strong ETag is its version', 
   expect(item.headers.etag).toMatch(/^"/);
 });
 
-it('compresses a list the cache takes no part in on its way through, in the coding the client takes', async () => {
+it('compresses a list the cache takes no part in on its way through, in the coding the client takes, HEAD alike', async () => {
   const uncached = await startGateway({ upstreams: { products: products.url, users: products.url }, guard: { publicReads: ['products'] } });
   try {
     const identity = await get(LIST);
-    const fetchAt = (headers: Record<string, string>) =>
+    const fetchAt = (headers: Record<string, string>, method = 'GET') =>
       new Promise<{ headers: http.IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
         http
-          .get(`${uncached.url}${LIST}`, { headers }, (res) => {
+          .request(`${uncached.url}${LIST}`, { method, headers }, (res) => {
             const chunks: Buffer[] = [];
             res.on('data', (chunk: Buffer) => chunks.push(chunk));
             res.once('end', () => resolve({ headers: res.headers, body: Buffer.concat(chunks) }));
           })
-          .once('error', reject);
+          .once('error', reject)
+          .end();
       });
     const br = await fetchAt({ 'accept-encoding': 'br' });
     expect(br.headers['x-cache']).toBe('BYPASS');
@@ -124,6 +125,13 @@ it('compresses a list the cache takes no part in on its way through, in the codi
     expect(br.headers.vary).toMatch(/accept-encoding/i);
     expect(br.headers['content-length']).toBeUndefined();
     expect(zlib.brotliDecompressSync(br.body).equals(identity.body)).toBe(true);
+    const head = await fetchAt({ 'accept-encoding': 'br' }, 'HEAD');
+    expect({ encoding: head.headers['content-encoding'], vary: head.headers.vary, length: head.headers['content-length'], body: head.body.length }).toEqual({
+      encoding: 'br',
+      vary: br.headers.vary,
+      length: undefined,
+      body: 0,
+    });
     const plain = await fetchAt({});
     expect(plain.headers['content-encoding']).toBeUndefined();
     expect(plain.body.equals(identity.body)).toBe(true);
