@@ -5,7 +5,7 @@ import type { ServedUpstream } from './config.js';
 import { exchangeOf, type Exchange } from './exchange.js';
 import { hasBody, receiveBody } from './request-body.js';
 import type { ResponseWriter } from './respond.js';
-import { fetchFromUpstream, RequestBodyTimeout, upstreamProblem, upstreamProxy, type Deadlines, type FetchedResponse } from './upstream.js';
+import { fetchFromUpstream, upstreamProblem, upstreamProxy, type Deadlines, type FetchedResponse } from './upstream.js';
 
 export interface ServiceHopOptions {
   deadlines: Deadlines;
@@ -117,8 +117,6 @@ export class ServiceHop {
       res.destroy();
       return;
     }
-    // The client's own body is still (slowly) arriving: this connection cannot be reused.
-    if (error instanceof RequestBodyTimeout) exchange.closeConnection = true;
     this.options.writer.problem(exchange, upstreamProblem(this.upstream.name, error));
   }
 }

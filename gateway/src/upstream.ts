@@ -37,18 +37,10 @@ class UpstreamTimeout extends Error {
   }
 }
 
-/** The client was too slow: its request body had not arrived when the body deadline passed. */
-export class RequestBodyTimeout extends Error {
-  constructor(readonly timeoutMs: number) {
-    super(`request body not received within ${timeoutMs} ms`);
-    this.name = 'RequestBodyTimeout';
-  }
-}
-
 export interface Deadlines {
   /** For the service: its response headers, once the request is sent, and then its whole body. */
   upstreamMs: number;
-  /** For the client: its whole request body, from the moment the gateway starts forwarding it. */
+  /** For the client: its whole request body, received before anything is sent to the service (request-body.ts). */
   requestBodyMs: number;
 }
 
@@ -66,13 +58,12 @@ export type ProxyNext = (error?: unknown) => void;
 export interface ProxyEvents {
   /** The service answered: its response, to relay (respond.ts). */
   response: (req: http.IncomingMessage, proxyRes: http.IncomingMessage) => void;
-  /** No answer: the service could not be reached (502), was too slow (504), or the client's body was (408). */
+  /** No answer: the service could not be reached (502) or was too slow (504). */
   error: (req: http.IncomingMessage, res: http.ServerResponse, error: Error) => void;
 }
 
 /**
- * A keep-alive proxy to one service (http-proxy-middleware). Paths go through unchanged. A request
- * body that has not arrived within `deadlines.requestBodyMs` is the client's fault; an upstream
+ * A keep-alive proxy to one service (http-proxy-middleware). Paths go through unchanged. An upstream
  * that does not send response headers within `deadlines.upstreamMs` of the whole request is cut
  * off, and one whose body then stalls is cut (the client sees the connection cut). A body the
  * gateway received whole (`body`) is sent on as soon as the proxy has a connection.
@@ -95,7 +86,7 @@ export function upstreamProxy(
     plugins: [proxyEventsPlugin],
     on: {
       proxyReq: (proxyReq, req) => {
-        superviseUpstreamRequest(proxyReq, options.deadlines, req);
+        superviseUpstreamRequest(proxyReq, options.deadlines.upstreamMs);
         // Written before httpxy pipes the (ended) request stream, which then only ends the request.
         const body = exchangeOf(req)?.body;
         if (body) proxyReq.write(body);
@@ -141,41 +132,24 @@ function forwardedFor(received: string | string[] | undefined, peer: string | un
 }
 
 /**
- * What every request to a service gets: its socket retired once old (see upstream-agent.ts) and
- * three deadlines, each blaming whoever is late. While the client's body (`incoming`) is still
- * arriving, only the client is waited for (RequestBodyTimeout after `requestBodyMs`); then the
- * service has `upstreamMs` for its response headers, and `upstreamMs` more for its body
- * (UpstreamTimeout). Whichever passes destroys the request, which fails it and its response.
+ * What every request to a service gets: its socket retired once old (see upstream-agent.ts) and two
+ * deadlines, both the service's (the client's body has been received whole before it is sent):
+ * `upstreamMs` for its response headers, and `upstreamMs` more for its body (UpstreamTimeout).
+ * Whichever passes destroys the request, which fails it and its response.
  */
-function superviseUpstreamRequest(request: http.ClientRequest, deadlines: Deadlines, incoming?: http.IncomingMessage): void {
+function superviseUpstreamRequest(request: http.ClientRequest, upstreamMs: number): void {
   retireAgedSocket(request);
-  let stalled: 'request body' | 'headers' | 'body';
-  let deadline: NodeJS.Timeout | undefined;
-  let deadlineMs = 0;
-  const cut = () => request.destroy(stalled === 'request body' ? new RequestBodyTimeout(deadlines.requestBodyMs) : new UpstreamTimeout(deadlines.upstreamMs, stalled));
-  // One timer, restarted from the next phase on when its allowance is the same (headers, then body).
-  const cutAfter = (phase: typeof stalled) => {
-    stalled = phase;
-    const ms = phase === 'request body' ? deadlines.requestBodyMs : deadlines.upstreamMs;
-    if (deadline !== undefined && ms === deadlineMs) deadline.refresh();
-    else {
-      clearTimeout(deadline);
-      deadline = setTimeout(cut, ms);
-      deadlineMs = ms;
-    }
-  };
-  if (!incoming || incoming.complete) cutAfter('headers');
-  else {
-    cutAfter('request body');
-    incoming.once('end', () => {
-      if (!request.destroyed) cutAfter('headers');
-    });
-  }
+  let stalled: 'headers' | 'body' = 'headers';
+  const deadline = setTimeout(() => request.destroy(new UpstreamTimeout(upstreamMs, stalled)), upstreamMs);
   let responded = false;
   request.once('response', (response: http.IncomingMessage) => {
     responded = true;
-    if (response.complete) clearTimeout(deadline);
-    else cutAfter('body');
+    if (response.complete) {
+      clearTimeout(deadline);
+      return;
+    }
+    stalled = 'body';
+    deadline.refresh();
     response.once('close', () => clearTimeout(deadline));
   });
   request.once('close', () => {
@@ -218,21 +192,15 @@ export function fetchFromUpstream(
         if (!response.complete) reject(new UpstreamTimeout(options.deadlines.upstreamMs, 'body'));
       });
     });
-    superviseUpstreamRequest(outgoing, options.deadlines);
+    superviseUpstreamRequest(outgoing, options.deadlines.upstreamMs);
     outgoing.once('error', reject);
   });
   if (span) fetched.then((response) => endClientSpan(span, response.status), (error: Error) => endClientSpan(span, error));
   return fetched;
 }
 
-/**
- * A client whose body did not arrive in time is a 408; a service's timeout is a 504; anything else
- * that stops the gateway from getting a response is a 502.
- */
+/** A service's timeout is a 504; anything else that stops the gateway from getting a response is a 502. */
 export function upstreamProblem(upstream: string, error: Error): HttpProblem {
-  if (error instanceof RequestBodyTimeout) {
-    return new HttpProblem('request-timeout', `The request body did not arrive within ${error.timeoutMs} ms`);
-  }
   if (error instanceof UpstreamTimeout) {
     const what = error.stalled === 'headers' ? 'did not answer' : 'did not finish its answer';
     return new HttpProblem('gateway-timeout', `The ${upstream} service ${what} within ${error.timeoutMs} ms`);
