@@ -1,14 +1,9 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { type CachedResponse, decode, encode, headerList, isStorable, representations, storableHeaders } from '../src/cache/entry.js';
+import { decode, encode, headerList, isStorable, representations, storableHeaders } from '../src/cache/entry.js';
+import { cachedItem } from './fixtures.js';
 
 /** A cached response: how it is stored and what may be stored. */
-const entry: CachedResponse = {
-  generation: 'g-7',
-  storedAt: 1_700_000_000_000,
-  status: 200,
-  headers: { 'content-type': 'application/json', etag: '"v3"', 'cache-control': 'max-age=0' },
-  body: Buffer.from('{"id":1}\n{"line":2}'),
-};
+const entry = cachedItem;
 
 describe('encode and decode', () => {
   it('give back the entry as it was stored, body bytes and all (newlines included)', () => {

@@ -5,15 +5,10 @@ import { requestTarget } from '@app/shared/platform/request-target';
 import { headerList, type CachedResponse } from '../src/cache/entry.js';
 import { Exchange, type CacheOutcome } from '../src/exchange.js';
 import { ResponseWriter } from '../src/respond.js';
+import { cachedItem } from './fixtures.js';
 
 /** The one writer of the gateway's responses: held entries, relayed answers, problems, and its own headers on each. */
-const entry: CachedResponse = {
-  generation: 'g-7',
-  storedAt: 1_700_000_000_000,
-  status: 200,
-  headers: { 'content-type': 'application/json', etag: '"v3"', 'cache-control': 'max-age=0' },
-  body: Buffer.from('{"id":1}\n{"line":2}'),
-};
+const entry = cachedItem;
 
 /** A response that records what is written to it, in one writeHead or by setHeader. */
 function recorder() {
