@@ -164,21 +164,23 @@ function superviseUpstreamRequest(request: http.ClientRequest, deadlines: Deadli
       deadlineMs = ms;
     }
   };
+  // `on`, not `once`, for events that come once anyway: `once` makes a wrapper and a bound
+  // function per listener, for every request proxied.
   if (!incoming || incoming.complete) cutAfter('headers');
   else {
     cutAfter('request body');
-    incoming.once('end', () => {
+    incoming.on('end', () => {
       if (!request.destroyed) cutAfter('headers');
     });
   }
   let responded = false;
-  request.once('response', (response: http.IncomingMessage) => {
+  request.on('response', (response: http.IncomingMessage) => {
     responded = true;
     if (response.complete) clearTimeout(deadline);
     else cutAfter('body');
-    response.once('close', () => clearTimeout(deadline));
+    response.on('close', () => clearTimeout(deadline));
   });
-  request.once('close', () => {
+  request.on('close', () => {
     if (!responded) clearTimeout(deadline);
   });
 }
