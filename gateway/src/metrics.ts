@@ -13,6 +13,61 @@ interface Tally<Labels> {
   uncounted: number;
 }
 
+const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/** A label set's requests and their durations: how many fell in each bucket (not cumulative; the last is +Inf), and their sum. */
+interface RequestTally extends Tally<RequestLabels> {
+  buckets: number[];
+  count: number;
+  sum: number;
+}
+
+/** One line of the histogram as prom-client's registry reads it: its own labels, and those of its label set. */
+interface DurationLine {
+  labels: { le?: number | string };
+  sharedLabels: RequestLabels;
+  value: number;
+  metricName: string;
+}
+
+const DURATION = { name: 'gateway_http_request_duration_seconds', help: 'Time from request to response, by route, method and status.' };
+
+/**
+ * The request duration histogram, read from the tallies: a request adds to its tally's bucket,
+ * where prom-client's `observe` would validate and hash its labels on every call.
+ */
+class TalliedHistogram extends Histogram<'route' | 'method' | 'status'> {
+  constructor(
+    registry: Registry,
+    private readonly tallies: () => Iterable<RequestTally>,
+  ) {
+    super({ ...DURATION, labelNames: ['route', 'method', 'status'], buckets: DURATION_BUCKETS, registers: [registry] });
+  }
+
+  /**
+   * Its lines in the form prom-client's own histogram gives them: the registry reads this method for
+   * /metrics (it is not in prom-client's types), and `get` reads it too.
+   */
+  getForPromString() {
+    const bucketName = `${DURATION.name}_bucket`;
+    const values: DurationLine[] = [];
+    for (const tally of this.tallies()) {
+      const sharedLabels = tally.labels;
+      let cumulative = 0;
+      DURATION_BUCKETS.forEach((le, i) => {
+        cumulative += tally.buckets[i] as number;
+        values.push({ labels: { le }, sharedLabels, value: cumulative, metricName: bucketName });
+      });
+      values.push(
+        { labels: { le: '+Inf' }, sharedLabels, value: tally.count, metricName: bucketName },
+        { labels: {}, sharedLabels, value: tally.sum, metricName: `${DURATION.name}_sum` },
+        { labels: {}, sharedLabels, value: tally.count, metricName: `${DURATION.name}_count` },
+      );
+    }
+    return { ...DURATION, type: 'histogram', values, aggregator: 'sum' };
+  }
+}
+
 /**
  * Adds what `tallies` counted since the last read to `counter` (from its `collect`, when /metrics is
  * read): a request then costs one addition, not prom-client's label validation and hashing.
@@ -29,7 +84,7 @@ function addTallies<Name extends string>(counter: Counter<Name>, tallies: Iterab
 export class GatewayMetrics {
   readonly registry = new Registry();
   /** One tally per route, method and status, made once: none allocated per request. */
-  readonly #tallies = new Map<string, Map<string, Map<number, Tally<RequestLabels>>>>();
+  readonly #tallies = new Map<string, Map<string, Map<number, RequestTally>>>();
   readonly #outcomes = new Map<CacheOutcome, Tally<{ outcome: CacheOutcome }>>();
   readonly #requests: Counter<'route' | 'method' | 'status'> = new Counter({
     name: 'gateway_http_requests_total',
@@ -37,15 +92,8 @@ export class GatewayMetrics {
     labelNames: ['route', 'method', 'status'],
     registers: [this.registry],
     collect: (): void => {
-      for (const byMethod of this.#tallies.values()) for (const byStatus of byMethod.values()) addTallies(this.#requests, byStatus.values());
+      addTallies(this.#requests, this.#requestTallies());
     },
-  });
-  readonly #duration = new Histogram({
-    name: 'gateway_http_request_duration_seconds',
-    help: 'Time from request to response, by route, method and status.',
-    labelNames: ['route', 'method', 'status'],
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-    registers: [this.registry],
   });
   readonly #cache: Counter<'outcome'> = new Counter({
     name: 'gateway_cache_outcomes_total',
@@ -79,14 +127,23 @@ export class GatewayMetrics {
     // The event-loop delay histogram samples with a timer: at prom-client's default (every 10 ms) an
     // idle gateway woke a hundred times a second, disturbing whatever shares its core. Every 100 ms
     // still sees each delay longer than that, the ones that matter.
+    new TalliedHistogram(this.registry, () => this.#requestTallies());
     collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: 100 });
   }
 
   readonly requestFinished = ({ request, method, path, status, seconds }: FinishedRequest): void => {
     const tally = this.#tallyOf(this.routeOf(request, path), method, status);
     tally.uncounted += 1;
-    this.#duration.observe(tally.labels, seconds);
+    let bucket = 0;
+    while (bucket < DURATION_BUCKETS.length && seconds > (DURATION_BUCKETS[bucket] as number)) bucket++;
+    (tally.buckets[bucket] as number)++;
+    tally.count += 1;
+    tally.sum += seconds;
   };
+
+  *#requestTallies(): Iterable<RequestTally> {
+    for (const byMethod of this.#tallies.values()) for (const byStatus of byMethod.values()) yield* byStatus.values();
+  }
 
   /** `gateway_upstream_in_flight`: what each limit holds, read when /metrics is asked. */
   observeInFlight(limits: readonly { upstream: string; inFlight: { read: number; write: number } }[]): void {
@@ -132,13 +189,16 @@ export class GatewayMetrics {
   }
 
   // Bounded: routes are a handful of labels, methods those the gateway accepts, statuses three digits.
-  #tallyOf(route: string, method: string, status: number): Tally<RequestLabels> {
+  #tallyOf(route: string, method: string, status: number): RequestTally {
     let byMethod = this.#tallies.get(route);
     if (!byMethod) this.#tallies.set(route, (byMethod = new Map()));
     let byStatus = byMethod.get(method);
     if (!byStatus) byMethod.set(method, (byStatus = new Map()));
     let tally = byStatus.get(status);
-    if (!tally) byStatus.set(status, (tally = { labels: { route, method, status: String(status) }, uncounted: 0 }));
+    if (!tally) {
+      const labels = { route, method, status: String(status) };
+      byStatus.set(status, (tally = { labels, uncounted: 0, buckets: new Array<number>(DURATION_BUCKETS.length + 1).fill(0), count: 0, sum: 0 }));
+    }
     return tally;
   }
 

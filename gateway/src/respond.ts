@@ -100,7 +100,8 @@ export class ResponseWriter {
     }
     this.#addOwn(exchange, headers);
     res.writeHead(proxyRes.statusCode ?? 502, headers);
-    proxyRes.once('error', () => res.destroy());
+    // `on`: a stream fails once, and `once` would make a wrapper and a bound function per response.
+    proxyRes.on('error', () => res.destroy());
     if (coding === 'identity') proxyRes.pipe(res);
     else pipeline(proxyRes, compressor(coding), res, () => undefined);
   }

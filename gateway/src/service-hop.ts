@@ -93,7 +93,8 @@ export class ServiceHop {
       return;
     }
     exchange.releaseSlot = release;
-    exchange.res.once('close', release);
+    // `on`: a response closes once, and `once` would make a wrapper and a bound function per request.
+    exchange.res.on('close', release);
     // The proxy calls back only when it fails (or, never here, when its path filter refuses the path).
     this.#proxy(exchange, (error) => this.options.writer.failure(exchange, error ?? new Error(`no proxy took ${exchange.path}`)));
   }

@@ -141,8 +141,10 @@ function superviseUpstreamRequest(request: http.ClientRequest, upstreamMs: numbe
   retireAgedSocket(request);
   let stalled: 'headers' | 'body' = 'headers';
   const deadline = setTimeout(() => request.destroy(new UpstreamTimeout(upstreamMs, stalled)), upstreamMs);
+  // `on`, not `once`, for events that come once anyway: `once` makes a wrapper and a bound
+  // function per listener, for every request proxied.
   let responded = false;
-  request.once('response', (response: http.IncomingMessage) => {
+  request.on('response', (response: http.IncomingMessage) => {
     responded = true;
     if (response.complete) {
       clearTimeout(deadline);
@@ -150,9 +152,9 @@ function superviseUpstreamRequest(request: http.ClientRequest, upstreamMs: numbe
     }
     stalled = 'body';
     deadline.refresh();
-    response.once('close', () => clearTimeout(deadline));
+    response.on('close', () => clearTimeout(deadline));
   });
-  request.once('close', () => {
+  request.on('close', () => {
     if (!responded) clearTimeout(deadline);
   });
 }

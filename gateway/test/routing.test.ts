@@ -14,7 +14,11 @@ function target(url: string): RequestTarget {
 }
 
 /** What the service routing names for a target says of it: undefined or none when no service serves it. */
-const readScope = (of: RequestTarget) => routing.service(of)?.readScope(of);
+const readScope = (of: RequestTarget) => {
+  const scope = routing.service(of)?.readScope(of);
+  // Its keys, read: the generation and hold keys are made on first use.
+  return scope && { entryKey: scope.entryKey, generationKey: scope.generationKey, holdKey: scope.holdKey };
+};
 const writtenScopes = (of: RequestTarget | undefined) => (of && routing.service(of)?.writtenScopes(of)) ?? [];
 
 describe('Routing.service', () => {

@@ -20,8 +20,29 @@ export interface WriteScope {
 
 export const writeScopeOf = (tag: string): WriteScope => ({ generationKey: `g:{${tag}}`, holdKey: `h:{${tag}}` });
 
-/** The entry, generation and hold a read of `tag` with `query` uses. */
-export const readScopeOf = (tag: string, query: string): ReadScope => ({ entryKey: `c:{${tag}}:${normalisedQuery(query)}`, ...writeScopeOf(tag) });
+/**
+ * The entry, generation and hold a read of `tag` with `query` uses. The generation and hold keys
+ * are made on first use: a hit from memory looks up only the entry key, and every key is a new
+ * string per request.
+ */
+export const readScopeOf = (tag: string, query: string): ReadScope => new TagReadScope(tag, `c:{${tag}}:${normalisedQuery(query)}`);
+
+class TagReadScope implements ReadScope {
+  #write: WriteScope | undefined = undefined;
+
+  constructor(
+    private readonly tag: string,
+    readonly entryKey: string,
+  ) {}
+
+  get generationKey(): string {
+    return (this.#write ??= writeScopeOf(this.tag)).generationKey;
+  }
+
+  get holdKey(): string {
+    return (this.#write ??= writeScopeOf(this.tag)).holdKey;
+  }
+}
 
 /** The generation key of the scope a hold key belongs to (`h:{users:1}` → `g:{users:1}`), or undefined. */
 export const generationKeyOfHold = (key: string): string | undefined => (key.startsWith('h:{') ? `g:${key.slice(2)}` : undefined);
