@@ -4,7 +4,10 @@ import { HttpProblem } from '@app/shared/platform/problem';
 export interface ConcurrencyLimitSettings {
   /** Requests this gateway may have in flight to one upstream at once. */
   limit: number;
-  /** The share of `limit` that is the writes': reads hold at most the rest, writes at most this. */
+  /**
+   * The share of `limit` each kind keeps from the other: writes keep it, and reads keep as much (at
+   * most what writes leave); either may take the rest.
+   */
   writeShare: number;
 }
 
@@ -23,27 +26,29 @@ export const isWrite = (req: Pick<IncomingMessage, 'method'>) => WRITES.has(req.
 /**
  * The gateway's load shedding for one upstream: at most `limit` requests in flight to it, and the
  * ones over that are refused at once with 503 and Retry-After, before they reach the service (its
- * bounded pool queue would otherwise refuse them later, after they cost it work). The limit is
- * split: writes hold at most their share of it, reads the rest. However many reads pile up, writes
- * still get through; and slow writes (a commit waits for the disk) cannot take the slots of cache
- * fills, which keep the cache warm. Cache hits never get here: they are answered before any request
- * to a service is considered.
+ * bounded pool queue would otherwise refuse them later, after they cost it work). Each kind keeps a
+ * reserve of the limit (the write share of it, for reads and writes alike) that the other kind cannot
+ * take, and either takes the slots between as it comes: however many reads pile up, writes still get
+ * through, and slow writes (a commit waits for the disk) cannot take every slot of the cache fills
+ * that keep the cache warm. A kind is not capped at its share, though: a write is shed only when the
+ * service has no room for it, not while read slots stand idle (when cache hits are answered fast,
+ * connections pile up on writes, and a hard cap shed them although the service had room). Cache hits
+ * never get here: they are answered before any request to a service is considered.
  *
  * A static limit, from configuration: the gateway measures a service's latency together with its
  * own event-loop delay, so a latency-driven (gradient, AIMD) limit would shrink when the gateway is
  * busy and shed requests the service had room for. A request counts here from before it is sent
  * until its response arrives (a service gives back its database connection before it answers), so
- * this count is never below the service's own: a limit of
- * the service's pool plus its queue means the service never refuses a request for a full queue
- * (see the README's configuration section).
- * No npm package offers this (an HTTP-level limit with a share per request class): the counting is
- * a few lines.
+ * this count is never below the service's own: a limit of the service's pool plus its queue means
+ * the service never refuses a request for a full queue (see the README's configuration section).
+ * No npm package offers this (an HTTP-level limit with a reserve per request class): the counting
+ * is a few lines.
  */
 export class ConcurrencyLimit {
   #reads = 0;
   #writes = 0;
-  readonly #readLimit: number;
-  readonly #writeLimit: number;
+  /** Slots each kind keeps, that the other kind cannot take. */
+  readonly #reserve: { read: number; write: number };
   /** Slots each caller holds now, by kind (no entry for a caller holding none). */
   readonly #held = { read: new Map<string, number>(), write: new Map<string, number>() };
   /** The last caller refused for want of a slot, by kind, and when (Date.now()). */
@@ -59,8 +64,8 @@ export class ConcurrencyLimit {
     readonly upstream: string,
     readonly settings: ConcurrencyLimitSettings,
   ) {
-    this.#writeLimit = Math.min(settings.limit - 1, Math.max(1, Math.ceil(settings.limit * settings.writeShare)));
-    this.#readLimit = settings.limit - this.#writeLimit;
+    const write = Math.min(settings.limit - 1, Math.max(1, Math.ceil(settings.limit * settings.writeShare)));
+    this.#reserve = { write, read: Math.min(write, settings.limit - write) };
     this.#shed = new HttpProblem('service-unavailable', `The ${upstream} service is busy: the gateway sheds requests beyond its limit; try again shortly`, {
       headers: { 'Retry-After': String(SHED_RETRY_AFTER_SECONDS) },
     });
@@ -72,16 +77,17 @@ export class ConcurrencyLimit {
   }
 
   /**
-   * A slot for one request to the upstream, or undefined when none is free. Release it exactly once.
-   * A `caller` (who the rate limits count) holding its fair share of its kind's slots is refused
-   * while another caller was refused for want of one within the last second: a lone caller may use
-   * them all, but not hold them out of others' reach.
+   * A slot for one request to the upstream, or undefined when none is free for its kind (every slot
+   * but the other kind's unused reserve is taken). Release it exactly once. A `caller` (who the rate
+   * limits count) holding its fair share of the most its kind may hold is refused while another
+   * caller was refused for want of a slot within the last second: a lone caller may use them all,
+   * but not hold them out of others' reach.
    */
   tryAcquire(write: boolean, caller?: string): (() => void) | undefined {
     const kind = write ? 'write' : 'read';
-    const limit = write ? this.#writeLimit : this.#readLimit;
+    const limit = this.settings.limit - this.#reserve[write ? 'read' : 'write'];
     const held = caller === undefined ? 0 : (this.#held[kind].get(caller) ?? 0);
-    if ((write ? this.#writes : this.#reads) >= limit) {
+    if (!this.#hasRoom(write)) {
       this.#lastShed[kind] = { caller, at: Date.now() };
       return undefined;
     }
@@ -101,6 +107,12 @@ export class ConcurrencyLimit {
       if (holding === 0) this.#held[kind].delete(caller);
       else this.#held[kind].set(caller, holding);
     };
+  }
+
+  /** Whether one more request of this kind leaves the other kind its unused reserve. */
+  #hasRoom(write: boolean): boolean {
+    const [mine, other] = write ? [this.#writes, this.#reads] : [this.#reads, this.#writes];
+    return mine + Math.max(other, this.#reserve[write ? 'read' : 'write']) < this.settings.limit;
   }
 
   /** Whether a caller other than `caller` was refused a slot of this kind within the last second. */

@@ -1,7 +1,7 @@
 import { ConcurrencyLimit, isWrite, SHED_RETRY_AFTER_SECONDS } from '../src/concurrency-limit.js';
 
 /**
- * The load shedding per upstream: reads and writes each have their share of the limit, a slot is
+ * The load shedding per upstream: reads and writes each keep a reserve of the limit, a slot is
  * released once however often its release is called, and a caller holding its fair share is
  * refused while others are. Time is the limit's `Date.now()`, set here by hand.
  */
@@ -26,19 +26,41 @@ function take(limit: ConcurrencyLimit, count: number, write: boolean, caller?: s
   return releases;
 }
 
-describe('ConcurrencyLimit shares', () => {
-  // Writes get their share of the limit (rounded up), at least one slot and never all: reads the rest.
+describe('ConcurrencyLimit reserves', () => {
+  // Writes keep their share of the limit (rounded up, at least one slot, never all), reads as much
+  // (at most what writes leave); alone, a kind takes every slot but the other's reserve.
   it.each([
-    { limit: 20, writeShare: 0.2, reads: 16, writes: 4 },
-    { limit: 2, writeShare: 0.99, reads: 1, writes: 1 },
-    { limit: 10, writeShare: 0.01, reads: 9, writes: 1 },
-  ])('a limit of $limit with a write share of $writeShare holds $reads reads and $writes writes', ({ limit: slots, writeShare, reads, writes }) => {
-    const limit = new ConcurrencyLimit('users', { limit: slots, writeShare });
-    take(limit, writes, true);
-    expect(limit.tryAcquire(true)).toBeUndefined();
-    take(limit, reads, false);
+    { limit: 20, writeShare: 0.2, reads: 16, writes: 16, readReserve: 4, writeReserve: 4 },
+    { limit: 2, writeShare: 0.99, reads: 1, writes: 1, readReserve: 1, writeReserve: 1 },
+    { limit: 10, writeShare: 0.01, reads: 9, writes: 9, readReserve: 1, writeReserve: 1 },
+    { limit: 10, writeShare: 0.7, reads: 3, writes: 7, readReserve: 3, writeReserve: 7 },
+  ])('a limit of $limit with a write share of $writeShare: alone, $reads reads or $writes writes', ({ limit: slots, writeShare, reads, writes, readReserve, writeReserve }) => {
+    const alone = new ConcurrencyLimit('users', { limit: slots, writeShare });
+    const readsAlone = take(alone, reads, false);
+    expect(alone.tryAcquire(false)).toBeUndefined();
+    // The reads have left the writes their reserve, and no more.
+    take(alone, writeReserve, true);
+    expect(alone.tryAcquire(true)).toBeUndefined();
+    for (const release of readsAlone) release();
+    const writesAlone = take(alone, writes - writeReserve, true);
+    expect(alone.tryAcquire(true)).toBeUndefined();
+    take(alone, readReserve, false);
+    expect(alone.tryAcquire(false)).toBeUndefined();
+    for (const release of writesAlone) release();
+    expect(alone.inFlight).toEqual({ read: readReserve, write: writeReserve });
+  });
+
+  it('lets either kind take the slots between the reserves, first come', () => {
+    // 20 slots, 4 kept for each kind: 12 between.
+    const limit = new ConcurrencyLimit('users', { limit: 20, writeShare: 0.2 });
+    take(limit, 10, true);
+    take(limit, 6, false);
+    // 16 taken, 4 free: both kinds hold more than their reserve, so none of the 4 is kept from either.
+    expect(limit.tryAcquire(true)).toBeDefined();
+    take(limit, 3, false);
     expect(limit.tryAcquire(false)).toBeUndefined();
-    expect(limit.inFlight).toEqual({ read: reads, write: writes });
+    expect(limit.tryAcquire(true)).toBeUndefined();
+    expect(limit.inFlight).toEqual({ read: 9, write: 11 });
   });
 });
 

@@ -1,8 +1,9 @@
 /**
  * The gateway's per-upstream concurrency limit, as clients see it: requests beyond it get a 503
  * problem with Retry-After from the gateway without reaching the service; cache hits are never
- * shed; reads cannot take the slots kept for writes. Real gateway and users service, with a proxy
- * in between that holds responses so the test decides what is in flight.
+ * shed; reads cannot take the slots kept for writes, and writes take free slots beyond them. Real
+ * gateway and users service, with a proxy in between that holds responses so the test decides what
+ * is in flight.
  */
 import net from 'node:net';
 import { testToken } from '../support/auth.js';
@@ -21,7 +22,7 @@ let counter = 0;
 beforeAll(async () => {
   users = await startUsersService();
   upstream = await new HoldingProxy(users.url).start();
-  // 4 requests in flight to a service at most, one of them kept for writes: reads hold at most 3.
+  // 4 requests in flight to a service at most, one of them kept for writes and one for reads.
   gateway = await startGateway({ upstreams: { users: upstream.url, products: users.url }, cache: {}, concurrency: { limit: 4, writeShare: 0.25 } });
   api = client(gateway.url);
 });
@@ -96,22 +97,23 @@ it('answers reads beyond the limit with a 503 problem and Retry-After, without r
   expect(metrics).toMatch(/gateway_shed_total\{upstream="users",kind="read"\} 2/);
 });
 
-it('sheds writes beyond their share while reads still get through, and reads cannot take the writes\' share', async () => {
+it('sheds writes only once the reads leave no free slot, and reads cannot take the writes\' reserve', async () => {
   const [a, b, c, d, e, f] = await createUsers(6);
+  // Reads hold all they may (3 of 4): the last slot is the writes'.
+  const reads = await holdReads([d!, e!, f!].map((user) => user.location));
+  expectProblem(await api.get(c!.location), 503);
   const heldWrite = upstream.hold((method, path) => method === 'PATCH' && path === a!.location);
-  const write = api.patch(a!.location, { name: 'Holding the writes\' share' });
+  const write = api.patch(a!.location, { name: 'Holding the writes\' reserve' });
   await heldWrite.reached;
-  const shed = await api.patch(b!.location, { name: 'No write slot left' });
+  const shed = await api.patch(b!.location, { name: 'No slot left' });
   expectProblem(shed, 503);
   expect(shed.headers.get('retry-after')).toBe('1');
   expect(upstream.count('PATCH', b!.location)).toBe(0);
-  expect((await api.get(c!.location)).status).toBe(200); // a read does not need the writes' share
+  await reads.release();
+  // The reads' slots are free: writes take them, beyond their reserve.
+  expect((await api.patch(b!.location, { name: 'Written in a read slot' })).status).toBe(200);
   heldWrite.release();
   expect((await write).status).toBe(200);
-
-  const reads = await holdReads([d!, e!, f!].map((user) => user.location));
-  expect((await api.patch(b!.location, { name: 'Written while reads saturate' })).status).toBe(200);
-  await reads.release();
 });
 
 describe('slow senders and greedy callers', () => {
@@ -128,7 +130,7 @@ describe('slow senders and greedy callers', () => {
   }
 
   it('a write whose body is still arriving holds no slot: slow senders cannot shed everyone else’s writes', async () => {
-    // 2 write slots; 6 connections trickling their bodies.
+    // 6 write slots at most; 6 connections trickling their bodies.
     const limited = await startGateway({ upstreams: { users: users.url, products: users.url }, concurrency: { limit: 8, writeShare: 0.25 } });
     const sockets = await slowBodies(limited.url, 6);
     try {
@@ -143,7 +145,7 @@ describe('slow senders and greedy callers', () => {
   });
 
   it('while another caller is refused, one caller holds no more than a fair share of the slots', async () => {
-    // 8 write slots, a fair share of 2.
+    // 8 write slots at most, a fair share of 2.
     const held = await new HoldingProxy(users.url).start();
     const limited = await startGateway({ upstreams: { users: held.url, products: users.url }, concurrency: { limit: 16, writeShare: 0.5 } });
     const greedy = client(limited.url);
@@ -171,7 +173,7 @@ describe('slow senders and greedy callers', () => {
   });
 
   it('a write holds its slot until its service answers, not through the cache renewal after it', async () => {
-    // 1 write slot; the cache's Redis answers late, so each write's renewal waits for it.
+    // The cache's Redis answers late, so each write's renewal waits for it.
     const redis = new URL(process.env.TEST_REDIS_URL!);
     const slowRedis = await new TcpProxy({ host: redis.hostname, port: Number(redis.port) }).start();
     const limited = await startGateway({
