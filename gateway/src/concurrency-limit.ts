@@ -4,50 +4,76 @@ import { HttpProblem } from '@app/shared/platform/problem';
 export interface ConcurrencyLimitSettings {
   /** Requests this gateway may have in flight to one upstream at once. */
   limit: number;
-  /** The share of `limit` that is the writes': reads hold at most the rest, writes at most this. */
+  /**
+   * The share of `limit` writes keep from reads. Reads keep all but twice as much (never less than
+   * writes keep, nor more than they leave); either kind may take the slots between.
+   */
   writeShare: number;
 }
 
 /** How long a shed client is asked to wait: the limit frees up within milliseconds, not minutes. */
 export const SHED_RETRY_AFTER_SECONDS = 1;
+/** How long a request waits for a slot before it is shed: no longer than a shed client would wait to retry. */
+export const MAX_WAIT_MS = SHED_RETRY_AFTER_SECONDS * 1_000;
+
+export type Kind = 'read' | 'write';
+
+/** A request waiting for a slot, in order of arrival. */
+interface Waiter {
+  caller: string | undefined;
+  granted: (release: (() => void) | undefined) => void;
+  timer: NodeJS.Timeout;
+}
 
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
-/** While others are refused, one caller holds at most this many of a kind's `limit` slots. */
+/** While others are refused (or wait), one caller holds at most this many of the most its kind may hold. */
 const fairShare = (limit: number) => Math.max(1, Math.floor(limit / 4));
-/** How long after another caller was refused a slot the fair share applies. */
+/** How long after another caller found no slot free the fair share applies. */
 const CONTENDED_MS = 1_000;
 
 export const isWrite = (req: Pick<IncomingMessage, 'method'>) => WRITES.has(req.method ?? '');
 
 /**
  * The gateway's load shedding for one upstream: at most `limit` requests in flight to it, and the
- * ones over that are refused at once with 503 and Retry-After, before they reach the service (its
- * bounded pool queue would otherwise refuse them later, after they cost it work). The limit is
- * split: writes hold at most their share of it, reads the rest. However many reads pile up, writes
- * still get through; and slow writes (a commit waits for the disk) cannot take the slots of cache
- * fills, which keep the cache warm. Cache hits never get here: they are answered before any request
- * to a service is considered.
+ * ones over that are refused with 503 and Retry-After (after a short wait, see below) before they
+ * reach the service (its bounded pool queue would otherwise refuse them later, after they cost it
+ * work). Each kind keeps a
+ * reserve of the limit that the other kind cannot take, and either takes the slots between as it
+ * comes: however many reads pile up, writes still get through, and slow writes (a commit waits for
+ * the disk) cannot take the slots of the cache fills that keep the cache warm. Writes keep their
+ * share and may take as much again; reads keep the rest, since a fill answers every request that
+ * collapsed on it, and fills do not wait for a slot: left to take slots as they free, waiting writes
+ * would take all but the reads' reserve. A write is shed only when the service has no room for it,
+ * not while read slots stand idle (when cache hits are answered fast, connections pile up on writes,
+ * and a hard cap at their share shed them although the service had room). Cache hits never get
+ * here: they are answered before any request to a service is considered.
  *
  * A static limit, from configuration: the gateway measures a service's latency together with its
  * own event-loop delay, so a latency-driven (gradient, AIMD) limit would shrink when the gateway is
  * busy and shed requests the service had room for. A request counts here from before it is sent
  * until its response arrives (a service gives back its database connection before it answers), so
- * this count is never below the service's own: a limit of
- * the service's pool plus its queue means the service never refuses a request for a full queue
- * (see the README's configuration section).
- * No npm package offers this (an HTTP-level limit with a share per request class): the counting is
- * a few lines.
+ * this count is never below the service's own: a limit of the service's pool plus its queue means
+ * the service never refuses a request for a full queue (see the README's configuration section).
+ * No npm package offers this (an HTTP-level limit with a reserve per request class): the counting
+ * is a few lines.
+ *
+ * A request that finds no slot free may wait for one (`acquire`), in order of arrival, at most
+ * `MAX_WAIT_MS` and behind at most `limit` others of its kind: a slot frees within milliseconds
+ * when the service has room, and a client that waits gets its answer sooner than one shed and told
+ * to come back in a second. The waiting costs the service nothing: it still sees at most `limit`.
  */
 export class ConcurrencyLimit {
   #reads = 0;
   #writes = 0;
-  readonly #readLimit: number;
-  readonly #writeLimit: number;
+  /** Slots each kind keeps, that the other kind cannot take. */
+  readonly #reserve: { read: number; write: number };
   /** Slots each caller holds now, by kind (no entry for a caller holding none). */
   readonly #held = { read: new Map<string, number>(), write: new Map<string, number>() };
-  /** The last caller refused for want of a slot, by kind, and when (Date.now()). */
-  readonly #lastShed: Record<'read' | 'write', { caller: string | undefined; at: number }> = { read: { caller: undefined, at: 0 }, write: { caller: undefined, at: 0 } };
+  /** The last caller that found no slot free (refused, or waiting), by kind, and when (Date.now()). */
+  readonly #lastShed: Record<Kind, { caller: string | undefined; at: number }> = { read: { caller: undefined, at: 0 }, write: { caller: undefined, at: 0 } };
+  /** The requests waiting for a slot, by kind, first come first. */
+  readonly #waiting: Record<Kind, Waiter[]> = { read: [], write: [] };
   /**
    * One problem for every request shed, made once: it is the same answer each time, and an
    * HttpProblem (an Error) records a stack trace when made, which under overload, when hundreds of
@@ -59,8 +85,8 @@ export class ConcurrencyLimit {
     readonly upstream: string,
     readonly settings: ConcurrencyLimitSettings,
   ) {
-    this.#writeLimit = Math.min(settings.limit - 1, Math.max(1, Math.ceil(settings.limit * settings.writeShare)));
-    this.#readLimit = settings.limit - this.#writeLimit;
+    const write = Math.min(settings.limit - 1, Math.max(1, Math.ceil(settings.limit * settings.writeShare)));
+    this.#reserve = { write, read: Math.max(settings.limit - 2 * write, Math.min(write, settings.limit - write)) };
     this.#shed = new HttpProblem('service-unavailable', `The ${upstream} service is busy: the gateway sheds requests beyond its limit; try again shortly`, {
       headers: { 'Retry-After': String(SHED_RETRY_AFTER_SECONDS) },
     });
@@ -71,40 +97,121 @@ export class ConcurrencyLimit {
     return { read: this.#reads, write: this.#writes };
   }
 
+  /** Requests waiting for a slot now, by kind. */
+  get waiting(): Record<Kind, number> {
+    return { read: this.#waiting.read.length, write: this.#waiting.write.length };
+  }
+
   /**
-   * A slot for one request to the upstream, or undefined when none is free. Release it exactly once.
-   * A `caller` (who the rate limits count) holding its fair share of its kind's slots is refused
-   * while another caller was refused for want of one within the last second: a lone caller may use
+   * A slot for one request to the upstream, or undefined when none is free for its kind (every slot
+   * but the other kind's unused reserve is taken). Release it exactly once. A `caller` (who the rate
+   * limits count) holding its fair share of the most its kind may hold is refused while another
+   * caller found no slot free (refused, or waiting) within the last second: a lone caller may use
    * them all, but not hold them out of others' reach.
    */
   tryAcquire(write: boolean, caller?: string): (() => void) | undefined {
-    const kind = write ? 'write' : 'read';
-    const limit = write ? this.#writeLimit : this.#readLimit;
-    const held = caller === undefined ? 0 : (this.#held[kind].get(caller) ?? 0);
-    if ((write ? this.#writes : this.#reads) >= limit) {
-      this.#lastShed[kind] = { caller, at: Date.now() };
+    return this.#admit(write, caller) === 'room' ? this.#take(write, caller) : undefined;
+  }
+
+  /**
+   * Gives `granted` a slot as `tryAcquire` does, at once or once one is freed for it (waiting in
+   * order, see the class), or undefined when the request is to be shed: its caller beyond its fair
+   * share, too many waiting already, or `MAX_WAIT_MS` gone by. Returns how to stop waiting (its
+   * client went), or undefined when `granted` was called before it returned.
+   */
+  acquire(write: boolean, caller: string | undefined, granted: (release: (() => void) | undefined) => void): (() => void) | undefined {
+    const queue = this.#waiting[write ? 'write' : 'read'];
+    const admitted = this.#admit(write, caller);
+    // Nobody of its kind waits while there is room for it: a slot freed goes to the first waiting.
+    if (admitted === 'room') {
+      granted(this.#take(write, caller));
       return undefined;
     }
-    // Refused its share: not recorded, so the caller it makes room for stays the one remembered.
-    if (held >= fairShare(limit) && this.#othersShed(kind, caller)) return undefined;
+    if (admitted === 'unfair' || queue.length >= this.settings.limit) {
+      granted(undefined);
+      return undefined;
+    }
+    const waiter: Waiter = {
+      caller,
+      granted,
+      timer: setTimeout(() => {
+        queue.splice(queue.indexOf(waiter), 1);
+        granted(undefined);
+      }, MAX_WAIT_MS).unref(),
+    };
+    queue.push(waiter);
+    return () => {
+      const at = queue.indexOf(waiter);
+      if (at === -1) return;
+      queue.splice(at, 1);
+      clearTimeout(waiter.timer);
+    };
+  }
+
+  /** Room for the request now, or none ('full'), or room but not for this caller while others are refused ('unfair'). */
+  #admit(write: boolean, caller: string | undefined): 'room' | 'full' | 'unfair' {
+    const kind = write ? 'write' : 'read';
+    if (this.#unfair(write, caller)) return 'unfair';
+    if (this.#hasRoom(write)) return 'room';
+    this.#lastShed[kind] = { caller, at: Date.now() };
+    return 'full';
+  }
+
+  /**
+   * Whether `caller` holds its fair share of its kind while another caller was refused. Refused
+   * for it, a caller is not recorded as refused: the caller it makes room for stays the one remembered.
+   */
+  #unfair(write: boolean, caller: string | undefined): boolean {
+    const kind = write ? 'write' : 'read';
+    if (caller === undefined) return false;
+    const most = this.settings.limit - this.#reserve[write ? 'read' : 'write'];
+    return (this.#held[kind].get(caller) ?? 0) >= fairShare(most) && this.#othersShed(kind, caller);
+  }
+
+  #take(write: boolean, caller: string | undefined): () => void {
+    const kind = write ? 'write' : 'read';
     if (write) this.#writes++;
     else this.#reads++;
-    if (caller !== undefined) this.#held[kind].set(caller, held + 1);
+    if (caller !== undefined) this.#held[kind].set(caller, (this.#held[kind].get(caller) ?? 0) + 1);
     let released = false;
     return () => {
       if (released) return;
       released = true;
       if (write) this.#writes--;
       else this.#reads--;
-      if (caller === undefined) return;
-      const holding = (this.#held[kind].get(caller) ?? 1) - 1;
-      if (holding === 0) this.#held[kind].delete(caller);
-      else this.#held[kind].set(caller, holding);
+      if (caller !== undefined) {
+        const holding = (this.#held[kind].get(caller) ?? 1) - 1;
+        if (holding === 0) this.#held[kind].delete(caller);
+        else this.#held[kind].set(caller, holding);
+      }
+      this.#wake();
     };
   }
 
-  /** Whether a caller other than `caller` was refused a slot of this kind within the last second. */
-  #othersShed(kind: 'read' | 'write', caller: string | undefined): boolean {
+  /**
+   * Gives the slots there is room for to the first waiting of each kind, writes first (reads keep
+   * their reserve anyway); one whose caller now holds its fair share while others wait is shed.
+   */
+  #wake(): void {
+    for (const write of [true, false]) {
+      const queue = this.#waiting[write ? 'write' : 'read'];
+      while (this.#hasRoom(write)) {
+        const waiter = queue.shift();
+        if (!waiter) break;
+        clearTimeout(waiter.timer);
+        waiter.granted(this.#unfair(write, waiter.caller) ? undefined : this.#take(write, waiter.caller));
+      }
+    }
+  }
+
+  /** Whether one more request of this kind leaves the other kind its unused reserve. */
+  #hasRoom(write: boolean): boolean {
+    const [mine, other] = write ? [this.#writes, this.#reads] : [this.#reads, this.#writes];
+    return mine + Math.max(other, this.#reserve[write ? 'read' : 'write']) < this.settings.limit;
+  }
+
+  /** Whether a caller other than `caller` found no slot of this kind free within the last second. */
+  #othersShed(kind: Kind, caller: string | undefined): boolean {
     const last = this.#lastShed[kind];
     return last.caller !== caller && Date.now() - last.at < CONTENDED_MS;
   }

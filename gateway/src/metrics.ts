@@ -4,6 +4,10 @@ import type { FinishedRequest } from '@app/shared/platform/http/observation';
 import { connectionsWithoutRequest } from '@app/shared/platform/server';
 import { currentServerSpan } from '@app/shared/telemetry/spans';
 import type { CacheOutcome } from './exchange.js';
+import type { Kind } from './concurrency-limit.js';
+
+/** What the gauges read of a concurrency limit. */
+type ObservedLimit = { upstream: string; inFlight: Record<Kind, number>; waiting: Record<Kind, number> };
 
 type RequestLabels = { route: string; method: string; status: string };
 
@@ -145,16 +149,21 @@ export class GatewayMetrics {
     for (const byMethod of this.#tallies.values()) for (const byStatus of byMethod.values()) yield* byStatus.values();
   }
 
-  /** `gateway_upstream_in_flight`: what each limit holds, read when /metrics is asked. */
-  observeInFlight(limits: readonly { upstream: string; inFlight: { read: number; write: number } }[]): void {
+  /** `gateway_upstream_in_flight` and `gateway_upstream_waiting`: what each limit holds and has waiting, read when /metrics is asked. */
+  observeInFlight(limits: readonly ObservedLimit[]): void {
+    this.#limitGauge('gateway_upstream_in_flight', 'Requests in flight to each upstream, by kind (read, write), as its concurrency limit counts them.', limits, (limit) => limit.inFlight);
+    this.#limitGauge('gateway_upstream_waiting', 'Requests waiting for a slot of their upstream’s concurrency limit, by kind (read, write).', limits, (limit) => limit.waiting);
+  }
+
+  #limitGauge(name: string, help: string, limits: readonly ObservedLimit[], counts: (limit: ObservedLimit) => Record<Kind, number>): void {
     new Gauge({
-      name: 'gateway_upstream_in_flight',
-      help: 'Requests in flight to each upstream, by kind (read, write), as its concurrency limit counts them.',
+      name,
+      help,
       labelNames: ['upstream', 'kind'],
       registers: [this.registry],
       collect() {
         for (const limit of limits) {
-          for (const [kind, count] of Object.entries(limit.inFlight)) this.set({ upstream: limit.upstream, kind }, count);
+          for (const [kind, count] of Object.entries(counts(limit))) this.set({ upstream: limit.upstream, kind }, count);
         }
       },
     });

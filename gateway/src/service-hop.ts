@@ -25,7 +25,8 @@ export interface ServiceHopOptions {
  * The gateway's way to one service: its keep-alive agent, its proxy (http-proxy-middleware) and its
  * concurrency limit. Every request the gateway sends the service takes a slot here, and only here:
  * a proxied request holds one from when its body is in until the service answers (or the client
- * goes); a cache fill holds one until the service's answer is read, however many requests it answers.
+ * goes), and may wait a moment for one; a cache fill holds one until the service's answer is read,
+ * however many requests it answers, and is shed at once when none is free (it may serve stale).
  */
 export class ServiceHop {
   readonly limit: ConcurrencyLimit;
@@ -84,19 +85,26 @@ export class ServiceHop {
     return flight;
   }
 
+  /** Proxies the request once it has a slot (it may wait for one); a client that goes stops the wait. */
   #send(exchange: Exchange): void {
     const write = isWrite(exchange.req);
-    const release = this.limit.tryAcquire(write, exchange.caller);
-    if (!release) {
-      this.options.onShed(this.limit, write);
-      this.options.writer.problem(exchange, this.limit.shedProblem());
-      return;
-    }
-    exchange.releaseSlot = release;
-    // `on`: a response closes once, and `once` would make a wrapper and a bound function per request.
-    exchange.res.on('close', release);
-    // The proxy calls back only when it fails (or, never here, when its path filter refuses the path).
-    this.#proxy(exchange, (error) => this.options.writer.failure(exchange, error ?? new Error(`no proxy took ${exchange.path}`)));
+    const { res } = exchange;
+    const waiting: { stop?: () => void } = {};
+    const stop = () => waiting.stop?.();
+    waiting.stop = this.limit.acquire(write, exchange.caller, (release) => {
+      res.off('close', stop);
+      if (!release) {
+        this.options.onShed(this.limit, write);
+        this.options.writer.problem(exchange, this.limit.shedProblem());
+        return;
+      }
+      exchange.releaseSlot = release;
+      // `on`: a response closes once, and `once` would make a wrapper and a bound function per request.
+      res.on('close', release);
+      // The proxy calls back only when it fails (or, never here, when its path filter refuses the path).
+      this.#proxy(exchange, (error) => this.options.writer.failure(exchange, error ?? new Error(`no proxy took ${exchange.path}`)));
+    });
+    if (waiting.stop) res.once('close', stop);
   }
 
   #answered(req: http.IncomingMessage, proxyRes: http.IncomingMessage): void {

@@ -1,9 +1,11 @@
-import { ConcurrencyLimit, isWrite, SHED_RETRY_AFTER_SECONDS } from '../src/concurrency-limit.js';
+import { jest } from '@jest/globals';
+import { ConcurrencyLimit, isWrite, MAX_WAIT_MS, SHED_RETRY_AFTER_SECONDS } from '../src/concurrency-limit.js';
 
 /**
- * The load shedding per upstream: reads and writes each have their share of the limit, a slot is
- * released once however often its release is called, and a caller holding its fair share is
- * refused while others are. Time is the limit's `Date.now()`, set here by hand.
+ * The load shedding per upstream: reads and writes each keep a reserve of the limit, a slot is
+ * released once however often its release is called, a request may wait for a slot in order, for a
+ * bounded time, and a caller holding its fair share is refused while others are. Time is the
+ * limit's `Date.now()`, set here by hand, and its timers, faked.
  */
 let clock = 1_000_000;
 const realNow = Date.now;
@@ -26,19 +28,41 @@ function take(limit: ConcurrencyLimit, count: number, write: boolean, caller?: s
   return releases;
 }
 
-describe('ConcurrencyLimit shares', () => {
-  // Writes get their share of the limit (rounded up), at least one slot and never all: reads the rest.
+describe('ConcurrencyLimit reserves', () => {
+  // Writes keep their share of the limit (rounded up, at least one slot, never all), reads all but
+  // twice as much (never less than writes keep, nor more than they leave); alone, a kind takes every
+  // slot but the other's reserve.
   it.each([
-    { limit: 20, writeShare: 0.2, reads: 16, writes: 4 },
-    { limit: 2, writeShare: 0.99, reads: 1, writes: 1 },
-    { limit: 10, writeShare: 0.01, reads: 9, writes: 1 },
-  ])('a limit of $limit with a write share of $writeShare holds $reads reads and $writes writes', ({ limit: slots, writeShare, reads, writes }) => {
-    const limit = new ConcurrencyLimit('users', { limit: slots, writeShare });
-    take(limit, writes, true);
-    expect(limit.tryAcquire(true)).toBeUndefined();
-    take(limit, reads, false);
+    { limit: 20, writeShare: 0.2, reads: 16, writes: 8, readReserve: 12, writeReserve: 4 },
+    { limit: 2, writeShare: 0.99, reads: 1, writes: 1, readReserve: 1, writeReserve: 1 },
+    { limit: 10, writeShare: 0.01, reads: 9, writes: 2, readReserve: 8, writeReserve: 1 },
+    { limit: 10, writeShare: 0.7, reads: 3, writes: 7, readReserve: 3, writeReserve: 7 },
+  ])('a limit of $limit with a write share of $writeShare: alone, $reads reads or $writes writes', ({ limit: slots, writeShare, reads, writes, readReserve, writeReserve }) => {
+    const alone = new ConcurrencyLimit('users', { limit: slots, writeShare });
+    const readsAlone = take(alone, reads, false);
+    expect(alone.tryAcquire(false)).toBeUndefined();
+    // The reads have left the writes their reserve, and no more.
+    take(alone, writeReserve, true);
+    expect(alone.tryAcquire(true)).toBeUndefined();
+    for (const release of readsAlone) release();
+    const writesAlone = take(alone, writes - writeReserve, true);
+    expect(alone.tryAcquire(true)).toBeUndefined();
+    take(alone, readReserve, false);
+    expect(alone.tryAcquire(false)).toBeUndefined();
+    for (const release of writesAlone) release();
+    expect(alone.inFlight).toEqual({ read: readReserve, write: writeReserve });
+  });
+
+  it('lets either kind take the slots between the reserves, first come', () => {
+    // 20 slots: writes keep 4, reads 12; 4 between.
+    const limit = new ConcurrencyLimit('users', { limit: 20, writeShare: 0.2 });
+    take(limit, 6, true);
+    take(limit, 12, false);
+    expect(limit.tryAcquire(true)).toBeDefined();
+    expect(limit.tryAcquire(false)).toBeDefined();
     expect(limit.tryAcquire(false)).toBeUndefined();
-    expect(limit.inFlight).toEqual({ read: reads, write: writes });
+    expect(limit.tryAcquire(true)).toBeUndefined();
+    expect(limit.inFlight).toEqual({ read: 13, write: 7 });
   });
 });
 
@@ -60,7 +84,7 @@ describe('ConcurrencyLimit release', () => {
 });
 
 describe('ConcurrencyLimit fair share', () => {
-  // 20 slots: 16 for reads, of which a caller's fair share is 4.
+  // 20 slots: reads hold at most 16, of which a caller's fair share is 4.
   const settings = { limit: 20, writeShare: 0.2 };
 
   it('lets a lone caller take every slot of a kind', () => {
@@ -138,6 +162,86 @@ describe('ConcurrencyLimit fair share', () => {
     // Down to 3 held, below her share of 4: she may take a free slot though bob was just refused.
     for (const release of alice.splice(0, 13)) release();
     expect(limit.tryAcquire(false, 'sub:alice')).toBeDefined();
+  });
+});
+
+describe('ConcurrencyLimit waiting', () => {
+  // 4 slots, 1 kept for writes and 2 for reads: reads alone hold 3, writes 2.
+  const settings = { limit: 4, writeShare: 0.25 };
+  beforeEach(() => jest.useFakeTimers({ doNotFake: ['Date'] }));
+  afterEach(() => jest.useRealTimers());
+
+  /** Asks for a slot; what it was given so far (undefined: nothing yet, null: shed). */
+  function ask(limit: ConcurrencyLimit, write: boolean, caller?: string) {
+    const asked: { given?: (() => void) | null; stop?: () => void } = {};
+    asked.stop = limit.acquire(write, caller, (release) => (asked.given = release ?? null));
+    return asked;
+  }
+
+  it('gives a free slot at once, and one freed later to the first waiting, then the next', () => {
+    const limit = new ConcurrencyLimit('users', settings);
+    const now = ask(limit, false);
+    expect({ given: typeof now.given, stop: now.stop }).toEqual({ given: 'function', stop: undefined });
+    const held = take(limit, 2, false);
+    const [first, second] = [ask(limit, false), ask(limit, false)];
+    expect([first.given, second.given, limit.waiting.read]).toEqual([undefined, undefined, 2]);
+    held[0]!();
+    expect([typeof first.given, second.given, limit.waiting.read]).toEqual(['function', undefined, 1]);
+    held[1]!();
+    expect(typeof second.given).toBe('function');
+    expect(limit.inFlight.read).toBe(3);
+  });
+
+  it('gives a write a read slot freed when the reads left no room beyond the writes\' reserve', () => {
+    const limit = new ConcurrencyLimit('users', settings);
+    const reads = take(limit, 3, false);
+    take(limit, 1, true);
+    const write = ask(limit, true);
+    expect(write.given).toBeUndefined();
+    reads[0]!();
+    expect(typeof write.given).toBe('function');
+    expect(limit.inFlight).toEqual({ read: 2, write: 2 });
+  });
+
+  it('sheds a request that waited MAX_WAIT_MS, and no slot is given to it after', () => {
+    const limit = new ConcurrencyLimit('users', settings);
+    const held = take(limit, 3, false);
+    const waiting = ask(limit, false);
+    jest.advanceTimersByTime(MAX_WAIT_MS - 1);
+    expect(waiting.given).toBeUndefined();
+    jest.advanceTimersByTime(1);
+    expect(waiting.given).toBeNull();
+    held[0]!();
+    expect(limit.inFlight.read).toBe(2);
+  });
+
+  it('stops waiting when told to: the slot freed goes to the next', () => {
+    const limit = new ConcurrencyLimit('users', settings);
+    const held = take(limit, 3, false);
+    const [gone, next] = [ask(limit, false), ask(limit, false)];
+    gone.stop!();
+    held[0]!();
+    expect([gone.given, typeof next.given]).toEqual([undefined, 'function']);
+    jest.advanceTimersByTime(MAX_WAIT_MS);
+    expect(gone.given).toBeUndefined();
+  });
+
+  it('sheds at once a request with `limit` others of its kind waiting', () => {
+    const limit = new ConcurrencyLimit('users', settings);
+    take(limit, 3, false);
+    const waiting = Array.from({ length: 4 }, () => ask(limit, false));
+    const over = ask(limit, false);
+    expect({ waiting: waiting.map((asked) => asked.given), over: over.given, stop: over.stop }).toEqual({ waiting: [undefined, undefined, undefined, undefined], over: null, stop: undefined });
+  });
+
+  it('sheds at once a caller holding its fair share while another waits, and gives the freed slot to the other', () => {
+    // 20 slots, 4 kept for writes: reads hold at most 16, a caller's fair share 4.
+    const limit = new ConcurrencyLimit('users', { limit: 20, writeShare: 0.2 });
+    const alice = take(limit, 16, false, 'sub:alice');
+    const bob = ask(limit, false, 'sub:bob');
+    expect(ask(limit, false, 'sub:alice').given).toBeNull();
+    alice.pop()!();
+    expect(typeof bob.given).toBe('function');
   });
 });
 

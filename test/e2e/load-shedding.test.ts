@@ -1,8 +1,9 @@
 /**
  * The gateway's per-upstream concurrency limit, as clients see it: requests beyond it get a 503
  * problem with Retry-After from the gateway without reaching the service; cache hits are never
- * shed; reads cannot take the slots kept for writes. Real gateway and users service, with a proxy
- * in between that holds responses so the test decides what is in flight.
+ * shed; reads cannot take the slots kept for writes, and writes take free slots beyond them; a
+ * proxied request waits a moment for a slot before it is shed. Real gateway and users service, with
+ * a proxy in between that holds responses so the test decides what is in flight.
  */
 import net from 'node:net';
 import { testToken } from '../support/auth.js';
@@ -21,7 +22,7 @@ let counter = 0;
 beforeAll(async () => {
   users = await startUsersService();
   upstream = await new HoldingProxy(users.url).start();
-  // 4 requests in flight to a service at most, one of them kept for writes: reads hold at most 3.
+  // 4 requests in flight to a service at most: one kept for writes, two for reads.
   gateway = await startGateway({ upstreams: { users: upstream.url, products: users.url }, cache: {}, concurrency: { limit: 4, writeShare: 0.25 } });
   api = client(gateway.url);
 });
@@ -53,6 +54,12 @@ async function untilHit(path: string) {
   throw new Error(`${path} never became a cache hit`);
 }
 
+/** Returns once `count` requests of `kind` wait for a slot of the users service, as the gateway's /metrics say. */
+async function untilWaiting(through: Client, kind: 'read' | 'write', count: number) {
+  const waiting = new RegExp(`gateway_upstream_waiting\\{upstream="users",kind="${kind}"\\} ${count}\\b`);
+  while (!waiting.test((await through.get('/metrics')).text)) await new Promise((resolve) => setImmediate(resolve));
+}
+
 /** Starts GETs of `paths` whose responses the proxy holds: each keeps one read slot until released. */
 async function holdReads(paths: string[]) {
   const holds = paths.map((path) => upstream.hold((method, held) => method === 'GET' && held === path));
@@ -77,6 +84,7 @@ it('answers reads beyond the limit with a 503 problem and Retry-After, without r
   expectProblem(shed, 503);
   expect(shed.body.type).toBe('https://problems.example/service-unavailable');
   expect({ retryAfter: shed.headers.get('retry-after'), cache: shed.headers.get('x-cache') }).toEqual({ retryAfter: '1', cache: 'MISS' });
+  // Proxied, not filled: it waited its longest for a slot first.
   const bypass = await api.get(shedBypass!.location, { headers: { cookie: 'session=x' } });
   expectProblem(bypass, 503);
   expect({ retryAfter: bypass.headers.get('retry-after'), cache: bypass.headers.get('x-cache') }).toEqual({ retryAfter: '1', cache: 'BYPASS' });
@@ -96,22 +104,21 @@ it('answers reads beyond the limit with a 503 problem and Retry-After, without r
   expect(metrics).toMatch(/gateway_shed_total\{upstream="users",kind="read"\} 2/);
 });
 
-it('sheds writes beyond their share while reads still get through, and reads cannot take the writes\' share', async () => {
+it('a write finding no slot waits for one and takes a read slot once freed; reads cannot take the writes\' reserve', async () => {
   const [a, b, c, d, e, f] = await createUsers(6);
+  // Reads hold all they may (3 of 4): the last slot is the writes'.
+  const reads = await holdReads([d!, e!, f!].map((user) => user.location));
+  expectProblem(await api.get(c!.location), 503);
   const heldWrite = upstream.hold((method, path) => method === 'PATCH' && path === a!.location);
-  const write = api.patch(a!.location, { name: 'Holding the writes\' share' });
+  const write = api.patch(a!.location, { name: 'Holding the writes\' reserve' });
   await heldWrite.reached;
-  const shed = await api.patch(b!.location, { name: 'No write slot left' });
-  expectProblem(shed, 503);
-  expect(shed.headers.get('retry-after')).toBe('1');
+  const waiting = api.patch(b!.location, { name: 'Written in a read slot' });
+  await untilWaiting(api, 'write', 1);
   expect(upstream.count('PATCH', b!.location)).toBe(0);
-  expect((await api.get(c!.location)).status).toBe(200); // a read does not need the writes' share
+  await reads.release();
+  expect((await waiting).status).toBe(200);
   heldWrite.release();
   expect((await write).status).toBe(200);
-
-  const reads = await holdReads([d!, e!, f!].map((user) => user.location));
-  expect((await api.patch(b!.location, { name: 'Written while reads saturate' })).status).toBe(200);
-  await reads.release();
 });
 
 describe('slow senders and greedy callers', () => {
@@ -128,7 +135,7 @@ describe('slow senders and greedy callers', () => {
   }
 
   it('a write whose body is still arriving holds no slot: slow senders cannot shed everyone else’s writes', async () => {
-    // 2 write slots; 6 connections trickling their bodies.
+    // 4 write slots at most; 6 connections trickling their bodies.
     const limited = await startGateway({ upstreams: { users: users.url, products: users.url }, concurrency: { limit: 8, writeShare: 0.25 } });
     const sockets = await slowBodies(limited.url, 6);
     try {
@@ -142,8 +149,8 @@ describe('slow senders and greedy callers', () => {
     }
   });
 
-  it('while another caller is refused, one caller holds no more than a fair share of the slots', async () => {
-    // 8 write slots, a fair share of 2.
+  it('while another caller waits, one caller beyond its fair share of the slots is refused', async () => {
+    // 8 write slots at most, a fair share of 2.
     const held = await new HoldingProxy(users.url).start();
     const limited = await startGateway({ upstreams: { users: held.url, products: users.url }, concurrency: { limit: 16, writeShare: 0.5 } });
     const greedy = client(limited.url);
@@ -155,15 +162,14 @@ describe('slow senders and greedy callers', () => {
       // Alone, a caller may use every slot.
       const writes = users8.slice(0, 8).map((user) => greedy.patch(user.location, { name: 'Greedy' }));
       await Promise.all(holds.map((hold) => hold.reached));
-      expectProblem(await other.patch(users8[8]!.location, { name: 'Refused while the greedy hold all' }), 503);
-      for (const hold of holds.slice(0, 6)) hold.release();
-      const settled = await Promise.all(writes.slice(0, 6));
-      expect(settled.map((write) => write.status)).toEqual([200, 200, 200, 200, 200, 200]);
-      // It holds 2 (its share) and the other was just refused: its next write waits its turn.
+      const turn = other.patch(users8[8]!.location, { name: 'Its turn' });
+      await untilWaiting(client(limited.url), 'write', 1);
+      // It holds 8, beyond its share of 2, and the other waits: its next write is refused at once.
       expectProblem(await greedy.patch(users8[0]!.location, { name: 'Beyond its share' }), 503);
-      expect((await other.patch(users8[8]!.location, { name: 'Its turn' })).status).toBe(200);
-      for (const hold of holds.slice(6)) hold.release();
-      await Promise.all(writes);
+      holds[0]!.release();
+      expect((await turn).status).toBe(200);
+      for (const hold of holds.slice(1)) hold.release();
+      expect((await Promise.all(writes)).map((write) => write.status)).toEqual(Array(8).fill(200));
     } finally {
       await limited.close();
       await held.stop();
@@ -171,7 +177,7 @@ describe('slow senders and greedy callers', () => {
   });
 
   it('a write holds its slot until its service answers, not through the cache renewal after it', async () => {
-    // 1 write slot; the cache's Redis answers late, so each write's renewal waits for it.
+    // The cache's Redis answers late, so each write's renewal waits for it.
     const redis = new URL(process.env.TEST_REDIS_URL!);
     const slowRedis = await new TcpProxy({ host: redis.hostname, port: Number(redis.port) }).start();
     const limited = await startGateway({
