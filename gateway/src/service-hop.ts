@@ -85,26 +85,38 @@ export class ServiceHop {
     return flight;
   }
 
-  /** Proxies the request once it has a slot (it may wait for one); a client that goes stops the wait. */
+  /** Proxies the request once it has a slot: at once when one is free, else after a wait (`#wait`). */
   #send(exchange: Exchange): void {
     const write = isWrite(exchange.req);
+    const release = this.limit.tryAcquire(write, exchange.caller);
+    if (release) this.#forward(exchange, release);
+    else this.#wait(exchange, write);
+  }
+
+  /** Waits for a slot (concurrency-limit.ts says how long), or sheds the request; a client that goes stops the wait. */
+  #wait(exchange: Exchange, write: boolean): void {
     const { res } = exchange;
-    const waiting: { stop?: () => void } = {};
-    const stop = () => waiting.stop?.();
-    waiting.stop = this.limit.acquire(write, exchange.caller, (release) => {
-      res.off('close', stop);
-      if (!release) {
-        this.options.onShed(this.limit, write);
-        this.options.writer.problem(exchange, this.limit.shedProblem());
+    // Undefined while `acquire` runs: it may shed the request before it returns.
+    let stop: (() => void) | undefined = undefined;
+    stop = this.limit.acquire(write, exchange.caller, (release) => {
+      if (stop) res.off('close', stop);
+      if (release) {
+        this.#forward(exchange, release);
         return;
       }
-      exchange.releaseSlot = release;
-      // `on`: a response closes once, and `once` would make a wrapper and a bound function per request.
-      res.on('close', release);
-      // The proxy calls back only when it fails (or, never here, when its path filter refuses the path).
-      this.#proxy(exchange, (error) => this.options.writer.failure(exchange, error ?? new Error(`no proxy took ${exchange.path}`)));
+      this.options.onShed(this.limit, write);
+      this.options.writer.problem(exchange, this.limit.shedProblem());
     });
-    if (waiting.stop) res.once('close', stop);
+    if (stop) res.once('close', stop);
+  }
+
+  /** Sends the request on, holding `release`'s slot until the service answers or the client goes. */
+  #forward(exchange: Exchange, release: () => void): void {
+    exchange.releaseSlot = release;
+    // `on`: a response closes once, and `once` would make a wrapper and a bound function per request.
+    exchange.res.on('close', release);
+    // The proxy calls back only when it fails (or, never here, when its path filter refuses the path).
+    this.#proxy(exchange, (error) => this.options.writer.failure(exchange, error ?? new Error(`no proxy took ${exchange.path}`)));
   }
 
   #answered(req: http.IncomingMessage, proxyRes: http.IncomingMessage): void {
