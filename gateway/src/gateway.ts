@@ -120,14 +120,15 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
 function redisParts(config: GatewayConfig, logger: Logger, parts: GatewayParts) {
   const clientOptions = { commandTimeoutMs: 2 * config.REDIS_COMMAND_TIMEOUT_MS, keyPrefix: config.REDIS_KEY_PREFIX };
   const needsRedis = config.CACHE_ENABLED || (config.RATE_LIMIT_ENABLED && parts.limits === undefined);
+  const target = redisTarget(config);
   // One client for the cache and the rate limits' counters. Its own timeout is a hard stop for every
   // command; the cache judges lateness itself, after the event loop has caught up (RedisHealth), so
   // the client's stop lies beyond that: a busy gateway must not cut replies that came in time.
-  const made = !parts.redis && needsRedis ? createCacheClient(redisTarget(config), logger, clientOptions) : undefined;
+  const made = !parts.redis && needsRedis ? createCacheClient(target, logger, clientOptions) : undefined;
   const redis = parts.redis ?? made;
   const madeMemory =
     parts.memory === undefined && redis && config.CACHE_ENABLED && config.CACHE_MEMORY_MB > 0
-      ? createMemoryTier(redisTarget(config), config.CACHE_MEMORY_MB * 1024 * 1024, logger, clientOptions)
+      ? createMemoryTier(target, config.CACHE_MEMORY_MB * 1024 * 1024, logger, clientOptions)
       : undefined;
   const memory = parts.memory ?? madeMemory;
   const cache =

@@ -6,6 +6,9 @@ export type { Cluster, Redis };
 /** What the cache and the rate limits talk to: one Redis, or a Redis Cluster. */
 export type CacheClient = Redis | Cluster;
 
+/** Whether a cache client talks to a Redis Cluster (its masters, `nodes`) rather than to one Redis. */
+export const isClusterClient = (client: CacheClient): client is Cluster => 'nodes' in client;
+
 export interface NodeAddress {
   host: string;
   port: number;

@@ -1,5 +1,5 @@
 import type { Logger } from '@app/shared/platform/logger';
-import type { CacheClient } from '../redis.js';
+import { isClusterClient, type CacheClient } from '../redis.js';
 
 export interface RedisBreakerSettings {
   /** A command with no reply after this long (and after the event loop has read what came in) fails. */
@@ -25,7 +25,7 @@ const IOREDIS_COMMAND_TIMEOUT = 'Command timed out';
  */
 function connected(redis: CacheClient): boolean {
   if (redis.status !== 'ready') return false;
-  return !('nodes' in redis) || redis.nodes('master').some((node) => node.status === 'ready');
+  return !isClusterClient(redis) || redis.nodes('master').some((node) => node.status === 'ready');
 }
 
 /** A command Redis did not answer in time. */

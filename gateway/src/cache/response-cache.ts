@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '@app/shared/platform/logger';
-import { isOutOfMemory, type CacheClient } from '../redis.js';
+import { isClusterClient, isOutOfMemory, type CacheClient } from '../redis.js';
 import { decode, encode, type CachedResponse } from './entry.js';
 import type { MemoryTier } from './memory-tier.js';
 import { defaultBreakerSettings, RedisHealth, type RedisBreakerSettings } from './redis-health.js';
@@ -77,7 +77,7 @@ export class ResponseCache {
     this.now = settings.now ?? Date.now;
     this.#generationSeconds = settings.ttlSeconds + settings.staleSeconds + GENERATION_MARGIN_SECONDS;
     this.#health = new RedisHealth(redis, logger, { ...defaultBreakerSettings, ...settings.breaker });
-    this.#owedWaitMs = 'nodes' in redis ? CLUSTER_FAILOVER_WAIT_MS : 0;
+    this.#owedWaitMs = isClusterClient(redis) ? CLUSTER_FAILOVER_WAIT_MS : 0;
     redis.on('ready', () => {
       // Pay what is owed on the turn Redis is back, not after the retry pause under way.
       this.#wakeSettle?.();
