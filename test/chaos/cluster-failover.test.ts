@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 /**
  * A Redis Cluster master killed (SIGKILL) under a client's reads and writes (`npm run chaos`): two
  * gateway replicas with their cache, in-memory tier and rate limits on the test cluster
@@ -19,8 +20,6 @@ const LOAD_MS = 8_000;
 const AFTER_FAILOVER_MS = 3_000;
 const KILL_AFTER_MS = 1_500;
 const FAILOVER_WITHIN_MS = 15_000;
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 let users: RunningService;
 let gateways: RunningGateway[];

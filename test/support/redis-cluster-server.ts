@@ -2,6 +2,7 @@ import { spawn, execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
@@ -12,15 +13,11 @@ const run = promisify(execFile);
  * these ports, each with its cluster bus on port + 10000. A node is judged failed after
  * NODE_TIMEOUT_MS, so a killed master's replica takes over within a few seconds.
  */
-export const CLUSTER_PORTS = [7100, 7101, 7102, 7103, 7104, 7105];
+const CLUSTER_PORTS = [7100, 7101, 7102, 7103, 7104, 7105];
+const CLUSTER_ADDRESSES = CLUSTER_PORTS.map((port) => `127.0.0.1:${port}`);
 const NODE_TIMEOUT_MS = 1_000;
 /** The whole start (six processes, `--cluster create`, every node agreeing) takes at most this long. */
 const START_WITHIN_MS = 30_000;
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** The seed nodes as REDIS_CLUSTER_NODES names them. */
-export const clusterNodesSetting = (ports: readonly number[] = CLUSTER_PORTS) => ports.map((port) => `127.0.0.1:${port}`).join(',');
 
 /** The arguments a node is started with, in `dir` (its nodes.conf there), again after it is killed. */
 function nodeArguments(port: number, dir: string): string[] {
@@ -41,15 +38,15 @@ export function startClusterNode(port: number, dir: string): void {
 const info = async (port: number, command: string[]): Promise<string> => (await run('redis-cli', ['-p', String(port), ...command], { timeout: 2_000 })).stdout;
 
 /** Every node answers, says the cluster is ok, and agrees on three masters covering every slot. */
-async function clusterSettled(ports: readonly number[]): Promise<boolean> {
+async function clusterSettled(): Promise<boolean> {
   try {
-    for (const port of ports) {
+    for (const port of CLUSTER_PORTS) {
       const state = await info(port, ['cluster', 'info']);
-      if (!/cluster_state:ok/.test(state) || !/cluster_slots_ok:16384/.test(state) || !new RegExp(`cluster_known_nodes:${ports.length}\\b`).test(state)) return false;
+      if (!/cluster_state:ok/.test(state) || !/cluster_slots_ok:16384/.test(state) || !new RegExp(`cluster_known_nodes:${CLUSTER_PORTS.length}\\b`).test(state)) return false;
       const nodes = (await info(port, ['cluster', 'nodes'])).split('\n').filter((line) => line !== '' && !/\bfail/.test(line));
       const masters = nodes.filter((line) => /\bmaster\b/.test(line) && / \d+-\d+/.test(line));
       const replicas = nodes.filter((line) => /\bslave\b/.test(line));
-      if (masters.length !== ports.length / 2 || replicas.length !== ports.length / 2) return false;
+      if (masters.length !== CLUSTER_PORTS.length / 2 || replicas.length !== CLUSTER_PORTS.length / 2) return false;
     }
     return true;
   } catch {
@@ -58,10 +55,10 @@ async function clusterSettled(ports: readonly number[]): Promise<boolean> {
 }
 
 /** Waits until the cluster has settled (see `clusterSettled`), at most `withinMs`. */
-export async function untilClusterSettled(ports: readonly number[] = CLUSTER_PORTS, withinMs = START_WITHIN_MS): Promise<void> {
+export async function untilClusterSettled(withinMs = START_WITHIN_MS): Promise<void> {
   const deadline = Date.now() + withinMs;
-  while (!(await clusterSettled(ports))) {
-    if (Date.now() > deadline) throw new Error(`the Redis Cluster on ports ${ports.join(', ')} did not settle within ${withinMs} ms`);
+  while (!(await clusterSettled())) {
+    if (Date.now() > deadline) throw new Error(`the Redis Cluster on ports ${CLUSTER_PORTS.join(', ')} did not settle within ${withinMs} ms`);
     await sleep(100);
   }
 }
@@ -69,7 +66,7 @@ export async function untilClusterSettled(ports: readonly number[] = CLUSTER_POR
 /** Whether something answers on `port`. */
 const answers = (port: number) => info(port, ['ping']).then((reply) => reply.trim() === 'PONG', () => false);
 
-export interface RunningCluster {
+interface RunningCluster {
   nodes: string;
   dir: string;
   stop(): Promise<void>;
@@ -79,31 +76,31 @@ export interface RunningCluster {
  * A fresh 6-node cluster on CLUSTER_PORTS: started, created with `redis-cli --cluster create
  * --cluster-replicas 1`, settled; within START_WITHIN_MS or an error saying why.
  */
-export async function startRedisCluster(ports: readonly number[] = CLUSTER_PORTS): Promise<RunningCluster> {
-  const busy = (await Promise.all(ports.map(async (port) => ((await answers(port)) ? port : undefined)))).filter((port) => port !== undefined);
-  if (busy.length > 0) throw new Error(`ports ${busy.join(', ')} are taken: the test Redis Cluster needs ${ports.join(', ')} (and each + 10000) free`);
+export async function startRedisCluster(): Promise<RunningCluster> {
+  const busy = (await Promise.all(CLUSTER_PORTS.map(async (port) => ((await answers(port)) ? port : undefined)))).filter((port) => port !== undefined);
+  if (busy.length > 0) throw new Error(`ports ${busy.join(', ')} are taken: the test Redis Cluster needs ${CLUSTER_PORTS.join(', ')} (and each + 10000) free`);
   const dir = mkdtempSync(path.join(tmpdir(), 'redis-cluster-'));
-  const stop = () => stopRedisCluster(dir, ports);
+  const stop = () => stopRedisCluster(dir);
   try {
-    for (const port of ports) startClusterNode(port, dir);
+    for (const port of CLUSTER_PORTS) startClusterNode(port, dir);
     const deadline = Date.now() + START_WITHIN_MS;
-    while (!(await Promise.all(ports.map(answers))).every(Boolean)) {
+    while (!(await Promise.all(CLUSTER_PORTS.map(answers))).every(Boolean)) {
       if (Date.now() > deadline) throw new Error('the Redis Cluster nodes did not start');
       await sleep(50);
     }
-    const addresses = ports.map((port) => `127.0.0.1:${port}`);
-    await run('redis-cli', ['--cluster', 'create', ...addresses, '--cluster-replicas', '1', '--cluster-yes'], { timeout: START_WITHIN_MS });
-    await untilClusterSettled(ports, Math.max(1_000, deadline - Date.now()));
+    await run('redis-cli', ['--cluster', 'create', ...CLUSTER_ADDRESSES, '--cluster-replicas', '1', '--cluster-yes'], { timeout: START_WITHIN_MS });
+    await untilClusterSettled(Math.max(1_000, deadline - Date.now()));
   } catch (error) {
     await stop();
     throw error;
   }
-  return { nodes: clusterNodesSetting(ports), dir, stop };
+  // The seed nodes as REDIS_CLUSTER_NODES names them.
+  return { nodes: CLUSTER_ADDRESSES.join(','), dir, stop };
 }
 
 /** Shuts every node down (those started again after a kill too) and removes their state. */
-export async function stopRedisCluster(dir: string, ports: readonly number[] = CLUSTER_PORTS): Promise<void> {
-  await Promise.all(ports.map((port) => info(port, ['shutdown', 'nosave']).catch(() => undefined)));
+async function stopRedisCluster(dir: string): Promise<void> {
+  await Promise.all(CLUSTER_PORTS.map((port) => info(port, ['shutdown', 'nosave']).catch(() => undefined)));
   rmSync(dir, { recursive: true, force: true });
 }
 
