@@ -1,12 +1,13 @@
 import { Redis } from 'ioredis';
-import type { ClusterTarget, NodeAddress, RedisTarget } from '../../gateway/src/redis.js';
+import { redisTarget, type ClusterTarget, type NodeAddress, type RedisTarget } from '../../gateway/src/redis.js';
 import { TcpProxy } from './tcp-proxy.js';
 
 /** The cluster a run of tests uses (TEST_REDIS_CLUSTER_NODES, set by the global setup). */
 export function testCluster(): ClusterTarget {
   const nodes = process.env.TEST_REDIS_CLUSTER_NODES;
   if (!nodes) throw new Error('TEST_REDIS_CLUSTER_NODES is not set: run the tests through jest (its global setup starts the cluster)');
-  return { nodes: nodes.split(',').map((node) => ({ host: node.slice(0, node.lastIndexOf(':')), port: Number(node.slice(node.lastIndexOf(':') + 1)) })) };
+  // Read as the gateway reads REDIS_CLUSTER_NODES.
+  return redisTarget({ REDIS_URL: '', REDIS_CLUSTER_NODES: nodes.split(',') }) as ClusterTarget;
 }
 
 /** Whether this test file runs against the cluster (the jest project `cluster`) rather than the single Redis. */
@@ -22,7 +23,6 @@ export const testRedisTarget = (): RedisTarget => (onCluster() ? testCluster() :
  */
 export interface RedisRelay {
   target: RedisTarget;
-  proxies: TcpProxy[];
   set replyDelayMs(ms: number);
   /** What each proxy does with what the client sends, and after each reply (TcpProxy's). */
   set tamper(tamper: TcpProxy['tamper']);
@@ -61,7 +61,6 @@ export async function relayRedis(target: RedisTarget = testRedisTarget()): Promi
   }
   return {
     target: relayed,
-    proxies,
     set replyDelayMs(ms: number) {
       for (const proxy of proxies) proxy.replyDelayMs = ms;
     },
