@@ -1,11 +1,12 @@
 /**
- * `npm run bench`: GET /api/products/{id} on this machine, in one process tree and one run, nine
- * ways, each its own process started here:
+ * `npm run bench`: GET /api/products/{id} on this machine, in one process tree and one run, in
+ * these ways, each its own process started here:
  *
  *   products-service straight · the floor (node:http + mysql2, the same SELECT) ·
  *   the gateway with the cache off · the gateway with a warm cache · both again with authentication
  *   (a bearer token on every request) and rate limits (counted in Redis) on ·
- *   nginx as a plain proxy · nginx with proxy_cache, warm · a bare node:http ceiling (the same bytes)
+ *   nginx as a plain proxy · nginx with proxy_cache, warm · a bare node:http ceiling (the same bytes) ·
+ *   a bare node:http proxy · fastify + @fastify/http-proxy · node:http + http-proxy-middleware alone
  *
  * Every server runs on core 0 and wrk on core 1 (taskset) where the machine has two cores, so the
  * ratios compare one core with one core. Each target: a warm-up, then BENCH_RUNS runs of
@@ -275,6 +276,7 @@ async function compare(publish: boolean): Promise<void> {
     const ceiling = await startNode('ceiling', 'bench/servers/ceiling.ts', { RESPONSE: JSON.stringify({ body, headers: answered }) }, await freePort());
     const bareProxy = await startNode('bare proxy', 'bench/servers/bare-proxy.ts', { UPSTREAM_URL: products.url }, await freePort());
     const fastify = await startNode('fastify proxy', 'bench/servers/fastify-proxy.ts', { UPSTREAM_URL: products.url }, await freePort());
+    const hpmProxy = await startNode('http-proxy-middleware alone', 'bench/servers/hpm-proxy.ts', { UPSTREAM_URL: products.url }, await freePort());
     await fillAPage(products);
     const headers: Record<string, string> = {};
     for (const gateway of cached) await warm(`${gateway.url}${path}`, headers);
@@ -294,6 +296,7 @@ async function compare(publish: boolean): Promise<void> {
       { key: 'ceiling', label: 'bare node:http ceiling', group: 'reference', servers: [ceiling] },
       { key: 'bareProxy', label: 'bare node:http proxy', group: 'reference', servers: [bareProxy] },
       { key: 'fastifyProxy', label: 'fastify + @fastify/http-proxy', group: 'reference', servers: [fastify] },
+      { key: 'hpmProxy', label: 'node:http + http-proxy-middleware alone', group: 'reference', servers: [hpmProxy] },
       ...(await compressionTargets(cachedGuarded[0]!, authorised)),
     ];
     console.log(
@@ -330,6 +333,11 @@ async function compare(publish: boolean): Promise<void> {
       'proxied read / fastify': { ...cpuRatio(figures, 'gatewayCacheOffGuarded', 'fastifyProxy'), goal: 1.0 },
       ...(figures.listCompressedHit ? { 'compressed hit / identity hit': { ...cpuRatio(figures, 'listCompressedHit', 'listIdentityHit'), goal: 1.1 } } : {}),
     };
+    // No goal: what the library the gateway keeps costs by itself, against the same references.
+    const libraryRatios: Record<string, CpuRatio> = {
+      'http-proxy-middleware alone / bare proxy': cpuRatio(figures, 'hpmProxy', 'bareProxy'),
+      'http-proxy-middleware alone / fastify': cpuRatio(figures, 'hpmProxy', 'fastifyProxy'),
+    };
     const results = {
       date: new Date().toISOString(),
       command: 'npm run bench',
@@ -339,6 +347,7 @@ async function compare(publish: boolean): Promise<void> {
       paired,
       ratios,
       cpuRatios,
+      libraryRatios,
     };
 
     console.log();
@@ -354,6 +363,7 @@ async function compare(publish: boolean): Promise<void> {
     for (const [name, { ratio, byRound, goal }] of Object.entries(cpuRatios)) {
       console.log(`  ${name.padEnd(42)} ${ratio} (${byRound.join(' / ')}); goal ≤ ${goal}: ${ratio <= goal ? 'holds' : 'not yet'}`);
     }
+    for (const [name, { ratio, byRound }] of Object.entries(libraryRatios)) console.log(`  ${name.padEnd(42)} ${ratio} (${byRound.join(' / ')}); reported`);
     console.log('throughput ratios:');
     for (const [name, value] of Object.entries(ratios)) console.log(`  ${name.padEnd(42)} ${value}`);
 

@@ -1,0 +1,27 @@
+/**
+ * http-proxy-middleware alone: a bare `node:http` server whose every request goes through
+ * `createProxyMiddleware` to the service, over the same keep-alive agent as the bare proxy's, its
+ * plugins ejected, nothing else. What the gateway's proxy hop costs beyond this is the gateway's;
+ * what this costs beyond the bare proxy is the library's. Started by `npm run bench`; reads PORT and
+ * UPSTREAM_URL.
+ */
+import http from 'node:http';
+import { createProxyMiddleware } from 'http-proxy-middleware';
+
+const agent = new http.Agent({ keepAlive: true, scheduling: 'fifo' });
+const proxy = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({ target: new URL(process.env.UPSTREAM_URL!), agent, ejectPlugins: true });
+
+const server = http.createServer((req, res) => {
+  if (req.url === '/healthz') {
+    res.end('ok');
+    return;
+  }
+  proxy(req, res, () => res.writeHead(502).end());
+});
+server.keepAliveTimeout = 65_000;
+server.listen(Number(process.env.PORT), '127.0.0.1');
+process.once('SIGTERM', () => {
+  server.close();
+  server.closeAllConnections();
+  agent.destroy();
+});
