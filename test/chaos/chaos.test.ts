@@ -171,7 +171,14 @@ describe('chaos under load', () => {
   const replicas: Replica[] = [];
 
   const startReplica = async (workspace: string, databaseUrl: string, port = 0): Promise<Replica> => {
-    const started = await startWorkspace(workspace, { DATABASE_URL: mysqlProxy.rewrite(databaseUrl), MIGRATE_ON_START: 'false', PORT: String(port) });
+    const started = await startWorkspace(workspace, {
+      DATABASE_URL: mysqlProxy.rewrite(databaseUrl),
+      MIGRATE_ON_START: 'false',
+      PORT: String(port),
+      // Every stored response is checked afterwards: none may be dropped for its caller's quota
+      // (1 MiB by default, which a fast run's creates and updates pass).
+      IDEMPOTENCY_SCOPE_BYTES: String(64 * 1024 * 1024),
+    });
     return { workspace, port: started.port, process: started };
   };
 
