@@ -9,7 +9,20 @@ import http from 'node:http';
 import { createProxyMiddleware } from 'http-proxy-middleware';
 
 const agent = new http.Agent({ keepAlive: true, scheduling: 'fifo' });
-const proxy = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({ target: new URL(process.env.UPSTREAM_URL!), agent, ejectPlugins: true });
+const proxy = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
+  target: new URL(process.env.UPSTREAM_URL!),
+  agent,
+  ejectPlugins: true,
+  // The ejected plugins included the one that answers a failed proxy request: without it, one
+  // crashes the process.
+  on: {
+    error: (_error, _req, res) => {
+      if (!('writeHead' in res)) return;
+      if (res.headersSent) res.destroy();
+      else res.writeHead(502).end();
+    },
+  },
+});
 
 const server = http.createServer((req, res) => {
   if (req.url === '/healthz') {
