@@ -5,32 +5,25 @@
  * `npm run bench`; reads PORT and UPSTREAM_URL.
  */
 import http from 'node:http';
+import { serveBare } from './serve.ts';
 
 const upstream = new URL(process.env.UPSTREAM_URL!);
 const agent = new http.Agent({ keepAlive: true, scheduling: 'fifo' });
 
-const server = http.createServer((req, res) => {
-  if (req.url === '/healthz') {
-    res.end('ok');
-    return;
-  }
-  const proxied = http.request(
-    { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers, agent },
-    (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
-      answer.pipe(res);
-    },
-  );
-  proxied.once('error', () => {
-    if (res.headersSent) res.destroy();
-    else res.writeHead(502).end();
-  });
-  req.pipe(proxied);
-});
-server.keepAliveTimeout = 65_000;
-server.listen(Number(process.env.PORT), '127.0.0.1');
-process.once('SIGTERM', () => {
-  server.close();
-  server.closeAllConnections();
-  agent.destroy();
-});
+serveBare(
+  (req, res) => {
+    const proxied = http.request(
+      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers, agent },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    proxied.once('error', () => {
+      if (res.headersSent) res.destroy();
+      else res.writeHead(502).end();
+    });
+    req.pipe(proxied);
+  },
+  () => agent.destroy(),
+);

@@ -4,8 +4,8 @@
  * error model). products-service straight / this is how close the service is to what the driver and
  * the database allow. Started by `npm run bench`; reads PORT and DATABASE_URL.
  */
-import http from 'node:http';
 import mysql, { type RowDataPacket } from 'mysql2';
+import { serveBare } from './serve.ts';
 
 const pool = mysql.createPool({
   uri: process.env.DATABASE_URL!,
@@ -18,42 +18,38 @@ const pool = mysql.createPool({
 const SELECT = 'SELECT version, created_at, updated_at, sku, name, description, price_amount, price_currency, stock FROM products WHERE id = ?';
 const ITEM = '/api/products/';
 
-const server = http.createServer((req, res) => {
-  const url = req.url ?? '/';
-  if (!url.startsWith(ITEM)) {
-    res.writeHead(url === '/healthz' ? 200 : 404).end();
-    return;
-  }
-  const id = url.slice(ITEM.length);
-  pool.execute<RowDataPacket[]>(SELECT, [Buffer.from(id.replaceAll('-', ''), 'hex')], (error, rows) => {
-    const row = rows?.[0];
-    if (error || !row) {
-      res.writeHead(error ? 503 : 404).end();
+serveBare(
+  (req, res) => {
+    const url = req.url ?? '/';
+    if (!url.startsWith(ITEM)) {
+      res.writeHead(404).end();
       return;
     }
-    const body = JSON.stringify({
-      id,
-      sku: row.sku,
-      name: row.name,
-      description: row.description,
-      price: { amount: row.price_amount, currency: row.price_currency },
-      stock: row.stock,
-      createdAt: (row.created_at as Date).toISOString(),
-      updatedAt: (row.updated_at as Date).toISOString(),
+    const id = url.slice(ITEM.length);
+    pool.execute<RowDataPacket[]>(SELECT, [Buffer.from(id.replaceAll('-', ''), 'hex')], (error, rows) => {
+      const row = rows?.[0];
+      if (error || !row) {
+        res.writeHead(error ? 503 : 404).end();
+        return;
+      }
+      const body = JSON.stringify({
+        id,
+        sku: row.sku,
+        name: row.name,
+        description: row.description,
+        price: { amount: row.price_amount, currency: row.price_currency },
+        stock: row.stock,
+        createdAt: (row.created_at as Date).toISOString(),
+        updatedAt: (row.updated_at as Date).toISOString(),
+      });
+      res.writeHead(200, {
+        'content-type': 'application/json; charset=utf-8',
+        'content-length': Buffer.byteLength(body),
+        etag: `"${row.version}"`,
+        'cache-control': 'no-cache',
+      });
+      res.end(body);
     });
-    res.writeHead(200, {
-      'content-type': 'application/json; charset=utf-8',
-      'content-length': Buffer.byteLength(body),
-      etag: `"${row.version}"`,
-      'cache-control': 'no-cache',
-    });
-    res.end(body);
-  });
-});
-server.keepAliveTimeout = 65_000;
-server.listen(Number(process.env.PORT), '127.0.0.1');
-process.once('SIGTERM', () => {
-  server.close();
-  server.closeAllConnections();
-  pool.end();
-});
+  },
+  () => pool.end(),
+);

@@ -7,6 +7,7 @@
  */
 import http from 'node:http';
 import { createProxyMiddleware } from 'http-proxy-middleware';
+import { serveBare } from './serve.ts';
 
 const agent = new http.Agent({ keepAlive: true, scheduling: 'fifo' });
 const proxy = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
@@ -24,17 +25,7 @@ const proxy = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
   },
 });
 
-const server = http.createServer((req, res) => {
-  if (req.url === '/healthz') {
-    res.end('ok');
-    return;
-  }
-  proxy(req, res, () => res.writeHead(502).end());
-});
-server.keepAliveTimeout = 65_000;
-server.listen(Number(process.env.PORT), '127.0.0.1');
-process.once('SIGTERM', () => {
-  server.close();
-  server.closeAllConnections();
-  agent.destroy();
-});
+serveBare(
+  (req, res) => proxy(req, res, () => res.writeHead(502).end()),
+  () => agent.destroy(),
+);
