@@ -7,7 +7,11 @@
  * (parentbased_traceidratio 0.1). BENCH_TRACING_RUNS rounds (5) of BENCH_SECONDS (5) each, every
  * round running each process once in a rotated order, each run on a quiet core (`settle`); a
  * round's ratio is a configuration's CPU per request over the one without the SDK in that round,
- * and the median of the rounds counts. Prints every round; writes bench/results/tracing.json.
+ * and the median of the rounds counts. Each round also runs the SDK by itself
+ * (bench/servers/otel-floor.ts: a fixed answer with one server span per request, 10% sampled, the
+ * same exporter) against the same server without it: what the SDK alone adds to a request, in µs,
+ * beside what the goal allows a hit (15% of the gateway's hit without the SDK). Prints every
+ * round; writes bench/results/tracing.json.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import http from 'node:http';
@@ -91,8 +95,21 @@ export async function runTracing(): Promise<void> {
       gateways[kind] = {} as Record<Configuration, Server>;
       for (const configuration of CONFIGURATIONS) gateways[kind][configuration] = await start(configuration, kind);
     }
+    const floor = {
+      noSdk: await startNode('SDK floor, no SDK', 'bench/servers/otel-floor.ts', {}, await freePort()),
+      sampled10: await startNode('SDK floor, 10% sampled', 'bench/servers/otel-floor.ts', { SDK: '1', OTEL_SERVICE_NAME: 'otel-floor', ...tracing.sampled10 }, await freePort()),
+    };
     const load = (server: Server, seconds: number) => wrk(`${server.url}${path}`, { connections: CONNECTIONS, headers: guarded.headers, seconds });
     for (const kind of PATHS) for (const configuration of CONFIGURATIONS) await load(gateways[kind][configuration], 2);
+    for (const server of Object.values(floor)) await load(server, 2);
+    const measure = async (server: Server) => {
+      await settle();
+      const before = cpuMicros(server.pids());
+      const result = await load(server, SECONDS);
+      if (result.non2xx > 0 || result.socketErrors > 0) throw new Error(`${server.name}: ${result.non2xx} non-2xx, ${result.socketErrors} socket errors`);
+      return { cpu: round1((cpuMicros(server.pids()) - before) / Math.max(result.requests, 1)), rps: result.requestsPerSecond };
+    };
+    const floorRounds: { noSdk: number; sampled10: number; addedMicros: number }[] = [];
 
     console.log(`GET ${path}, the gateway's protections on, wrk -t1 -c${CONNECTIONS}, ${RUNS} rounds × ${SECONDS} s, ${pinning ? 'servers on core 0, wrk on core 1' : 'not pinned'}`);
     const rounds: { startedAt: string; kind: Kind; cpuMicrosPerRequest: Record<Configuration, number>; requestsPerSecond: Record<Configuration, number>; ratios: { noExporter: number; sampled10: number } }[] = [];
@@ -104,13 +121,9 @@ export async function runTracing(): Promise<void> {
         // Rotated each round, so no configuration always runs first or right after the same one.
         const order = CONFIGURATIONS.map((_, i) => CONFIGURATIONS[(i + round) % CONFIGURATIONS.length]!);
         for (const configuration of order) {
-          const server = gateways[kind][configuration];
-          await settle();
-          const before = cpuMicros(server.pids());
-          const result = await load(server, SECONDS);
-          if (result.non2xx > 0 || result.socketErrors > 0) throw new Error(`${server.name}: ${result.non2xx} non-2xx, ${result.socketErrors} socket errors`);
-          cpu[configuration] = round1((cpuMicros(server.pids()) - before) / Math.max(result.requests, 1));
-          rps[configuration] = result.requestsPerSecond;
+          const measured = await measure(gateways[kind][configuration]);
+          cpu[configuration] = measured.cpu;
+          rps[configuration] = measured.rps;
         }
         const ratios = { noExporter: round3(cpu.noExporter / cpu.noSdk), sampled10: round3(cpu.sampled10 / cpu.noSdk) };
         rounds.push({ startedAt, kind, cpuMicrosPerRequest: cpu, requestsPerSecond: rps, ratios });
@@ -118,6 +131,11 @@ export async function runTracing(): Promise<void> {
           `  round ${round + 1} ${kind.padEnd(7)} ${startedAt.slice(11, 19)} UTC  CPU µs/req: no SDK ${cpu.noSdk}, no exporter ${cpu.noExporter}, 10% sampled ${cpu.sampled10}  ratios ${ratios.noExporter} / ${ratios.sampled10}`,
         );
       }
+      const floorCpu = { noSdk: 0, sampled10: 0 };
+      for (const configuration of round % 2 ? (['sampled10', 'noSdk'] as const) : (['noSdk', 'sampled10'] as const)) floorCpu[configuration] = (await measure(floor[configuration])).cpu;
+      const addedMicros = round1(floorCpu.sampled10 - floorCpu.noSdk);
+      floorRounds.push({ ...floorCpu, addedMicros });
+      console.log(`  round ${round + 1} SDK alone  CPU µs/req: no SDK ${floorCpu.noSdk}, 10% sampled ${floorCpu.sampled10}: +${addedMicros} µs`);
     }
     const medians = Object.fromEntries(
       PATHS.map((kind) => {
@@ -127,6 +145,11 @@ export async function runTracing(): Promise<void> {
     );
     console.log('CPU per request over the gateway without the SDK, median of the rounds (no exporter · exporter, 10% sampled):');
     for (const kind of PATHS) console.log(`  ${kind.padEnd(8)} ${medians[kind]!.noExporter} · ${medians[kind]!.sampled10}`);
+    const hitBudgets = rounds.filter((r) => r.kind === 'hit').map((r) => round1(r.cpuMicrosPerRequest.noSdk * 0.15));
+    const sdkAlone = { addedMicros: median(floorRounds.map((r) => r.addedMicros)), hitBudgetMicros: median(hitBudgets), rounds: floorRounds };
+    console.log(
+      `the SDK alone, 10% sampled: +${sdkAlone.addedMicros} µs a request (${floorRounds.map((r) => r.addedMicros).join(' / ')}); 15% of the gateway's hit without it: ${sdkAlone.hitBudgetMicros} µs (${hitBudgets.join(' / ')})`,
+    );
     console.log(`the sink took ${sink.exports()} exports`);
     const results = {
       date: new Date().toISOString(),
@@ -135,6 +158,7 @@ export async function runTracing(): Promise<void> {
       settings: { path, connections: CONNECTIONS, runs: RUNS, seconds: SECONDS, protocol: 'http/protobuf', sampler: 'parentbased_traceidratio 0.1' },
       rounds,
       medians,
+      sdkAlone,
       exports: sink.exports(),
     };
     const out = new URL('results/', import.meta.url);
