@@ -38,8 +38,10 @@ start_podman_service() {
 [containers]
 default_ulimits = ["nofile=$(ulimit -Hn):$(ulimit -Hn)", "nproc=4096:4096"]
 EOF
-  CONTAINERS_CONF=/run/podman/test-containers.conf setsid podman system service --time=0 "unix://$PODMAN_SOCKET" \
-    </dev/null >/run/podman/service.log 2>&1 &
+  # From /, not this checkout: the service outlives it, and once its working directory is gone
+  # (a CI clone removed) conmon fails every container start ("write child: broken pipe").
+  (cd / && CONTAINERS_CONF=/run/podman/test-containers.conf setsid podman system service --time=0 "unix://$PODMAN_SOCKET" \
+    </dev/null >/run/podman/service.log 2>&1 &)
   for _ in $(seq 1 60); do engine_answers "$PODMAN_SOCKET" && return 0; sleep 0.5; done
   echo "podman's Docker API did not answer on $PODMAN_SOCKET:" >&2
   tail -20 /run/podman/service.log >&2
