@@ -128,10 +128,11 @@ export class GatewayMetrics {
 
   /** `routeOf` labels a request by its route: `/api/users/{id}`, `/healthz`, … */
   constructor(private readonly routeOf: (request: IncomingMessage, path: string) => string) {
+    // Registered with the registry, which reads it for /metrics; `requestFinished` adds to its tallies.
+    new TalliedHistogram(this.registry, () => this.#requestTallies());
     // The event-loop delay histogram samples with a timer: at prom-client's default (every 10 ms) an
     // idle gateway woke a hundred times a second, disturbing whatever shares its core. Every 100 ms
     // still sees each delay longer than that, the ones that matter.
-    new TalliedHistogram(this.registry, () => this.#requestTallies());
     collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: 100 });
   }
 

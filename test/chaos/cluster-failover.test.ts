@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 /**
  * A Redis Cluster master killed (SIGKILL) under a client's reads and writes (`npm run chaos`): two
  * gateway replicas with their cache, in-memory tier and rate limits on the test cluster
@@ -8,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
  * the cluster has failed over, reads are hits again. The killed node is started again afterwards
  * (it rejoins as a replica), so the cluster is whole for whatever runs next.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { client } from '../support/http.js';
 import { testCluster } from '../support/redis-cluster.js';
