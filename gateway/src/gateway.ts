@@ -32,6 +32,7 @@ import { ownEndpoints } from './stages/own-endpoints.js';
 import { proxyStage } from './stages/proxy.js';
 import { rateLimitStage } from './stages/rate-limit.js';
 import { ReplicaHealth, upstreamAgent, type ResolveEndpoints } from './upstream-agent.js';
+import type { Deadlines } from './upstream.js';
 
 /** Parts a caller may give instead of those the configuration names (tests: relays, clocks, a test key). */
 export interface GatewayParts {
@@ -168,6 +169,9 @@ function tokenVerifier(config: GatewayConfig): TokenVerifier {
   });
 }
 
+/** The gateway's deadlines, from its configuration: the hops keep them, the API description states them. */
+const deadlinesOf = (config: GatewayConfig): Deadlines => ({ upstreamMs: config.UPSTREAM_TIMEOUT_MS, requestBodyMs: config.REQUEST_BODY_TIMEOUT_MS });
+
 /** One hop per upstream, by name: its agent, proxy and concurrency limit (service-hop.ts). */
 function serviceHops(
   config: GatewayConfig,
@@ -176,7 +180,7 @@ function serviceHops(
 ): Map<string, ServiceHop> {
   const { writer, metrics, cache } = wiring;
   const health = new ReplicaHealth();
-  const deadlines = { upstreamMs: config.UPSTREAM_TIMEOUT_MS, requestBodyMs: config.REQUEST_BODY_TIMEOUT_MS };
+  const deadlines = deadlinesOf(config);
   const concurrency = { limit: config.UPSTREAM_CONCURRENCY_LIMIT, writeShare: config.UPSTREAM_WRITE_SHARE_PERCENT / 100 };
   const onSettled = cache && writeRenewal(cache, config.SERVICE_WRITE_DEADLINE_MS);
   const hops = new Map(
@@ -193,7 +197,7 @@ function serviceHops(
 function ownEndpointsApp(upstreams: readonly ServedUpstream[], config: GatewayConfig, lifecycle: Lifecycle, metrics: GatewayMetrics): RequestListener {
   const app = baseApp();
   app.use(exposeObservation);
-  const deadlines = { upstreamMs: config.UPSTREAM_TIMEOUT_MS, requestBodyMs: config.REQUEST_BODY_TIMEOUT_MS };
+  const deadlines = deadlinesOf(config);
   app.use(
     openApiRoutes({
       upstreams,

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { ASSETS, DOCS_FILES, sendDocsFile, sendDocsPage } from './docs-page.js';
 import type { oas31, ZodOpenApiPathsObject, ZodOpenApiResponseObject } from 'zod-openapi';
 import { servesPath } from './routing.js';
-import type { Upstream } from './upstream.js';
+import type { Deadlines, Upstream } from './upstream.js';
 
 /**
  * The API description clients use, `GET /openapi.json`, and a page that shows it, `GET /docs`.
@@ -16,9 +16,6 @@ import type { Upstream } from './upstream.js';
  * headers, its own endpoints) and renders them together. A service that cannot be asked is replaced
  * by the last description it gave; before it ever gave one, the document is a 503 with Retry-After.
  */
-
-/** The gateway's deadlines, from its configuration: its failures' examples state them. */
-export type Deadlines = { upstreamMs: number; requestBodyMs: number };
 
 /** The scopes of the upstreams (as auth/policy.ts grants them), as a Markdown list. */
 const scopesOf = (upstreams: readonly Pick<Upstream, 'name'>[]) => upstreams.flatMap(({ name }) => [`\`${name}:read\``, `\`${name}:write\``]).join(', ');
