@@ -82,8 +82,13 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
     const target = exchangeOf(req)?.target;
     return routing.label(target) ?? (target && OWN_ROUTES.has(path) ? path : 'other');
   });
-  // The gateway is where clients come in: their trace context is linked, not continued, unless trusted.
-  configureServerSpans({ continueClientTrace: config.TRACE_TRUST_CLIENT_CONTEXT, routeOf: (req) => routing.label(exchangeOf(req)?.target) });
+  // The gateway is where clients come in: their trace context is linked, not continued, unless
+  // trusted. A request it does not sample needs no context: its hops are given the request's.
+  configureServerSpans({
+    continueClientTrace: config.TRACE_TRUST_CLIENT_CONTEXT,
+    unsampledInContext: false,
+    routeOf: (req) => routing.label(exchangeOf(req)?.target),
+  });
   const tokens = parts.tokens ?? (config.AUTH_ENABLED ? tokenVerifier(config) : undefined);
   const writer = new ResponseWriter((outcome) => metrics.cacheOutcome(outcome));
   const hops = serviceHops(config, upstreams, { writer, metrics, cache: redis.cache, resolveReplicas: parts.resolveReplicas });

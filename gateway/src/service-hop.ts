@@ -1,5 +1,6 @@
 import type http from 'node:http';
 import type { HttpProblem } from '@app/shared/platform/problem';
+import { traceOf } from '@app/shared/telemetry/spans';
 import { ConcurrencyLimit, isWrite, type ConcurrencyLimitSettings } from './concurrency-limit.js';
 import type { ServedUpstream } from './config.js';
 import { exchangeOf, type Exchange } from './exchange.js';
@@ -77,7 +78,7 @@ export class ServiceHop {
     const { req } = exchange;
     const flight = fetchFromUpstream(
       this.upstream,
-      { path: req.url ?? '/', headers: req.headers, requestId: exchange.requestId, remoteAddress: req.socket.remoteAddress },
+      { path: req.url ?? '/', headers: req.headers, requestId: exchange.requestId, remoteAddress: req.socket.remoteAddress, trace: traceOf(req) },
       { deadlines: this.options.deadlines, agent: this.options.agent },
     );
     // Given back once the service's answer is read, not after the store in Redis.

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { HttpProblem } from '@app/shared/platform/problem';
-import { endClientSpan, startClientSpan } from '@app/shared/telemetry/spans';
+import { endClientSpan, type RequestTrace, startClientSpan, traceOf } from '@app/shared/telemetry/spans';
 import { createProxyMiddleware, proxyEventsPlugin } from 'http-proxy-middleware';
 import { exchangeOf, type Exchange } from './exchange.js';
 import { retireAgedSocket } from './upstream-agent.js';
@@ -112,7 +112,7 @@ export function upstreamProxy(
     if (chain === undefined) delete req.headers['x-forwarded-for'];
     else req.headers['x-forwarded-for'] = chain;
     // And, with tracing on, this call's trace context (traceparent): never the client's own.
-    const span = startClientSpan(req.method ?? 'GET', service, req.url ?? '/', req.headers);
+    const span = startClientSpan(traceOf(req), req.method ?? 'GET', service, req.url ?? '/', req.headers);
     if (span) clientSpans.set(req, span);
     proxy(req, res, next);
   };
@@ -169,10 +169,10 @@ export interface FetchedResponse {
 // answers conditionals itself.
 const NOT_FORWARDED = new Set([...HOP_BY_HOP, 'host', 'if-none-match', 'if-modified-since', 'content-length']);
 
-/** A plain GET of `path` from the service, body in memory: what the cache stores and shares. */
+/** A plain GET of `path` from the service, body in memory: what the cache stores and shares; traced as part of the request `trace` is of. */
 export function fetchFromUpstream(
   upstream: Upstream,
-  request: { path: string; headers: http.IncomingHttpHeaders; requestId: string; remoteAddress?: string },
+  request: { path: string; headers: http.IncomingHttpHeaders; requestId: string; remoteAddress?: string; trace: RequestTrace | undefined },
   options: { deadlines: Deadlines; agent: http.Agent },
 ): Promise<FetchedResponse> {
   const headers: http.OutgoingHttpHeaders = {};
@@ -182,7 +182,7 @@ export function fetchFromUpstream(
   headers['x-request-id'] = request.requestId;
   const get = upstream.url.startsWith('https:') ? https.get : http.get;
   const target = new URL(request.path, upstream.url);
-  const span = startClientSpan('GET', target, request.path, headers);
+  const span = startClientSpan(request.trace, 'GET', target, request.path, headers);
   const fetched = new Promise<FetchedResponse>((resolve, reject) => {
     const outgoing = get(target, { agent: options.agent, headers }, (response) => {
       const chunks: Buffer[] = [];

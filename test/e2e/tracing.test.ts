@@ -223,8 +223,11 @@ test('OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf exports in protobuf', async () =
 test("a request the gateway does not sample is traced nowhere: products-service follows the gateway's decision", async () => {
   const created = await api.post('/api/products', { sku: 'TRACE-2', name: 'Not traced', price: { amount: '1', currency: 'EUR' } });
   const path = created.headers.get('location')!;
-  const miss = await client(await gatewayUrl(unsampled)).get(path);
+  const unsampledApi = client(await gatewayUrl(unsampled));
+  // A cache fill and a proxied write: the gateway's two ways to a service.
+  const miss = await unsampledApi.get(path);
   expect(miss.headers.get('x-cache')).toBe('MISS');
+  expect((await unsampledApi.patch(path, { name: 'Not traced either' })).status).toBe(200);
   // products-service sends its spans in the order they end: once those of a later request (a write
   // in a trace of the test's own, through the gateway that continues it) have arrived, the
   // unsampled read's would have too.

@@ -1,5 +1,5 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import { context, propagation, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, trace, TraceFlags, type Tracer } from '@opentelemetry/api';
+import { type Context, context, propagation, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, trace, TraceFlags, type Tracer } from '@opentelemetry/api';
 import { getRPCMetadata, RPCType, setRPCMetadata, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { ChainedContext } from './request-context.js';
 
@@ -7,10 +7,11 @@ import { ChainedContext } from './request-context.js';
  * The spans of HTTP requests, served (`traceRequests`) and sent (`startClientSpan`), made here
  * rather than by @opentelemetry/instrumentation-http, which does per-request work whether the
  * request is sampled or not (attributes, URL parsing, listeners, metrics; figures in
- * docs/benchmarks/tracing.md). Here an unsampled request costs a sampling decision, a context and the
- * `traceparent` it passes on; a sampled one, spans with the route, the status and whatever the
- * process adds (`currentServerSpan`). Only the OpenTelemetry API: with tracing off, `traceRequests`
- * returns the handler as it is and every other call finds no span.
+ * docs/benchmarks/tracing.md). Here an unsampled request costs a sampling decision, a context
+ * (where `unsampledInContext`) and the `traceparent` it passes on; a sampled one, spans with the
+ * route, the status and whatever the process adds (`currentServerSpan`). Only the OpenTelemetry
+ * API: with tracing off, `traceRequests` returns the handler as it is and every other call finds
+ * no span.
  */
 export interface ServerSpanSettings {
   /**
@@ -20,9 +21,17 @@ export interface ServerSpanSettings {
   continueClientTrace: boolean;
   /** The route template of a request (`/api/products/{id}`, never the raw id), when the process knows it better than express. */
   routeOf?: (req: IncomingMessage) => string | undefined;
+  /**
+   * Whether a request that is not sampled is handled within its trace context, as a sampled one is.
+   * A service's must be: the mysql2 instrumentation starts a trace of its own for a statement made
+   * outside any. The gateway's need not: its Redis spans need a parent, and its calls to services
+   * are given the request's context (`traceOf`). Entering a context costs every asynchronous step
+   * of the request, so the gateway spares it the nine requests in ten it does not sample.
+   */
+  unsampledInContext: boolean;
 }
 
-const serverSpanSettings: ServerSpanSettings = { continueClientTrace: true };
+const serverSpanSettings: ServerSpanSettings = { continueClientTrace: true, unsampledInContext: true };
 
 /** Sets how the server spans of this process are made: before it listens. */
 export function configureServerSpans(settings: Partial<ServerSpanSettings>): void {
@@ -42,6 +51,21 @@ export function currentServerSpan(): Span | undefined {
 export function logWithin<T, A extends unknown[]>(span: Span | undefined, log: (this: T, ...args: A) => void, self: T, ...args: A): void {
   if (span) context.with(trace.setSpan(ROOT_CONTEXT, span), log, self, ...args);
   else log.apply(self, args);
+}
+
+const REQUEST_TRACE = Symbol('request trace');
+/** Set on every request traced, sampled or not: a request of one shape whichever it is. */
+type TracedRequest = IncomingMessage & { [REQUEST_TRACE]?: Context };
+/** What `traceOf` gives: a request's trace context, for the calls made on its behalf. */
+export type RequestTrace = Context;
+
+/**
+ * The trace context of a request being served, sampled or not (its server span, the sampling
+ * decision its calls pass on): what a call made on its behalf starts from, wherever it is made.
+ * Undefined with tracing off, and for the requests never traced (probes, scrapes).
+ */
+export function traceOf(req: IncomingMessage): RequestTrace | undefined {
+  return (req as TracedRequest)[REQUEST_TRACE];
 }
 
 /** Probes and scrapes: every few seconds from the platform, never what an operator opens a trace for. */
@@ -105,8 +129,10 @@ export function traceRequests(handler: RequestListener): RequestListener {
     const span = serverTracer.startSpan(method, SERVER_SPAN, parent);
     const spanContext = trace.setSpan(new ChainedContext(parent), span);
     if (!span.isRecording()) {
-      // Not sampled: only the decision, which the client spans (so the services) and the Redis and MySQL spans follow.
-      context.with(spanContext, handler, undefined, req, res);
+      // Not sampled: only the decision, which the client spans (so the services) and the MySQL spans follow.
+      (req as TracedRequest)[REQUEST_TRACE] = spanContext;
+      if (serverSpanSettings.unsampledInContext) context.with(spanContext, handler, undefined, req, res);
+      else handler(req, res);
       return;
     }
     span.setAttributes({ 'http.request.method': method, 'url.path': path });
@@ -119,19 +145,20 @@ export function traceRequests(handler: RequestListener): RequestListener {
     // A closure, not a property on the response: a sampled response of another shape than the rest
     // would make Node's code for every response slower (polymorphic).
     res.once('close', () => endServerSpan(res, metadata));
-    context.with(setRPCMetadata(spanContext, metadata), handler, undefined, req, res);
+    const requestContext = setRPCMetadata(spanContext, metadata);
+    (req as TracedRequest)[REQUEST_TRACE] = requestContext;
+    context.with(requestContext, handler, undefined, req, res);
   };
 }
 
 /**
- * A client span for a request to `path` on `service`, a child of the request being served, whose
- * context goes into `headers` (`traceparent`; when not sampled, the request's own: the service
- * follows the decision). Undefined when not sampled, and `headers` untouched with tracing off or
- * outside a request; end it with `endClientSpan`.
+ * A client span for a request to `path` on `service`, made on behalf of a request being served (its
+ * context, `traceOf`): a child of its span, whose context goes into `headers` (`traceparent`; when
+ * not sampled, the request's own: the service follows the decision). Undefined when not sampled,
+ * and `headers` untouched with tracing off or without a request; end it with `endClientSpan`.
  */
-export function startClientSpan(method: string, service: URL, path: string, headers: Record<string, unknown>): Span | undefined {
-  if (!tracer) return undefined;
-  const parent = context.active();
+export function startClientSpan(parent: RequestTrace | undefined, method: string, service: URL, path: string, headers: Record<string, unknown>): Span | undefined {
+  if (!tracer || parent === undefined) return undefined;
   const request = trace.getSpan(parent);
   if (request === undefined) return undefined;
   if ((request.spanContext().traceFlags & TraceFlags.SAMPLED) === 0) {
