@@ -1,13 +1,15 @@
 /**
  * `npm run bench -- --tracing`: what tracing costs the gateway, in CPU time per request (from
  * /proc), for a warm cache hit and for a read proxied to products-service (cache off), the
- * gateway's protections on as deployed. Three gateway processes for each: without the SDK loaded
- * (no `--import` preload), with the preload and no exporter configured (as deployed by default),
- * and exporting over OTLP (http/protobuf, to a sink in this process) with 10% of traces sampled
- * (parentbased_traceidratio 0.1). BENCH_TRACING_RUNS rounds (5) of BENCH_SECONDS (5) each, every
- * round running each process once in a rotated order, each run on a quiet core (`settle`); a
- * round's ratio is a configuration's CPU per request over the one without the SDK in that round,
- * and the median of the rounds counts. Each round also runs the SDK by itself
+ * gateway's protections on as deployed. Three gateway configurations for each: without the SDK
+ * loaded (no `--import` preload), with the preload and no exporter configured (as deployed by
+ * default), and exporting over OTLP (http/protobuf, to a sink in this process) with 10% of traces
+ * sampled (parentbased_traceidratio 0.1); each configuration runs as BENCH_GATEWAY_PROCESSES
+ * processes (3). BENCH_TRACING_RUNS rounds (5) of BENCH_SECONDS (5) each, every round running each
+ * process once, configurations in a rotated order, each run on a quiet core (`settle`); a round's
+ * figure for a configuration is its processes' CPU time over the requests they answered, its ratio
+ * that over the one without the SDK in that round, and the median of the rounds counts. Each
+ * round also runs the SDK by itself
  * (bench/servers/otel-floor.ts: a fixed answer with one server span per request, 10% sampled, the
  * same exporter) against the same server without it: what the SDK alone adds to a request, in µs,
  * beside what the goal allows a hit (15% of the gateway's hit without the SDK). Prints every
@@ -41,6 +43,9 @@ import {
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const RUNS = Number(process.env.BENCH_TRACING_RUNS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
+// Processes of each configuration, each measured every round: as in `npm run bench`, one process
+// per configuration lets chance decide a ratio (two identical gateways differ by about 5%).
+const PROCESSES = Number(process.env.BENCH_GATEWAY_PROCESSES ?? 3);
 
 const CONFIGURATIONS = ['noSdk', 'noExporter', 'sampled10'] as const;
 type Configuration = (typeof CONFIGURATIONS)[number];
@@ -84,34 +89,47 @@ export async function runTracing(): Promise<void> {
     };
     // The start script's node options without the preload: the same gateway, the SDK never loaded.
     const withoutPreload = startOptions('gateway').filter((option, i, all) => option !== '--import' && all[i - 1] !== '--import');
-    const start = async (configuration: Configuration, kind: Kind): Promise<Server> => {
+    const processes = (start: (name: string) => Promise<Server>, name: string) => Promise.all(Array.from({ length: PROCESSES }, (_, i) => start(`${name} #${i + 1}`)));
+    const start = (configuration: Configuration, kind: Kind): Promise<Server[]> => {
       const env = { ...base, ...tracing[configuration], CACHE_ENABLED: kind === 'hit' ? 'true' : 'false' };
       const name = `gateway ${configuration} ${kind}`;
-      if (configuration === 'noSdk') return startServer(name, process.execPath, [...withoutPreload, 'gateway/dist/main.js'], { env, port: await freePort() });
-      return startNode(name, 'gateway/dist/main.js', env, await freePort());
+      if (configuration === 'noSdk') return processes(async (one) => startServer(one, process.execPath, [...withoutPreload, 'gateway/dist/main.js'], { env, port: await freePort() }), name);
+      return processes(async (one) => startNode(one, 'gateway/dist/main.js', env, await freePort()), name);
     };
-    const gateways = {} as Record<Kind, Record<Configuration, Server>>;
+    const gateways = {} as Record<Kind, Record<Configuration, Server[]>>;
     for (const kind of PATHS) {
-      gateways[kind] = {} as Record<Configuration, Server>;
+      gateways[kind] = {} as Record<Configuration, Server[]>;
       for (const configuration of CONFIGURATIONS) gateways[kind][configuration] = await start(configuration, kind);
     }
+    const floorEnv = { SDK: '1', OTEL_SERVICE_NAME: 'otel-floor', ...tracing.sampled10 };
     const floor = {
-      noSdk: await startNode('SDK floor, no SDK', 'bench/servers/otel-floor.ts', {}, await freePort()),
-      sampled10: await startNode('SDK floor, 10% sampled', 'bench/servers/otel-floor.ts', { SDK: '1', OTEL_SERVICE_NAME: 'otel-floor', ...tracing.sampled10 }, await freePort()),
+      noSdk: await processes(async (one) => startNode(one, 'bench/servers/otel-floor.ts', {}, await freePort()), 'SDK floor, no SDK'),
+      sampled10: await processes(async (one) => startNode(one, 'bench/servers/otel-floor.ts', floorEnv, await freePort()), 'SDK floor, 10% sampled'),
     };
     const load = (server: Server, seconds: number) => wrk(`${server.url}${path}`, { connections: CONNECTIONS, headers: guarded.headers, seconds });
-    for (const kind of PATHS) for (const configuration of CONFIGURATIONS) await load(gateways[kind][configuration], 2);
-    for (const server of Object.values(floor)) await load(server, 2);
-    const measure = async (server: Server) => {
-      await settle();
-      const before = cpuMicros(server.pids());
-      const result = await load(server, SECONDS);
-      if (result.non2xx > 0 || result.socketErrors > 0) throw new Error(`${server.name}: ${result.non2xx} non-2xx, ${result.socketErrors} socket errors`);
-      return { cpu: round1((cpuMicros(server.pids()) - before) / Math.max(result.requests, 1)), rps: result.requestsPerSecond };
+    for (const kind of PATHS) for (const configuration of CONFIGURATIONS) for (const server of gateways[kind][configuration]) await load(server, 2);
+    for (const server of Object.values(floor).flat()) await load(server, 2);
+    // A configuration's figure in a round: the CPU time of its processes over the requests they answered.
+    const measure = async (servers: Server[]) => {
+      let cpu = 0;
+      let requests = 0;
+      let rps = 0;
+      for (const server of servers) {
+        await settle();
+        const before = cpuMicros(server.pids());
+        const result = await load(server, SECONDS);
+        if (result.non2xx > 0 || result.socketErrors > 0) throw new Error(`${server.name}: ${result.non2xx} non-2xx, ${result.socketErrors} socket errors`);
+        cpu += cpuMicros(server.pids()) - before;
+        requests += result.requests;
+        rps += result.requestsPerSecond / servers.length;
+      }
+      return { cpu: round1(cpu / Math.max(requests, 1)), rps: Math.round(rps) };
     };
     const floorRounds: { noSdk: number; sampled10: number; addedMicros: number }[] = [];
 
-    console.log(`GET ${path}, the gateway's protections on, wrk -t1 -c${CONNECTIONS}, ${RUNS} rounds × ${SECONDS} s, ${pinning ? 'servers on core 0, wrk on core 1' : 'not pinned'}`);
+    console.log(
+      `GET ${path}, the gateway's protections on, wrk -t1 -c${CONNECTIONS}, ${RUNS} rounds × ${SECONDS} s, ${PROCESSES} processes of each, ${pinning ? 'servers on core 0, wrk on core 1' : 'not pinned'}`,
+    );
     const rounds: { startedAt: string; kind: Kind; cpuMicrosPerRequest: Record<Configuration, number>; requestsPerSecond: Record<Configuration, number>; ratios: { noExporter: number; sampled10: number } }[] = [];
     for (let round = 0; round < RUNS; round++) {
       for (const kind of PATHS) {
@@ -155,7 +173,7 @@ export async function runTracing(): Promise<void> {
       date: new Date().toISOString(),
       command: 'npm run bench -- --tracing',
       machine: machine(),
-      settings: { path, connections: CONNECTIONS, runs: RUNS, seconds: SECONDS, protocol: 'http/protobuf', sampler: 'parentbased_traceidratio 0.1' },
+      settings: { path, connections: CONNECTIONS, runs: RUNS, seconds: SECONDS, processes: PROCESSES, protocol: 'http/protobuf', sampler: 'parentbased_traceidratio 0.1' },
       rounds,
       medians,
       sdkAlone,
