@@ -37,6 +37,7 @@ import {
   dropSchemas,
   ensureDebianTools,
   freePort,
+  GATEWAY_PROCESSES,
   GUARD_OFF,
   guardOn,
   machine,
@@ -48,6 +49,7 @@ import {
   schemaUrl,
   settle,
   startNode,
+  startProcesses,
   stopAll,
   throwawaySchema,
   wrk,
@@ -60,7 +62,6 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const WARM_UP_SECONDS = 2;
-const GATEWAY_PROCESSES = Number(process.env.BENCH_GATEWAY_PROCESSES ?? 3);
 
 interface Target {
   key: string;
@@ -265,8 +266,8 @@ async function compare(publish: boolean): Promise<void> {
     // budget no run reaches: what is measured is checking the token and counting the request).
     const guarded = await guardOn();
     const authorised = guarded.headers;
-    const gateways = async (name: string, env: Record<string, string>) =>
-      Promise.all(Array.from({ length: GATEWAY_PROCESSES }, async (_, i) => startNode(`${name} #${i + 1}`, 'gateway/dist/main.js', { ...gatewayEnv, ...env }, await freePort())));
+    const gateways = (name: string, env: Record<string, string>) =>
+      startProcesses(name, async (one) => startNode(one, 'gateway/dist/main.js', { ...gatewayEnv, ...env }, await freePort()));
     const uncached = await gateways('gateway, cache off', { ...GUARD_OFF, CACHE_ENABLED: 'false' });
     const cached = await gateways('gateway, warm cache', { ...GUARD_OFF, CACHE_ENABLED: 'true' });
     const uncachedGuarded = await gateways('gateway, cache off, auth', { ...guarded.env, CACHE_ENABLED: 'false' });

@@ -135,6 +135,17 @@ export function nodeOptionsFor(file: string): string[] {
 export const startNode = (name: string, file: string, env: Record<string, string>, port: number) =>
   startServer(name, process.execPath, [...nodeOptionsFor(file), file], { env, port });
 
+/**
+ * Processes of each gateway configuration a bench compares, each measured every round
+ * (BENCH_GATEWAY_PROCESSES): two identical gateway processes differ by several percent, so with one
+ * process per configuration chance would decide a ratio.
+ */
+export const GATEWAY_PROCESSES = Number(process.env.BENCH_GATEWAY_PROCESSES ?? 3);
+
+/** GATEWAY_PROCESSES processes of one configuration, each started by `start` with its name (`name #1`, …). */
+export const startProcesses = (name: string, start: (name: string) => Promise<Server>): Promise<Server[]> =>
+  Promise.all(Array.from({ length: GATEWAY_PROCESSES }, (_, i) => start(`${name} #${i + 1}`)));
+
 /** products-service as deployed, on `schema`, with one product in it: the service and that product's path, which the benchmarks read. */
 export async function productsServiceWithAProduct(schema: string, product: { sku: string; name: string }): Promise<{ products: Server; path: string }> {
   const products = await startNode('products-service', 'products-service/dist/main.js', { DATABASE_URL: schemaUrl(schema) }, await freePort());
