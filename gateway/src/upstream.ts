@@ -169,7 +169,10 @@ export interface FetchedResponse {
 // answers conditionals itself.
 const NOT_FORWARDED = new Set([...HOP_BY_HOP, 'host', 'if-none-match', 'if-modified-since', 'content-length']);
 
-/** A plain GET of `path` from the service, body in memory: what the cache stores and shares; traced as part of the request `trace` is of. */
+/**
+ * A plain GET of `path` from the service, body in memory: what the cache stores and shares. Traced
+ * as a call made on behalf of the request whose context is `trace`.
+ */
 export function fetchFromUpstream(
   upstream: Upstream,
   request: { path: string; headers: http.IncomingHttpHeaders; requestId: string; remoteAddress?: string; trace: RequestTrace | undefined },

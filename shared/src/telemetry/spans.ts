@@ -26,7 +26,7 @@ export interface ServerSpanSettings {
    * A service's must be: the mysql2 instrumentation starts a trace of its own for a statement made
    * outside any. The gateway's need not: its Redis spans need a parent, and its calls to services
    * are given the request's context (`traceOf`). Entering a context costs every asynchronous step
-   * of the request, so the gateway spares it the nine requests in ten it does not sample.
+   * of the request, so the gateway spares it the requests it does not sample.
    */
   unsampledInContext: boolean;
 }
