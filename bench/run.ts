@@ -33,7 +33,6 @@ import { runScale } from './scale.ts';
 import { runTracing } from './tracing.ts';
 import {
   cleanUpOnSignals,
-  cpuMicros,
   dropSchemas,
   ensureDebianTools,
   freePort,
@@ -41,6 +40,7 @@ import {
   GUARD_OFF,
   guardOn,
   machine,
+  measuredRun,
   median,
   productsServiceWithAProduct,
   pinning,
@@ -109,10 +109,7 @@ async function measureAll(targets: Target[], path: string, headers: (target: Tar
     for (const target of round % 2 === 1 ? targets : targets.toReversed()) {
       const thisRound = { cpu: 0, requests: 0 };
       for (const server of target.servers) {
-        await settle();
-        const before = cpuMicros(server.pids());
-        const result = await wrk(url(target, server), { ...options(target), seconds: SECONDS });
-        const cpu = cpuMicros(server.pids()) - before;
+        const { result, cpuMicros: cpu } = await measuredRun(server, () => wrk(url(target, server), { ...options(target), seconds: SECONDS }));
         thisRound.cpu += cpu;
         thisRound.requests += result.requests;
         runs.get(target.key)!.push({ ...result, cpuMicrosPerRequest: perRequest(cpu, result.requests) });

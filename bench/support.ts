@@ -205,6 +205,17 @@ export async function settle(maxMs = 5_000): Promise<number> {
   }
 }
 
+/**
+ * One measured run: once the servers' core is quiet (`settle`), `load` against `server`; what it
+ * gave, and the CPU time the server's processes spent meanwhile (µs).
+ */
+export async function measuredRun(server: Server, load: () => Promise<LoadResult>): Promise<{ result: LoadResult; cpuMicros: number }> {
+  await settle();
+  const before = cpuMicros(server.pids());
+  const result = await load();
+  return { result, cpuMicros: cpuMicros(server.pids()) - before };
+}
+
 /** Resident memory of `pids`, in MiB. */
 export function rssMiB(pids: number[]): number {
   let kib = 0;

@@ -19,7 +19,6 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import {
   cleanUpOnSignals,
-  cpuMicros,
   dropSchemas,
   ensureDebianTools,
   freePort,
@@ -27,11 +26,11 @@ import {
   guardOn,
   type LoadResult,
   machine,
+  measuredRun,
   median,
   productsServiceWithAProduct,
   pinning,
   REDIS_URL,
-  settle,
   startNode,
   startOptions,
   startProcesses,
@@ -93,11 +92,10 @@ async function measure(servers: Server[], load: Load): Promise<{ cpu: number; rp
   let requests = 0;
   let rps = 0;
   for (const server of servers) {
-    await settle();
-    const before = cpuMicros(server.pids());
-    const result = await load(server, SECONDS);
+    const run = await measuredRun(server, () => load(server, SECONDS));
+    const { result } = run;
     if (result.non2xx > 0 || result.socketErrors > 0) throw new Error(`${server.name}: ${result.non2xx} non-2xx, ${result.socketErrors} socket errors`);
-    cpu += cpuMicros(server.pids()) - before;
+    cpu += run.cpuMicros;
     requests += result.requests;
     rps += result.requestsPerSecond / servers.length;
   }

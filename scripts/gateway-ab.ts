@@ -1,24 +1,24 @@
 /**
  * `npm run bench:gateway-ab -- <before-checkout> [--cache on|off] [--guard off|on] [--before-guard off|on] [--runs N] [--seconds S]`:
  * the gateway of this checkout (after) against the gateway of another built checkout (before, e.g.
- * /work/main), side by side in one run: one products-service, both gateways in front of it, and
- * wrk runs interleaved A, B, A, B… (the machine is shared and noisy: interleaving spreads the
- * noise over both). `--guard on` runs the gateways with authentication and rate limits on and a
- * bearer token on every request (as `npm run bench` does); `--before-guard` sets the before gateway
- * apart, so `-- . --before-guard off --guard on` says what the protections cost in this checkout.
- * Prints requests/s, CPU time per request and p50/p99 of each run, the medians of each, and each
- * gateway's resident memory at the end. Uses the bench's helpers (bench/support.ts):
+ * /work/main), side by side in one run: one products-service, both gateways in front of it, and wrk
+ * runs interleaved A, B, A, B…, each on a quiet core (the machine is shared and noisy: interleaving
+ * spreads the noise over both). `--guard on` runs the gateways with authentication and rate limits
+ * on and a bearer token on every request (as `npm run bench` does); `--before-guard` sets the
+ * before gateway apart, so `-- . --before-guard off --guard on` says what the protections cost in
+ * this checkout. Prints requests/s, CPU time per request and p50/p99 of each run, the medians of
+ * each, and each gateway's resident memory at the end. Uses the bench's helpers (bench/support.ts):
  * servers on core 0, wrk on core 1.
  */
 import { parseArgs } from 'node:util';
 import {
   cleanUpOnSignals,
-  cpuMicros,
   dropSchemas,
   ensureDebianTools,
   freePort,
   GUARD_OFF,
   guardOn,
+  measuredRun,
   median,
   productsServiceWithAProduct,
   REDIS_URL,
@@ -80,9 +80,7 @@ try {
     // Alternate which goes first, so neither always runs on a machine the other just warmed.
     const order = run % 2 === 0 ? (['before', 'after'] as const) : (['after', 'before'] as const);
     for (const which of order) {
-      const cpuBefore = cpuMicros(gateways[which].pids());
-      const result = await load(which, seconds);
-      const micros = cpuMicros(gateways[which].pids()) - cpuBefore;
+      const { result, cpuMicros: micros } = await measuredRun(gateways[which], () => load(which, seconds));
       cpuPerRequest[which].push(micros / Math.max(result.requests, 1));
       results[which].push(result);
       console.log(
