@@ -64,7 +64,8 @@ export function sendDocsFile(req: Request<{ file: string }>, res: Response, next
     res.type('text/javascript').send(INITIALIZER_SCRIPT);
     return;
   }
-  if (!(file in ASSETS)) throw problems.notFound(`No file ${file} in /docs`);
+  // Own keys only: `in` would find `constructor` and `__proto__` on every object.
+  if (!Object.hasOwn(ASSETS, file)) throw problems.notFound(`No file ${file} in /docs`);
   // Revalidated by Last-Modified (the app sends no ETags but the resources').
   res.sendFile(file, { root: swaggerUi, cacheControl: false }, (error) => {
     if (error) next(error);

@@ -1,12 +1,13 @@
 import type { IncomingMessage } from 'node:http';
 import { answerFailure } from '@app/shared/platform/http/failures';
-import { writeProblem } from '@app/shared/platform/http/responses';
+import { NOSNIFF, writeProblem } from '@app/shared/platform/http/responses';
 import type { HttpProblem } from '@app/shared/platform/problem';
 import { etagMatches } from '@app/shared/resource/rules';
 import { pipeline } from 'node:stream';
 import { compressor, isCompressible, negotiateCoding, variantHeaders, type Coding } from './cache/compression.js';
 import { headerList, type CachedResponse, type Representation } from './cache/entry.js';
 import type { CacheOutcome, Exchange } from './exchange.js';
+import { hasBody } from './request-body.js';
 import { HOP_BY_HOP } from './upstream.js';
 
 /** A response the gateway holds whole: an entry of its cache, or a fill it fetched for it. */
@@ -14,12 +15,19 @@ export type HeldResponse = Pick<CachedResponse, 'status' | 'headers' | 'body' | 
 
 const X_CACHE: Record<CacheOutcome, string> = { hit: 'HIT', miss: 'MISS', collapsed: 'MISS', stale: 'STALE', bypass: 'BYPASS' };
 
-/** Response headers of a service the gateway does not relay: hop-by-hop ones, and the request id it sets itself. */
-const NOT_RELAYED = new Set([...HOP_BY_HOP, 'x-request-id']);
+/** Response headers of a service the gateway does not relay: hop-by-hop ones, and those it sets itself. */
+const NOT_RELAYED = new Set([...HOP_BY_HOP, 'x-request-id', NOSNIFF[0].toLowerCase()]);
 
 /** The headers a relayed response compressed on its way changes (its length is then unknown: chunked). */
 const RECODED = new Set(['content-length', 'content-encoding', 'vary', 'etag']);
 const BOTH_CODINGS = { br: true, gzip: true } as const;
+
+/**
+ * Whether a body the client declared was never read: the request was answered (refused, mostly)
+ * before it. Its connection closes once the answer is out, instead of Node reading a body that
+ * nobody wants and that the client may trickle in for as long as it likes.
+ */
+const bodyUnread = (exchange: Exchange): boolean => exchange.body === undefined && !exchange.req.complete && hasBody(exchange.req);
 
 /**
  * The coding to relay a service's answer to a GET or HEAD in: the client's best when the answer is a 200
@@ -35,8 +43,9 @@ function relayCoding(acceptEncoding: string | undefined, proxyRes: IncomingMessa
 /**
  * The one writer of the gateway's responses: cache hits and fills, relayed service responses,
  * problems, and the gateway's own endpoints. It adds the gateway's own headers, and nothing else
- * does: `X-Request-Id`, `X-Cache` (on every read under /api, `BYPASS` when the cache took no part),
- * the RateLimit headers, and `Connection: close` when the request's body may still be arriving.
+ * does: `X-Request-Id`, `X-Content-Type-Options`, `X-Cache` (on every read under /api, `BYPASS` when the cache took no part),
+ * the RateLimit headers, and `Connection: close` when the request's body may still be arriving or
+ * was never read.
  * A response it writes whole goes out in one `writeHead` of a header list: Node then writes it
  * without building a header map, as for a bare `node:http` server.
  */
@@ -129,7 +138,7 @@ export class ResponseWriter {
   }
 
   #addOwn(exchange: Exchange, headers: string[]): void {
-    headers.push('X-Request-Id', exchange.requestId);
+    headers.push('X-Request-Id', exchange.requestId, NOSNIFF[0], NOSNIFF[1]);
     const outcome = exchange.isRead ? (exchange.cache ?? (exchange.underApi || exchange.target === undefined ? 'bypass' : undefined)) : undefined;
     if (outcome !== undefined) {
       headers.push('X-Cache', X_CACHE[outcome]);
@@ -137,6 +146,6 @@ export class ResponseWriter {
     }
     const limits = exchange.rateLimit;
     if (limits) for (const name in limits) headers.push(name, limits[name] as string);
-    if (exchange.closeConnection) headers.push('Connection', 'close');
+    if (exchange.closeConnection || bodyUnread(exchange)) headers.push('Connection', 'close');
   }
 }

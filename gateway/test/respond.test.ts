@@ -76,6 +76,7 @@ describe('ResponseWriter.held', () => {
       'x-cache': 'HIT',
       age: '4',
       'x-request-id': 'r-9',
+      'x-content-type-options': 'nosniff',
       ratelimit: '"read";r=9;t=60',
       'content-length': String(entry.body.length),
     });
@@ -107,7 +108,7 @@ describe('ResponseWriter.held', () => {
       writer().writer.held(exchangeOf({ method: 'GET', url: ITEM, headers: { 'if-none-match': ifNoneMatch } }, res, { cache: 'hit' }), entry);
       expect(writes).toHaveLength(1);
       expect(writes[0]!.status).toBe(304);
-      expect(asObject(writes[0]!.headers)).toEqual({ etag: '"v3"', 'cache-control': 'max-age=0', 'x-cache': 'HIT', 'x-request-id': 'r-9' });
+      expect(asObject(writes[0]!.headers)).toEqual({ etag: '"v3"', 'cache-control': 'max-age=0', 'x-cache': 'HIT', 'x-request-id': 'r-9', 'x-content-type-options': 'nosniff' });
       expect(ends).toEqual([undefined]);
     }
   });
@@ -132,7 +133,7 @@ describe('ResponseWriter.held', () => {
     for (let i = 0; i < 2; i++) {
       const { res, writes } = recorder();
       writer().writer.held(exchangeOf({ method: 'GET', url: ITEM }, res, { cache: 'hit' }), held);
-      expect(writes[0]!.headers).toEqual([...list, 'X-Request-Id', 'r-9', 'X-Cache', 'HIT', 'Content-Length', String(entry.body.length)]);
+      expect(writes[0]!.headers).toEqual([...list, 'X-Request-Id', 'r-9', 'X-Content-Type-Options', 'nosniff', 'X-Cache', 'HIT', 'Content-Length', String(entry.body.length)]);
     }
     expect(held.headerList).toEqual(list);
   });
@@ -145,17 +146,17 @@ describe('ResponseWriter.held', () => {
 });
 
 describe('ResponseWriter.relay', () => {
-  it('relays the service’s status and headers with its own in one writeHead, but no hop-by-hop or request id of the service', () => {
+  it('relays the service’s status and headers with its own in one writeHead, but no hop-by-hop, request id or nosniff of the service', () => {
     const { res, writes } = recorder();
     const { writer: respond, counted } = writer();
     const proxyRes = Object.assign(new EventEmitter(), {
       statusCode: 201,
-      rawHeaders: ['Content-Type', 'application/json', 'Connection', 'keep-alive', 'X-Request-Id', 'theirs', 'Location', '/api/products/1'],
+      rawHeaders: ['Content-Type', 'application/json', 'Connection', 'keep-alive', 'X-Request-Id', 'theirs', 'X-Content-Type-Options', 'nosniff', 'Location', '/api/products/1'],
       pipe: () => undefined,
     }) as unknown as IncomingMessage;
     respond.relay(exchangeOf({ method: 'POST', url: '/api/products' }, res, { rateLimit: { RateLimit: '"write";r=1;t=60' } }), proxyRes);
     expect(writes[0]!.status).toBe(201);
-    expect(asObject(writes[0]!.headers)).toEqual({ 'content-type': 'application/json', location: '/api/products/1', 'x-request-id': 'r-9', ratelimit: '"write";r=1;t=60' });
+    expect(asObject(writes[0]!.headers)).toEqual({ 'content-type': 'application/json', location: '/api/products/1', 'x-request-id': 'r-9', 'x-content-type-options': 'nosniff', ratelimit: '"write";r=1;t=60' });
     expect(counted).toEqual([]);
   });
 
@@ -198,6 +199,6 @@ describe('ResponseWriter.problem', () => {
     expect(refused.set['x-cache']).toBe('BYPASS');
     const own = recorder();
     writer().writer.ownHeaders(exchangeOf({ method: 'GET', url: '/healthz' }, own.res));
-    expect(own.set).toEqual({ 'x-request-id': 'r-9' });
+    expect(own.set).toEqual({ 'x-request-id': 'r-9', 'x-content-type-options': 'nosniff' });
   });
 });

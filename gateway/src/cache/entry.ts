@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { NOSNIFF } from '@app/shared/platform/http/responses';
 import { HOP_BY_HOP } from '../upstream.js';
 import { compressVariants, CONTENT_CODINGS, isCompressible, variantHeaders, type ContentCoding } from './compression.js';
 
@@ -51,7 +52,8 @@ export function headerList(headers: Record<string, string>): string[] {
   return list;
 }
 
-const NOT_STORED = new Set([...HOP_BY_HOP, 'date', 'x-request-id', 'content-length', 'age', 'x-cache', 'set-cookie']);
+// The gateway's own headers (respond.ts) are added to every answer, not kept.
+const NOT_STORED = new Set([...HOP_BY_HOP, 'date', 'x-request-id', NOSNIFF[0].toLowerCase(), 'content-length', 'age', 'x-cache', 'set-cookie']);
 
 export function storableHeaders(headers: IncomingHttpHeaders): Record<string, string> {
   const kept: Record<string, string> = {};

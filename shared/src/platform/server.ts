@@ -4,7 +4,7 @@ import net, { type AddressInfo } from 'node:net';
 import type { RequestListener } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Lifecycle } from './http/lifecycle.js';
-import { writeProblem } from './http/responses.js';
+import { NOSNIFF, writeProblem } from './http/responses.js';
 import type { Logger } from './logger.js';
 import { flushTelemetry, traceRequests } from '../telemetry/spans.js';
 import { HttpProblem } from './problem.js';
@@ -61,6 +61,7 @@ export function writeRawProblem(socket: Duplex, problem: HttpProblem, instance =
     'Content-Type: application/problem+json; charset=utf-8',
     `Content-Length: ${Buffer.byteLength(body)}`,
     `X-Request-Id: ${randomUUID()}`,
+    `${NOSNIFF[0]}: ${NOSNIFF[1]}`,
     ...Object.entries(problem.extras.headers ?? {}).map(([name, value]) => `${name}: ${value}`),
     'Connection: close',
   ];
@@ -76,7 +77,14 @@ const PENDING = Symbol('responses pending');
 const LAST_RESPONSE = Symbol('last response');
 const REFUSAL = Symbol('refusal after the pending responses');
 const HEAD_DEADLINE = Symbol('first request head deadline');
-type TrackedSocket = Duplex & { [PENDING]?: number; [LAST_RESPONSE]?: http.ServerResponse; [REFUSAL]?: () => void; [HEAD_DEADLINE]?: NodeJS.Timeout };
+const WAITING = Symbol('requests waiting for their turn');
+type TrackedSocket = Duplex & {
+  [PENDING]?: number;
+  [LAST_RESPONSE]?: http.ServerResponse;
+  [REFUSAL]?: () => void;
+  [HEAD_DEADLINE]?: NodeJS.Timeout;
+  [WAITING]?: number;
+};
 
 /** REQUEST_HEAD_TIMEOUT_MS by default: how long a new connection may take to send its first request head. */
 export const DEFAULT_REQUEST_HEAD_TIMEOUT_MS = 10_000;
@@ -180,10 +188,21 @@ function refuse(res: http.ServerResponse, problem: HttpProblem): void {
   writeProblem(res, '/', problem);
 }
 
+/** How many `Host` header fields a request has (Node keeps only the first in `headers`). */
+function hostFields(rawHeaders: readonly string[]): number {
+  let count = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i] as string;
+    if (name.length === 4 && name.toLowerCase() === 'host') count++;
+  }
+  return count;
+}
+
 /**
  * What Node lets through but no handler should see: a request target over
  * MAX_REQUEST_TARGET_BYTES that still fit Node's header limit (414), and an HTTP/1.1 request
- * without Host (400; Node's own answer to it would be an empty 400, so the server leaves it here).
+ * without exactly one Host (400, RFC 9112 §3.2; Node's own answer to a missing one would be an
+ * empty 400, so the server leaves it here).
  */
 function refuseMalformedRequests(handler: RequestListener): RequestListener {
   return (req, res) => {
@@ -191,7 +210,46 @@ function refuseMalformedRequests(handler: RequestListener): RequestListener {
       refuse(res, new HttpProblem('uri-too-long', `The request target is longer than ${MAX_REQUEST_TARGET_BYTES} bytes`));
     } else if (req.httpVersion === '1.1' && req.headers.host === undefined) {
       refuse(res, new HttpProblem('bad-request', 'An HTTP/1.1 request must have a Host header field'));
+    } else if (hostFields(req.rawHeaders) > 1) {
+      refuse(res, new HttpProblem('bad-request', 'A request must not have more than one Host header field'));
     } else handler(req, res);
+  };
+}
+
+/** Pipelined requests that may wait behind an unfinished response on one connection; one more closes it. */
+export const MAX_WAITING_REQUESTS = 16;
+
+/**
+ * Hands a pipelined request to `handler` only when its response is next to be sent (Node gives the
+ * response its socket then): a request waiting behind an unread response opens nothing (a file,
+ * an upstream request) that the client may never take. Node's own handling would let each open
+ * its file and hold it for good once the client left. A connection with more than
+ * MAX_WAITING_REQUESTS waiting is closed; requests still waiting when it closes are dropped.
+ */
+function inTurn(handler: RequestListener): RequestListener {
+  return (req, res) => {
+    if (res.socket !== null) {
+      handler(req, res);
+      return;
+    }
+    const socket = req.socket as TrackedSocket;
+    const waiting = (socket[WAITING] ?? 0) + 1;
+    if (waiting > MAX_WAITING_REQUESTS) {
+      socket.destroy();
+      return;
+    }
+    socket[WAITING] = waiting;
+    const dropped = () => {
+      res.off('socket', turn);
+      socket[WAITING] = (socket[WAITING] ?? 1) - 1;
+    };
+    const turn = () => {
+      res.off('close', dropped);
+      socket[WAITING] = (socket[WAITING] ?? 1) - 1;
+      handler(req, res);
+    };
+    res.once('socket', turn);
+    res.once('close', dropped);
   };
 }
 
@@ -320,7 +378,7 @@ export async function listen(
   const server = http.createServer(
     { keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS, headersTimeout: KEEP_ALIVE_TIMEOUT_MS + 1_000, requireHostHeader: false },
     // With tracing on, every request in a server span, the malformed ones too.
-    traceRequests(refuseMalformedRequests(handler)),
+    traceRequests(refuseMalformedRequests(inTurn(handler))),
   );
   closeConnectionsWithoutRequest(server, requestHeadTimeoutMs, logger);
   answerClientErrors(server, logger);
@@ -371,14 +429,18 @@ export async function listen(
 }
 
 /**
- * A process's HTTP server from start to exit: listens on `port`, says where (with `details`), and
- * on SIGTERM or SIGINT shuts down in order: readiness turns 503, the server stops accepting and
- * drains, `release` closes pools and clients, the spans still held are sent, and the process exits 0.
+ * A process's HTTP server from start to exit: listens on `port` (at `host`: every interface unless
+ * given), and on `metrics.port` for its metrics when given, says where (with `details`), and on
+ * SIGTERM or SIGINT shuts down in order: readiness turns 503, the servers stop accepting and drain,
+ * `release` closes pools and clients, the spans still held are sent, and the process exits 0.
  */
 export async function serve(options: {
   name: string;
   handler: RequestListener;
   port: number;
+  host?: string;
+  /** A second server, for the metrics alone: on a port clients are not given. */
+  metrics?: { handler: RequestListener; port: number };
   lifecycle: Lifecycle;
   logger: Logger;
   shutdownTimeoutMs: number;
@@ -389,24 +451,29 @@ export async function serve(options: {
   requestHeadTimeoutMs: number;
   details?: Record<string, unknown>;
 }): Promise<void> {
-  const { name, handler, port, logger, listenSockets, requestHeadTimeoutMs, details } = options;
-  const running = await listen(handler, port, undefined, logger, listenSockets, requestHeadTimeoutMs);
-  logger.info({ port: running.port, listenSockets: running.listenSockets, ...details }, `${name} listening`);
-  stopOnSignals({ ...options, running });
+  const { name, handler, port, host, metrics, logger, listenSockets, requestHeadTimeoutMs, details } = options;
+  const running = await listen(handler, port, host, logger, listenSockets, requestHeadTimeoutMs);
+  const metricsServer = metrics && (await listen(metrics.handler, metrics.port, host, logger, 1, requestHeadTimeoutMs));
+  logger.info(
+    { port: running.port, ...(metricsServer && { metricsPort: metricsServer.port }), ...(host && { host }), listenSockets: running.listenSockets, ...details },
+    `${name} listening`,
+  );
+  const servers = metricsServer ? [running, metricsServer] : [running];
+  stopOnSignals({ ...options, close: (timeoutMs) => Promise.all(servers.map((server) => server.close(timeoutMs))) });
 }
 
 function stopOnSignals(options: {
-  running: RunningServer;
+  close: (timeoutMs: number) => Promise<unknown>;
   lifecycle: Lifecycle;
   logger: Logger;
   shutdownTimeoutMs: number;
   release: () => Promise<void>;
 }): void {
-  const { running, lifecycle, logger, shutdownTimeoutMs, release } = options;
+  const { close, lifecycle, logger, shutdownTimeoutMs, release } = options;
   const shutdown = async (signal: NodeJS.Signals) => {
     if (lifecycle.shuttingDown) return;
     lifecycle.beginShutdown();
-    const drained = running.close(shutdownTimeoutMs); // stops accepting at once
+    const drained = close(shutdownTimeoutMs); // stops accepting at once
     logger.info({ signal, shutdownTimeoutMs }, 'shutting down: draining in-flight requests');
     let exitCode = 0;
     try {

@@ -4,7 +4,7 @@ import type { z } from 'zod';
 import { headers, json, parameters, problemResponse, routerOf, type Endpoint, type Operation } from '../api-description/openapi.js';
 import { EXAMPLE_ID, resourceSchemas, validationExample } from './description.js';
 import { BODY_LIMIT } from '../platform/http/bodies.js';
-import { JSON_CONTENT_TYPE, sendJson } from '../platform/http/responses.js';
+import { JSON_CONTENT_TYPE, NOSNIFF, sendJson } from '../platform/http/responses.js';
 import { idempotencyProblems, idempotent, type IdempotencyStore, type StoredResponse } from './idempotency.js';
 import { HttpProblem, problems } from '../platform/problem.js';
 import { conditionsOf, DEFAULT_LIMIT, etagOf, evaluatePreconditions, listQuerySchema, representation, type ResourceDefinition, type ResourceService, type Stored } from './rules.js';
@@ -38,12 +38,12 @@ const itemReader =
     const stored = await service.get(id);
     const etag = etagOf(stored.version);
     if (evaluatePreconditions(conditionsOf(req.headers), etag, 'read') === 'not-modified') {
-      res.writeHead(304, ['ETag', etag, 'Cache-Control', 'no-cache', 'X-Request-Id', requestId]).end();
+      res.writeHead(304, ['ETag', etag, 'Cache-Control', 'no-cache', 'X-Request-Id', requestId, ...NOSNIFF]).end();
       return;
     }
     const body = JSON.stringify(representation(stored));
     res
-      .writeHead(200, ['Content-Type', JSON_CONTENT_TYPE, 'Content-Length', Buffer.byteLength(body), 'ETag', etag, 'Cache-Control', 'no-cache', 'X-Request-Id', requestId])
+      .writeHead(200, ['Content-Type', JSON_CONTENT_TYPE, 'Content-Length', Buffer.byteLength(body), 'ETag', etag, 'Cache-Control', 'no-cache', 'X-Request-Id', requestId, ...NOSNIFF])
       .end(body);
   };
 

@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import { currentServerSpan, logWithin } from '../../telemetry/spans.js';
 import type { Logger } from '../logger.js';
+import { NOSNIFF } from './responses.js';
 
 /** Who a request is and what became of it: its id, its logger, one log line and `onFinished` when it is done. */
 
@@ -108,19 +109,20 @@ function onResponseClose(this: ObservedResponse): void {
 }
 
 /**
- * Assigns the request id, echoes it, and writes one log line when the response is done (or the
+ * Assigns the request id, echoes it (with NOSNIFF), and writes one log line when the response is done (or the
  * client went away); `onFinished` sees the same facts (for metrics). Returns the request id and the
  * request's logger (made on first use).
  */
 export function observeRequest(logger: Logger, req: IncomingMessage, res: ServerResponse, onFinished?: OnFinished): ObservedRequest {
   const observation = observeResponse(logger, req, res, onFinished);
   res.setHeader('X-Request-Id', observation.requestId);
+  res.setHeader(...NOSNIFF);
   return observation;
 }
 
 /**
  * `observeRequest` without echoing the request id: for a response written whole with one
- * `writeHead(status, headers)`, which must then carry `X-Request-Id` itself. Node writes such a
+ * `writeHead(status, headers)`, which must then carry `X-Request-Id` and NOSNIFF itself. Node writes such a
  * response without building its header map (no `setHeader` before it).
  */
 export function observeResponse(logger: Logger, req: IncomingMessage, res: ServerResponse, onFinished?: OnFinished): ObservedRequest {
