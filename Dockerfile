@@ -43,7 +43,10 @@ COPY $WORKSPACE/migrations /app/$WORKSPACE/migrations
 # The files above stay owned by root: the process can read them, not change them.
 USER node
 # Every service listens on 8080 in a container: Compose and Kubernetes tell them apart by name.
+# On every interface of the container (outside one, a service listens on loopback only): the
+# container's network is where the gateway reaches it, and nothing else does (docs/architecture.md).
 ENV PORT=8080
+ENV HOST=0.0.0.0
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8080) + '/healthz').then((res) => process.exit(res.ok ? 0 : 1), () => process.exit(1))"]

@@ -62,6 +62,8 @@ interface Probed {
   name: string;
   child: ChildProcess;
   url: string;
+  /** Where the gateway serves GET /metrics (its METRICS_PORT). */
+  metricsUrl: string;
 }
 
 /**
@@ -78,6 +80,7 @@ const CORES = pinning ? { gateway: pinning.server, others: pinning.load } : unde
 /** Starts a server process with the event-loop probe preloaded (over an IPC channel), on its core (`CORES`). */
 async function start(name: string, script: string, env: Record<string, string>, nodeFlags: string[] = []): Promise<Probed> {
   const port = await freePort();
+  const metricsPort = await freePort();
   const [command, args] = pinned(name === 'gateway' ? CORES?.gateway : CORES?.others, process.execPath, [
     ...nodeOptionsFor(script),
     ...nodeFlags,
@@ -91,6 +94,7 @@ async function start(name: string, script: string, env: Record<string, string>, 
     env: {
       PATH: process.env.PATH,
       PORT: String(port),
+      METRICS_PORT: String(metricsPort),
       LOG_LEVEL: process.env.LOAD_LOG_LEVEL ?? 'error',
       ...(process.env.LISTEN_SOCKETS ? { LISTEN_SOCKETS: process.env.LISTEN_SOCKETS } : {}),
       ...env,
@@ -101,7 +105,7 @@ async function start(name: string, script: string, env: Record<string, string>, 
   const url = `http://127.0.0.1:${port}`;
   for (let attempt = 0; attempt < 200; attempt++) {
     if (child.exitCode !== null) break;
-    if (await fetch(`${url}/healthz`).then((r) => r.ok, () => false)) return { name, child, url };
+    if (await fetch(`${url}/healthz`).then((r) => r.ok, () => false)) return { name, child, url, metricsUrl: `http://127.0.0.1:${metricsPort}/metrics` };
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   child.kill();
@@ -302,7 +306,7 @@ const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
  * gateway can.
  */
 async function gatewayCounters(gateway: Probed): Promise<Record<string, number>> {
-  const text = await (await fetch(`${gateway.url}/metrics`)).text();
+  const text = await (await fetch(gateway.metricsUrl)).text();
   const counters: Record<string, number> = {};
   for (const match of text.matchAll(/^gateway_cache_outcomes_total\{outcome="(\w+)"\} (\d+)/gm)) counters[match[1]!] = Number(match[2]);
   for (const match of text.matchAll(/^gateway_shed_total\{upstream="(\w+)",kind="(\w+)"\} (\d+)/gm)) counters[`shed ${match[1]} ${match[2]}`] = Number(match[3]);
@@ -677,7 +681,7 @@ async function main(): Promise<void> {
       const sampling = (async () => {
         const until = Date.now() + 11_000;
         while (Date.now() < until) {
-          const text = await (await fetch(`${gateway.url}/metrics`)).text();
+          const text = await (await fetch(gateway.metricsUrl)).text();
           const gauge = (name: string) => Number(new RegExp(`^${name} (\\d+)`, 'm').exec(text)?.[1] ?? NaN);
           cacheStates.push({ atMs: Date.now(), redisUp: gauge('gateway_redis_up'), owed: gauge('gateway_cache_owed_invalidations') });
           await new Promise((resolve) => setTimeout(resolve, 250));

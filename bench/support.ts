@@ -106,7 +106,8 @@ export async function startServer(
   const [file, argv] = pinned(pinning?.server, command, args);
   const child = spawn(file, argv, {
     cwd: ROOT,
-    env: { PATH: process.env.PATH, PORT: String(options.port), LOG_LEVEL: 'warn', ...options.env },
+    // A gateway's metrics port is any free one: nothing here reads it.
+    env: { PATH: process.env.PATH, PORT: String(options.port), METRICS_PORT: '0', LOG_LEVEL: 'warn', ...options.env },
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   running.add(child);

@@ -63,6 +63,8 @@ const origin = z.string().refine((value) => URL.canParse(value) && new URL(value
 /** The environment the gateway reads (validated at start-up). */
 export const configSchema = z.object({
   PORT: port(8080),
+  /** Where GET /metrics is served, and only there: a port the operator's scraper reaches, clients never. */
+  METRICS_PORT: port(9464),
   /** The services to proxy (services.json): each one's path prefix, default port and kind of reads. */
   SERVICES_FILE: z.preprocess(unsetIfEmpty, z.string().default(SERVICES_FILE)),
   /** Where each listed service is, from its workspace name and port: `http://{service}:{port}` in Compose and Kubernetes. */

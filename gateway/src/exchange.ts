@@ -32,7 +32,7 @@ export class Exchange {
   releaseSlot: (() => void) | undefined = undefined;
   /** Whether its connection must close after the response (its body may still be arriving). */
   closeConnection = false;
-  /** Every request under /api (canonical or not) is authenticated and counted; the gateway's own endpoints are not. */
+  /** Every request under /api (canonical or not) is authenticated; the gateway's own endpoints are not. */
   readonly underApi: boolean;
 
   constructor(

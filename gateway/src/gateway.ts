@@ -2,10 +2,10 @@ import type { RequestListener } from 'node:http';
 import { ConfigError } from '@app/shared/platform/config';
 import { baseApp } from '@app/shared/platform/http/app';
 import { problemHandler } from '@app/shared/platform/http/failures';
-import { healthRoutes } from '@app/shared/platform/http/health';
+import { healthRoutes, PROBE_PATHS } from '@app/shared/platform/http/health';
 import { Lifecycle } from '@app/shared/platform/http/lifecycle';
-import { exposeObservation } from '@app/shared/platform/http/observation';
-import { notFound as expressNotFound } from '@app/shared/platform/http/routing';
+import { exposeObservation, requestContext } from '@app/shared/platform/http/observation';
+import { allowOnly, notFound as expressNotFound } from '@app/shared/platform/http/routing';
 import { createLogger, type Logger } from '@app/shared/platform/logger';
 import { configureServerSpans } from '@app/shared/telemetry/spans';
 import { TokenVerifier } from './auth/tokens.js';
@@ -54,6 +54,8 @@ export interface GatewayParts {
 
 export interface Gateway {
   handler: RequestListener;
+  /** `GET /metrics`, for its own port (METRICS_PORT): never served where clients come in. */
+  metricsHandler: RequestListener;
   logger: Logger;
   lifecycle: Lifecycle;
   cache: ResponseCache | undefined;
@@ -64,7 +66,7 @@ export interface Gateway {
 }
 
 /** Paths of the gateway's own endpoints that are their own route label in the metrics. */
-const OWN_ROUTES = new Set(['/healthz', '/readyz', '/metrics']);
+const OWN_ROUTES = new Set(PROBE_PATHS);
 
 /**
  * The gateway, wired from its configuration: its request listener (it does not listen) and what
@@ -95,7 +97,7 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
   if (redis.cache) metrics.observeCache(redis.cache);
   const cors = config.CORS_ORIGINS.length > 0 ? corsStages(config.CORS_ORIGINS, writer) : undefined;
   const auth = authStages({ tokens, writer, traceSubject: config.TRACE_RECORD_SUBJECT });
-  const app = ownEndpointsApp(upstreams, config, lifecycle, metrics);
+  const app = ownEndpointsApp(upstreams, config, lifecycle);
   // The order a request meets them in: docs/architecture.md draws it.
   const stages: (Stage | undefined)[] = [
     cors?.headers,
@@ -114,6 +116,7 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
       stages.filter((stage) => stage !== undefined),
       { routing, writer, logger, onFinished: metrics.requestFinished },
     ),
+    metricsHandler: metricsApp(metrics, logger),
     logger,
     lifecycle,
     cache: redis.cache,
@@ -199,21 +202,25 @@ function serviceHops(
 }
 
 /** Express, for the gateway's own endpoints only: API traffic never goes through its router. */
-function ownEndpointsApp(upstreams: readonly ServedUpstream[], config: GatewayConfig, lifecycle: Lifecycle, metrics: GatewayMetrics): RequestListener {
+function ownEndpointsApp(upstreams: readonly ServedUpstream[], config: GatewayConfig, lifecycle: Lifecycle): RequestListener {
   const app = baseApp();
   app.use(exposeObservation);
-  const deadlines = deadlinesOf(config);
-  app.use(
-    openApiRoutes({
-      upstreams,
-      deadlines,
-      metrics: async (_req, res) => {
-        res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
-      },
-    }),
-  );
+  app.use(openApiRoutes({ upstreams, deadlines: deadlinesOf(config) }));
   // Ready while not shutting down: an upstream's health is its own readiness probe's business.
   app.use(healthRoutes(lifecycle));
+  app.use(expressNotFound);
+  app.use(problemHandler());
+  return app;
+}
+
+/** The metrics' own app: what they tell (routes, versions, memory) is for the operator's scraper only. */
+function metricsApp(metrics: GatewayMetrics, logger: Logger): RequestListener {
+  const app = baseApp();
+  app.use(requestContext(logger));
+  app.get('/metrics', async (_req, res) => {
+    res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+  });
+  app.all('/metrics', allowOnly(['GET']));
   app.use(expressNotFound);
   app.use(problemHandler());
   return app;

@@ -18,6 +18,7 @@ await serve({
   name: 'gateway',
   handler: gateway.handler,
   port: config.PORT,
+  metrics: { handler: gateway.metricsHandler, port: config.METRICS_PORT },
   lifecycle: gateway.lifecycle,
   logger,
   shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,

@@ -1,8 +1,11 @@
-import { apiDocument, describe, documentationTag, documentEndpoint, documentOutline, DOCUMENT_PATH, header, headers, probeEndpoints, problemResponse, problemTypesTable, routerOf, type Endpoint, type OpenApiDocument } from '@app/shared/api-description/openapi';
+import { apiDocument, describe, documentationTag, documentEndpoint, DOCUMENT_PATH, header, headers, probeEndpoints, problemResponse, problemTypesTable, routerOf, type Endpoint, type OpenApiDocument } from '@app/shared/api-description/openapi';
 import { HttpProblem, problems } from '@app/shared/platform/problem';
-import type { RequestHandler, Response, Router } from 'express';
+import { etagMatches } from '@app/shared/resource/rules';
+import type { RequestHandler, Router } from 'express';
 import { z } from 'zod';
+import { negotiateCoding } from './cache/compression.js';
 import { ASSETS, DOCS_FILES, sendDocsFile, sendDocsPage } from './docs-page.js';
+import { KeptDescription } from './kept-description.js';
 import type { oas31, ZodOpenApiPathsObject, ZodOpenApiResponseObject } from 'zod-openapi';
 import { servesPath } from './routing.js';
 import type { Deadlines, Upstream } from './upstream.js';
@@ -11,10 +14,9 @@ import type { Deadlines, Upstream } from './upstream.js';
  * The API description clients use, `GET /openapi.json`, and a page that shows it, `GET /docs`.
  *
  * Each service serves the description of its own routes (generated from the declarations its
- * router is made of); the gateway fetches them when the document is requested, keeps the paths each
- * upstream serves, adds what the gateway itself does (its failures, its cache and rate-limit
- * headers, its own endpoints) and renders them together. A service that cannot be asked is replaced
- * by the last description it gave; before it ever gave one, the document is a 503 with Retry-After.
+ * router is made of); the gateway keeps the paths each upstream serves, adds what the gateway itself
+ * does (its failures, its cache and rate-limit headers, its own endpoints) and renders them
+ * together, once for each change of what the services describe (kept-description.ts).
  */
 
 /** The scopes of the upstreams (as auth/policy.ts grants them), as a Markdown list. */
@@ -86,22 +88,17 @@ export function proxiedPaths(upstream: Upstream, document: OpenApiDocument, dead
   return paths as ZodOpenApiPathsObject;
 }
 
-/** The gateway's own endpoints: the metrics (`metrics` serves them), the docs page and the document (`send`). */
-function gatewayEndpoints(firstUpstream: string, handlers: { metrics?: RequestHandler; document?: RequestHandler } = {}): Endpoint[] {
+/** The gateway's own endpoints on its API port: the docs page and the document (`document` sends it). */
+function gatewayEndpoints(firstUpstream: string, handlers: { document?: RequestHandler } = {}): Endpoint[] {
   const noCache = headers({ 'Cache-Control': 'CacheControlNoCache' });
   const text = (type: string) => ({ [type]: { schema: { type: 'string' as const } } });
   const get = (operationId: string, summary: string, more: Omit<Endpoint['operations']['GET'] & object, 'operationId' | 'summary'>) => ({ GET: { operationId, summary, ...more } });
+  // Counted against the caller's read budget, like a read of the API (stages/rate-limit.ts).
+  const overBudget = problemResponse(429, { problem: new HttpProblem('rate-limited', 'Over the budget of read requests for this client; retry after 42 s'), at: DOCUMENT_PATH }, { 'Retry-After': 'RetryAfter' });
   return [
-    {
-      path: '/metrics',
-      tag: { name: 'operations' },
-      operations: get('getMetrics', 'Prometheus metrics', {
-        description: 'Requests by route, method and status with a latency histogram, and GET/HEAD cache outcomes (hit, miss, bypass, stale, collapsed).',
-        responses: { 200: { description: 'The metrics, in Prometheus text format.', headers: headers({}), content: text('text/plain') } },
-        ...(handlers.metrics && { handlers: [handlers.metrics] }),
-      }),
-    },
-    documentEndpoint('This document: the parts every service describes, as the gateway answers them.', handlers.document, {
+    documentEndpoint('This document: the parts every service describes, as the gateway answers them. Built once for each change of what they describe, and sent with an `ETag`.', handlers.document, {
+      304: { description: 'Not modified since the copy the client has (`If-None-Match`).', headers: headers({ 'Cache-Control': 'CacheControlNoCache' }) },
+      429: overBudget,
       500: problemResponse(500),
       503: problemResponse(503, { problem: problems.unavailable(`The API description of the ${firstUpstream} service is unavailable; try again shortly`), at: DOCUMENT_PATH }),
     }),
@@ -110,7 +107,7 @@ function gatewayEndpoints(firstUpstream: string, handlers: { metrics?: RequestHa
       tag: documentationTag,
       operations: get('getDocsPage', 'The documentation page', {
         description: `Swagger UI showing \`${DOCUMENT_PATH}\`. Everything it loads comes from this origin.`,
-        responses: { 200: { description: 'The page.', headers: noCache, content: text('text/html') } },
+        responses: { 200: { description: 'The page.', headers: noCache, content: text('text/html') }, 429: overBudget },
         handlers: [sendDocsPage],
       }),
     },
@@ -123,6 +120,7 @@ function gatewayEndpoints(firstUpstream: string, handlers: { metrics?: RequestHa
           200: { description: 'The file.', headers: noCache, content: Object.fromEntries([...new Set(Object.values(ASSETS))].map((type) => [type, { schema: { type: 'string', contentMediaType: type } }])) },
           304: { description: 'Not modified since the copy the client has (`If-Modified-Since`).', headers: noCache },
           404: problemResponse(404, { problem: problems.notFound('No file nope.js in /docs'), at: '/docs/nope.js' }),
+          429: overBudget,
         },
         handlers: [sendDocsFile as RequestHandler],
       }),
@@ -165,33 +163,23 @@ export function gatewayDocument(parts: readonly { upstream: Upstream; document: 
   return apiDocument(info, paths, tags, { schemas, headers: GATEWAY_HEADERS, securitySchemes: securitySchemes(scopesOf(upstreams)) });
 }
 
-/** `GET /openapi.json`, `GET /metrics`, `GET /docs` and the page's files. */
-export function openApiRoutes(options: { upstreams: readonly Upstream[]; deadlines: Deadlines; metrics: RequestHandler }): Router {
-  const lastGood = new Map<string, OpenApiDocument>();
-
-  async function describeUpstream(upstream: Upstream, res: Response): Promise<OpenApiDocument> {
-    try {
-      const response = await fetch(new URL(DOCUMENT_PATH, upstream.url), {
-        headers: { accept: 'application/json', 'x-request-id': res.locals.requestId },
-        signal: AbortSignal.timeout(options.deadlines.upstreamMs),
-      });
-      if (!response.ok) throw new Error(`${DOCUMENT_PATH} answered ${response.status}`);
-      const document: unknown = await response.json();
-      if (!documentOutline.safeParse(document).success) throw new Error(`${DOCUMENT_PATH} is not an OpenAPI 3.1 document`);
-      lastGood.set(upstream.name, document as OpenApiDocument);
-      return document as OpenApiDocument;
-    } catch (error) {
-      const previous = lastGood.get(upstream.name);
-      res.locals.log.warn({ upstream: upstream.name, err: error, usingPrevious: previous !== undefined }, 'could not fetch the API description of an upstream');
-      if (previous) return previous;
-      throw problems.unavailable(`The API description of the ${upstream.name} service is unavailable; try again shortly`, error);
-    }
-  }
-
-  const document: RequestHandler = async (_req, res) => {
-    const parts = await Promise.all(options.upstreams.map(async (upstream) => ({ upstream, document: await describeUpstream(upstream, res) })));
+/** `GET /openapi.json`, `GET /docs` and the page's files. */
+export function openApiRoutes(options: { upstreams: readonly Upstream[]; deadlines: Deadlines }): Router {
+  const kept = new KeptDescription(options.upstreams, options.deadlines, (parts) => gatewayDocument(parts, options.deadlines));
+  const document: RequestHandler = async (req, res) => {
+    const built = await kept.current(res.locals.log, res.locals.requestId);
+    const coding = negotiateCoding(req.headers['accept-encoding'], built.variants);
+    const etag = coding === 'identity' ? built.etag : `W/${built.etag}`;
     res.setHeader('Cache-Control', 'no-cache');
-    res.type('application/json').send(JSON.stringify(gatewayDocument(parts, options.deadlines)));
+    res.setHeader('Vary', 'Accept-Encoding');
+    res.setHeader('ETag', etag);
+    // Weak comparison (If-None-Match): either coding's tag matches the document it names.
+    if (etagMatches(req.headers['if-none-match'], built.etag, 'weak')) {
+      res.status(304).end();
+      return;
+    }
+    if (coding !== 'identity') res.setHeader('Content-Encoding', coding);
+    res.type('application/json').send(coding === 'identity' ? built.body : built.variants[coding]);
   };
-  return routerOf(gatewayEndpoints(options.upstreams[0]?.name ?? '', { metrics: options.metrics, document }));
+  return routerOf(gatewayEndpoints(options.upstreams[0]?.name ?? '', { document }));
 }

@@ -7,7 +7,7 @@ import type { RequestListener } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
-import { commonConfig, count, flag, loadConfig, milliseconds, port, seconds, url } from './platform/config.js';
+import { commonConfig, count, flag, listenAddress, loadConfig, milliseconds, port, seconds, url } from './platform/config.js';
 import { baseApp } from './platform/http/app.js';
 import { answerFailure, problemHandler } from './platform/http/failures.js';
 import { healthRoutes } from './platform/http/health.js';
@@ -76,6 +76,11 @@ function documentRoutes(service: ServiceDefinition) {
 export const serviceConfigSchema = (service: Pick<ServiceDefinition, 'defaultPort' | 'defaultDatabaseUrl'>) =>
   z.object({
     PORT: port(service.defaultPort),
+    /**
+     * Loopback unless a deployment says otherwise (Compose and Kubernetes set 0.0.0.0): a service
+     * trusts the subject header the gateway sets, so only the gateway's network may reach it.
+     */
+    HOST: listenAddress('127.0.0.1'),
     DATABASE_URL: url(['mysql:'], service.defaultDatabaseUrl),
     DATABASE_POOL_SIZE: count(10, 1, 1_000),
     // At least 1: mysql2 reads 0 as "no limit", which would let a slow database queue requests without end.
@@ -166,6 +171,7 @@ export async function runService(service: ServiceDefinition): Promise<void> {
     name: service.name,
     handler: createServiceApp(service, { db, logger, lifecycle, idempotency }),
     port: config.PORT,
+    host: config.HOST,
     lifecycle,
     logger,
     shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,

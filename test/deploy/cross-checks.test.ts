@@ -103,10 +103,10 @@ describe.each(deployables)('$name ports', ({ name, configSchema, dockerfile }) =
     expect(String(composePort)).toBe(exposed);
   });
 
-  test.each(overlays)('k8s %s: the container port is the port the process listens on', (overlay) => {
+  test.each(overlays)('k8s %s: the container ports are the ports the process listens on', (overlay) => {
     const container = mainContainer(findObject(rendered[overlay], 'Deployment', name));
-    const { PORT } = effectiveConfig(configSchema, knownValues(k8sEnvironment(overlay, name)));
-    expect(container.ports!.map((port) => port.containerPort)).toEqual([PORT]);
+    const { PORT, METRICS_PORT } = effectiveConfig(configSchema, knownValues(k8sEnvironment(overlay, name)));
+    expect(container.ports!.map((port) => port.containerPort)).toEqual(METRICS_PORT === undefined ? [PORT] : [PORT, METRICS_PORT]);
   });
 });
 

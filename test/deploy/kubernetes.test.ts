@@ -127,11 +127,21 @@ describe.each(overlays)('k8s overlay %s', (overlay) => {
       }
     });
 
-    test('its Service selects its pods only and targets its named HTTP port', () => {
+    test('its Service selects its pods only and targets its named HTTP port (never the metrics port)', () => {
       const service = findObject<IService>(objects, 'Service', name);
       expect(template.metadata!.labels).toMatchObject(service.spec!.selector!);
       expect(service.spec!.ports).toEqual([expect.objectContaining({ name: 'http', targetPort: 'http', protocol: 'TCP' })]);
-      expect(container.ports).toEqual([{ name: 'http', containerPort: config.PORT, protocol: 'TCP' }]);
+      const metrics = config.METRICS_PORT === undefined ? [] : [{ name: 'metrics', containerPort: config.METRICS_PORT, protocol: 'TCP' }];
+      expect(container.ports).toEqual([{ name: 'http', containerPort: config.PORT, protocol: 'TCP' }, ...metrics]);
+    });
+
+    test('Prometheus is told where its metrics are, if it has a metrics port', () => {
+      const annotations = template.metadata!.annotations ?? {};
+      if (config.METRICS_PORT === undefined) {
+        expect(annotations['prometheus.io/scrape']).toBeUndefined();
+        return;
+      }
+      expect(annotations).toMatchObject({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': String(config.METRICS_PORT), 'prometheus.io/path': '/metrics' });
     });
 
     test('the gateway sees one address per ready replica: a service behind it has a headless Service', () => {

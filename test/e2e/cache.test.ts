@@ -4,7 +4,7 @@
  * off and back. Real gateway, real users service (behind a proxy the test steers), real Redis.
  */
 import net from 'node:net';
-import { client, expectProblem, type Client } from '../support/http.js';
+import { client, metricsOf, expectProblem, type Client } from '../support/http.js';
 import { HoldingProxy } from '../support/holding-proxy.js';
 import { portOf } from '../support/raw-socket.js';
 import { capturingLogger, startGateway, startUsersService, untilTracking, type RunningGateway, type RunningService } from '../support/stack.js';
@@ -259,7 +259,7 @@ describe('request collapsing', () => {
     expect(responses.map((r) => r.status)).toEqual(Array(10).fill(200));
     for (const response of responses) expect(response.body).toEqual(user.body);
     expect(upstream.count('GET', user.location)).toBe(1);
-    const metrics = (await api.get('/metrics')).text;
+    const metrics = await metricsOf(gateway);
     expect(metrics).toMatch(/gateway_cache_outcomes_total\{outcome="collapsed"\} [1-9]/);
   });
 
@@ -400,13 +400,14 @@ describe('Redis cut off and back', () => {
 
 describe('/metrics', () => {
   it('exposes requests by route, method and status, latency, and cache outcomes in Prometheus text', async () => {
-    const response = await api.get('/metrics');
+    const response = await fetch(`${gateway.metricsUrl}/metrics`);
+    const text = await response.text();
     expect(response.status).toBe(200);
     expect(response.headers.get('content-type')).toMatch(/^text\/plain/);
-    expect(response.text).toMatch(/gateway_http_requests_total\{route="\/api\/users\/\{id\}",method="GET",status="200"\} \d+/);
-    expect(response.text).toMatch(/gateway_http_request_duration_seconds_bucket\{le="0.005",route="\/api\/users",method="POST",status="201"\} \d+/);
+    expect(text).toMatch(/gateway_http_requests_total\{route="\/api\/users\/\{id\}",method="GET",status="200"\} \d+/);
+    expect(text).toMatch(/gateway_http_request_duration_seconds_bucket\{le="0.005",route="\/api\/users",method="POST",status="201"\} \d+/);
     for (const outcome of ['hit', 'miss', 'bypass', 'stale', 'collapsed']) {
-      expect(response.text).toMatch(new RegExp(`gateway_cache_outcomes_total\\{outcome="${outcome}"\\} [1-9]`));
+      expect(text).toMatch(new RegExp(`gateway_cache_outcomes_total\\{outcome="${outcome}"\\} [1-9]`));
     }
   });
 });

@@ -7,7 +7,7 @@
  */
 import net from 'node:net';
 import { testToken } from '../support/auth.js';
-import { client, expectProblem, type Client } from '../support/http.js';
+import { client, metricsOf, expectProblem, type Client } from '../support/http.js';
 import { portOf, rawRequest } from '../support/raw-socket.js';
 import { HoldingProxy } from '../support/holding-proxy.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
@@ -55,9 +55,9 @@ async function untilHit(path: string) {
 }
 
 /** Returns once `count` requests of `kind` wait for a slot of the users service, as the gateway's /metrics say. */
-async function untilWaiting(through: Client, kind: 'read' | 'write', count: number) {
+async function untilWaiting(through: RunningGateway, kind: 'read' | 'write', count: number) {
   const waiting = new RegExp(`gateway_upstream_waiting\\{upstream="users",kind="${kind}"\\} ${count}\\b`);
-  while (!waiting.test((await through.get('/metrics')).text)) await new Promise((resolve) => setImmediate(resolve));
+  while (!waiting.test(await metricsOf(through))) await new Promise((resolve) => setImmediate(resolve));
 }
 
 /** Starts GETs of `paths` whose responses the proxy holds: each keeps one read slot until released. */
@@ -90,7 +90,7 @@ it('answers reads beyond the limit with a 503 problem and Retry-After, without r
   expect({ retryAfter: bypass.headers.get('retry-after'), cache: bypass.headers.get('x-cache') }).toEqual({ retryAfter: '1', cache: 'BYPASS' });
   expect(upstream.count('GET', shedMiss!.location) + upstream.count('GET', shedBypass!.location)).toBe(0);
 
-  expect((await api.get('/metrics')).text).toMatch(/gateway_upstream_in_flight\{upstream="users",kind="read"\} 3/);
+  expect(await metricsOf(gateway)).toMatch(/gateway_upstream_in_flight\{upstream="users",kind="read"\} 3/);
 
   const hit = await api.get(cached!.location);
   expect({ status: hit.status, cache: hit.headers.get('x-cache') }).toEqual({ status: 200, cache: 'HIT' });
@@ -100,7 +100,7 @@ it('answers reads beyond the limit with a 503 problem and Retry-After, without r
   const released = await inFlight.release();
   expect(released.map((r) => r.status)).toEqual([200, 200, 200]);
   expect((await api.get(shedMiss!.location)).status).toBe(200);
-  const metrics = (await api.get('/metrics')).text;
+  const metrics = await metricsOf(gateway);
   expect(metrics).toMatch(/gateway_shed_total\{upstream="users",kind="read"\} 2/);
 });
 
@@ -113,7 +113,7 @@ it('a write finding no slot waits for one and takes a read slot once freed; read
   const write = api.patch(a!.location, { name: 'Holding the writes\' reserve' });
   await heldWrite.reached;
   const waiting = api.patch(b!.location, { name: 'Written in a read slot' });
-  await untilWaiting(api, 'write', 1);
+  await untilWaiting(gateway, 'write', 1);
   expect(upstream.count('PATCH', b!.location)).toBe(0);
   await reads.release();
   expect((await waiting).status).toBe(200);
@@ -142,7 +142,7 @@ describe('slow senders and greedy callers', () => {
       const through = client(limited.url);
       const created = await through.post('/api/users', { email: `past-slow-${Date.now()}@example.com`, name: 'Past the slow senders' });
       expect(created.status).toBe(201);
-      expect((await through.get('/metrics')).text).toMatch(/gateway_upstream_in_flight\{upstream="users",kind="write"\} 0/);
+      expect(await metricsOf(limited)).toMatch(/gateway_upstream_in_flight\{upstream="users",kind="write"\} 0/);
     } finally {
       for (const socket of sockets) socket.destroy();
       await limited.close();
@@ -163,7 +163,7 @@ describe('slow senders and greedy callers', () => {
       const writes = users8.slice(0, 8).map((user) => greedy.patch(user.location, { name: 'Greedy' }));
       await Promise.all(holds.map((hold) => hold.reached));
       const turn = other.patch(users8[8]!.location, { name: 'Its turn' });
-      await untilWaiting(client(limited.url), 'write', 1);
+      await untilWaiting(limited, 'write', 1);
       // It holds 8, beyond its share of 2, and the other waits: its next write is refused at once.
       expectProblem(await greedy.patch(users8[0]!.location, { name: 'Beyond its share' }), 503);
       holds[0]!.release();
@@ -186,7 +186,7 @@ describe('slow senders and greedy callers', () => {
       concurrency: { limit: 4, writeShare: 0.25 },
     });
     const through = client(limited.url);
-    const writesInFlight = async () => Number(/gateway_upstream_in_flight\{upstream="users",kind="write"\} (\d+)/.exec((await through.get('/metrics')).text)?.[1]);
+    const writesInFlight = async () => Number(/gateway_upstream_in_flight\{upstream="users",kind="write"\} (\d+)/.exec(await metricsOf(limited))?.[1]);
     try {
       const [first, second] = await createUsers(2);
       slowRedis.replyDelayMs = 400;

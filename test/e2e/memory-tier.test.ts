@@ -9,7 +9,7 @@
 import { createCacheClient, type CacheClient } from '../../gateway/src/redis.js';
 import { decode, encode } from '../../gateway/src/cache/entry.js';
 import type { MemoryTier } from '../../gateway/src/cache/memory-tier.js';
-import { client, type Client } from '../support/http.js';
+import { client, metricsOf, type Client } from '../support/http.js';
 import { startGateway, startUsersService, testLogger, untilTracking, type RunningGateway, type RunningService } from '../support/stack.js';
 import { onCluster, relayRedis, testRedisTarget, type RedisRelay } from '../support/redis-cluster.js';
 
@@ -118,7 +118,7 @@ describe('hits from memory', () => {
     const user = await createUser();
     await untilHeld(gateway, api, user.location);
     const counts = async () => {
-      const text = (await api.get('/metrics')).text;
+      const text = await metricsOf(gateway);
       const count = (pattern: RegExp) => Number(pattern.exec(text)?.[1] ?? 0);
       return {
         hits: count(/^gateway_cache_outcomes_total\{outcome="hit"\} (\d+)$/m),

@@ -197,7 +197,7 @@ describe('a request the client gave up on', () => {
         if (!line) await new Promise((resolve) => setTimeout(resolve, 10));
       }
       expect(line).toMatchObject({ status: 499, aborted: true });
-      const metrics = await (await fetch(`${gateway.url}/metrics`)).text();
+      const metrics = await (await fetch(`${gateway.metricsUrl}/metrics`)).text();
       expect(metrics).toMatch(/^gateway_http_requests_total\{route="\/api\/products\/\{id\}",method="GET",status="499"\} 1$/m);
       expect(metrics).not.toMatch(/route="\/api\/products\/\{id\}",method="GET",status="200"/);
     } finally {

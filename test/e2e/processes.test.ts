@@ -221,7 +221,7 @@ describe('connections that send no request', () => {
       const [silentGateway, silentProducts, partial] = await Promise.all([idleConnection(gateway.port), idleConnection(products.port), idleConnection(gateway.port, 'GET /healthz HT')]);
       expect({ silentGateway, silentProducts, partial: partial.split('\r\n', 1)[0] }).toEqual({ silentGateway: '', silentProducts: '', partial: 'HTTP/1.1 408 Request Timeout' });
       expect(busy.destroyed).toBe(false);
-      const metrics = await (await fetch(`${gateway.url}/metrics`)).text();
+      const metrics = await (await fetch(`${gateway.metricsUrl}/metrics`)).text();
       expect(metrics).toMatch(/^gateway_connections_without_request_closed_total 2$/m);
       await gateway.logged((line) => line.msg === 'closed connections that sent no request in time' && line.closed === 1);
       await products.logged((line) => line.msg === 'closed connections that sent no request in time' && line.closed === 1);

@@ -3,7 +3,7 @@
  * invalidation Redis did not take bypasses only the scopes it covers. Real gateway, real users
  * service, real Redis behind a TCP proxy the test steers.
  */
-import { client, type Client } from '../support/http.js';
+import { client, metricsOf, type Client } from '../support/http.js';
 import { capturingLogger, startGateway, startUsersService, type RunningGateway, type RunningService } from '../support/stack.js';
 import { relayRedis, type RedisRelay } from '../support/redis-cluster.js';
 
@@ -49,7 +49,7 @@ async function untilHit(path: string, on: Client = api) {
   throw new Error(`${path} never became a cache hit`);
 }
 
-const bypassCount = async () => Number(/gateway_cache_outcomes_total\{outcome="bypass"\} (\d+)/.exec((await api.get('/metrics')).text)?.[1] ?? 0);
+const bypassCount = async () => Number(/gateway_cache_outcomes_total\{outcome="bypass"\} (\d+)/.exec(await metricsOf(gateway))?.[1] ?? 0);
 
 it('keeps using the cache when Redis answers slower than the old 100 ms timeout: hits, invalidations, no bypass', async () => {
   const user = await createUser();
@@ -87,7 +87,7 @@ it('does not take the Redis client\'s own hard stop, reached while the gateway\'
   const cache = { redisUrl: redisProxy.target, memoryBytes: 0, commandTimeoutMs: 2_000 };
   const hardStopped = await startGateway({ upstreams: { users: users.url, products: users.url }, logger: log.logger, cache });
   const local = client(hardStopped.url);
-  const bypassed = async () => Number(/gateway_cache_outcomes_total\{outcome="bypass"\} (\d+)/.exec((await local.get('/metrics')).text)?.[1] ?? 0);
+  const bypassed = async () => Number(/gateway_cache_outcomes_total\{outcome="bypass"\} (\d+)/.exec(await metricsOf(hardStopped))?.[1] ?? 0);
   try {
     const created = await Promise.all(Array.from({ length: 8 }, () => createUser()));
     for (const user of created) {
@@ -140,7 +140,7 @@ it('bypasses only the scopes whose invalidation Redis did not take, and caches t
     expect({ cache: owed.headers.get('x-cache'), name: owed.body.name }).toEqual({ cache: 'BYPASS', name: 'Invalidation owed' });
     expect((await api.get(other.location)).headers.get('x-cache')).toBe('HIT');
   }
-  expect((await api.get('/metrics')).text).toMatch(/^gateway_cache_owed_invalidations 1$/m);
+  expect(await metricsOf(gateway)).toMatch(/^gateway_cache_owed_invalidations 1$/m);
   // The list pages' generation was renewed, so they are cached as usual.
   const list = `/api/users?email=${encodeURIComponent(written.email)}`; // a page no other test reads
   expect((await api.get(list)).headers.get('x-cache')).toBe('MISS');
@@ -158,7 +158,7 @@ it('judges a Redis that stops answering down after a few timed-out commands, ser
   const during = await Promise.all(Array.from({ length: 6 }, () => api.get(user.location)));
   expect(during.map((r) => [r.status, r.headers.get('x-cache')])).toEqual(Array(6).fill([200, 'BYPASS']));
   expect(gatewayLog.lines.filter((line) => line.msg === 'redis is not answering: the cache is bypassed until it does')).toHaveLength(1);
-  expect((await api.get('/metrics')).text).toMatch(/^gateway_redis_up 0$/m);
+  expect(await metricsOf(gateway)).toMatch(/^gateway_redis_up 0$/m);
   const judgedDown = await api.get(user.location);
   expect({ status: judgedDown.status, cache: judgedDown.headers.get('x-cache') }).toEqual({ status: 200, cache: 'BYPASS' });
   redisProxy.replyDelayMs = 0;
@@ -169,5 +169,5 @@ it('judges a Redis that stops answering down after a few timed-out commands, ser
   }
   expect(back.headers.get('x-cache')).toBe('HIT');
   expect(gatewayLog.lines.some((line) => line.msg === 'redis answers again: the cache is in use')).toBe(true);
-  expect((await api.get('/metrics')).text).toMatch(/^gateway_redis_up 1$/m);
+  expect(await metricsOf(gateway)).toMatch(/^gateway_redis_up 1$/m);
 });

@@ -58,6 +58,9 @@ export function client(baseUrl: string, defaults: Pick<RequestOptions, 'token'> 
 
 export type Client = ReturnType<typeof client>;
 
+/** A gateway's metrics, from its metrics port: not part of the API, so not checked against its description. */
+export const metricsOf = async (gateway: { metricsUrl: string }): Promise<string> => (await fetch(`${gateway.metricsUrl}/metrics`)).text();
+
 /** Asserts `response` is a problem+json of `status` and returns its body. */
 export function expectProblem(response: TestResponse, status: number, type?: string) {
   expect({ status: response.status, contentType: response.headers.get('content-type') }).toEqual({

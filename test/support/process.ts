@@ -19,8 +19,9 @@ export interface RunningProcess {
 export function run(command: string, args: string[], env: Record<string, string>, cwd = ROOT): RunningProcess {
   const child = spawn(command, args, {
     cwd,
-    // A gateway keeps its Redis keys under this test run's prefix, as the in-process ones do.
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'info', REDIS_KEY_PREFIX: process.env.TEST_REDIS_KEY_PREFIX ?? '', ...env },
+    // A gateway keeps its Redis keys under this test run's prefix, as the in-process ones do, and
+    // serves its metrics on a free port (the default one would be taken by the gateway beside it).
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'info', REDIS_KEY_PREFIX: process.env.TEST_REDIS_KEY_PREFIX ?? '', METRICS_PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const lines: Record<string, unknown>[] = [];
@@ -78,5 +79,12 @@ export function deployedNodeOptions(workspace: string): string[] {
 export async function startWorkspace(workspace: string, env: Record<string, string>, nodeOptions: string[] = []) {
   const started = run(process.execPath, [...nodeOptions, `${workspace}/dist/main.js`], { PORT: '0', ...env });
   const listening = await started.logged((line) => typeof line.msg === 'string' && line.msg.endsWith('listening'));
-  return { ...started, port: listening.port as number, url: `http://127.0.0.1:${listening.port as number}` };
+  const metricsPort = listening.metricsPort as number | undefined;
+  return {
+    ...started,
+    port: listening.port as number,
+    url: `http://127.0.0.1:${listening.port as number}`,
+    /** The gateway's metrics port, where it serves GET /metrics; undefined for a service. */
+    metricsUrl: metricsPort === undefined ? undefined : `http://127.0.0.1:${metricsPort}`,
+  };
 }

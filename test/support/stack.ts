@@ -93,6 +93,8 @@ export const startProductsService = (options?: Parameters<typeof startService>[2
 
 export interface RunningGateway {
   url: string;
+  /** The gateway's metrics port, where it serves GET /metrics. */
+  metricsUrl: string;
   running: RunningServer;
   cache: ResponseCache | undefined;
   close(): Promise<void>;
@@ -176,12 +178,14 @@ export async function startGateway(options: {
     now: options.cache?.now,
   });
   const running = await listen(gateway.handler, 0, '127.0.0.1');
+  const metricsServer = await listen(gateway.metricsHandler, 0, '127.0.0.1');
   return {
     url: `http://127.0.0.1:${running.port}`,
+    metricsUrl: `http://127.0.0.1:${metricsServer.port}`,
     running,
     cache: gateway.cache,
     close: async () => {
-      await running.close(1_000);
+      await Promise.all([running.close(1_000), metricsServer.close(1_000)]);
       await gateway.release();
       redis?.disconnect();
       if (limitsRedis !== redis) limitsRedis?.disconnect();

@@ -1,3 +1,4 @@
+import { PROBE_PATHS } from '@app/shared/platform/http/health';
 import { HttpProblem } from '@app/shared/platform/problem';
 import { currentServerSpan } from '@app/shared/telemetry/spans';
 import proxyaddr from 'proxy-addr';
@@ -6,8 +7,12 @@ import type { Stage } from '../pipeline.js';
 import type { Budget, RateLimitOutcome, RateLimits } from '../rate-limit.js';
 import type { ResponseWriter } from '../respond.js';
 
+/** The orchestrator's probes are never counted: a busy client must not make a replica look dead. */
+const UNCOUNTED = new Set(PROBE_PATHS);
+
 /**
- * Takes every request under /api (and every preflight) from its caller's budget: the verified
+ * Takes every request but the probes (the API, preflights, and the gateway's own endpoints:
+ * the API description and the docs page cost work too) from its caller's budget: the verified
  * subject's, or its address's (`TRUSTED_PROXY_HOPS` proxies in front are trusted to name it). Over
  * the budget, 429 with Retry-After; a budget that cannot be counted now (Redis full), 503. The
  * RateLimit headers go on the response either way (respond.ts). A budget leased to this replica is
@@ -33,7 +38,7 @@ export function rateLimitStage(options: { limits: RateLimits; trustedProxyHops: 
   return {
     name: 'rate limit',
     run(exchange) {
-      if (!exchange.underApi && !exchange.preflight) return false;
+      if (!exchange.underApi && UNCOUNTED.has(exchange.path)) return false;
       const { req } = exchange;
       const method = req.method ?? 'GET';
       const budget: Budget = method === 'GET' || method === 'HEAD' || method === 'OPTIONS' ? 'read' : 'write';

@@ -49,6 +49,10 @@ const wholeNumber = (fallback: number, min: number, max: number, message: string
       .transform(Number),
   );
 
+/** The address a server listens on: an IP address, `0.0.0.0` or `::` for every interface. */
+export const listenAddress = (fallback: string) =>
+  z.preprocess(unsetIfEmpty, z.union([z.ipv4(), z.ipv6()], { error: 'must be an IP address (0.0.0.0 or :: for every interface)' }).default(fallback));
+
 export const port = (fallback: number) => wholeNumber(fallback, 0, 65535, 'must be a port number from 0 to 65535');
 
 export const milliseconds = (fallback: number) =>

@@ -4,6 +4,9 @@ import type { Lifecycle } from './lifecycle.js';
 import { sendProblem } from './responses.js';
 import { allowOnly } from './routing.js';
 
+/** The probes' paths: asked by the orchestrator, never by clients. */
+export const PROBE_PATHS: readonly string[] = ['/healthz', '/readyz'];
+
 /**
  * `/healthz` (liveness: the process runs) and `/readyz` (readiness: not shutting down and the
  * dependency check passes). `unreadyReason` must be quick, must not throw, and returns why the
@@ -24,7 +27,7 @@ export function healthRoutes(
     if (reason === undefined) res.json({ status: 'ready' });
     else sendProblem(req, res, problems.unavailable(reason));
   });
-  router.all(['/healthz', '/readyz'], allowOnly(['GET']));
+  router.all([...PROBE_PATHS], allowOnly(['GET']));
   return router;
 }
 
