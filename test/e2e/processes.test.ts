@@ -126,6 +126,35 @@ describe('configuration', () => {
   });
 });
 
+describe('where a process listens', () => {
+  /** Whether a connection to `host`:`port` opens: 127.0.0.2 is this machine too, but not 127.0.0.1. */
+  const reaches = (host: string, port: number) =>
+    new Promise<boolean>((resolve) => {
+      const socket = net.connect({ host, port }, () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('error', () => resolve(false));
+    });
+
+  it('a service on 127.0.0.1 unless HOST says otherwise (it trusts the subject header from whoever reaches it); the gateway and its metrics on every interface', async () => {
+    const loopback = await startWorkspace('products-service', { DATABASE_URL: databaseUrl('loopback') });
+    const everywhere = await startWorkspace('products-service', { DATABASE_URL: databaseUrl('everywhere'), HOST: '0.0.0.0' });
+    const gateway = await startWorkspace('gateway', { UPSTREAM_URL_TEMPLATE: loopback.url, ...GATEWAY_AUTH });
+    try {
+      const metricsPort = Number(new URL(gateway.metricsUrl!).port);
+      expect({
+        service: [await reaches('127.0.0.1', loopback.port), await reaches('127.0.0.2', loopback.port)],
+        configured: await reaches('127.0.0.2', everywhere.port),
+        gateway: [await reaches('127.0.0.2', gateway.port), await reaches('127.0.0.2', metricsPort)],
+      }).toEqual({ service: [true, false], configured: true, gateway: [true, true] });
+    } finally {
+      for (const started of [loopback, everywhere, gateway]) started.child.kill('SIGTERM');
+      await Promise.all([loopback, everywhere, gateway].map((started) => started.exited));
+    }
+  });
+});
+
 describe('shutdown on SIGTERM', () => {
   it('stops accepting, lets the in-flight request finish, closes the pool and exits 0', async () => {
     const users = await startWorkspace('users-service', { DATABASE_URL: databaseUrl('users') });
