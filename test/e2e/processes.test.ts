@@ -4,6 +4,7 @@
  */
 import http from 'node:http';
 import net from 'node:net';
+import mysql from 'mysql2/promise';
 import { defaultToken, TEST_RULES, testPublicKeyPem } from '../support/auth.js';
 import { client, expectProblem } from '../support/http.js';
 import { run, startWorkspace } from '../support/process.js';
@@ -222,6 +223,63 @@ describe('shutdown on SIGTERM', () => {
     } finally {
       users.child.kill('SIGTERM');
       await users.exited;
+    }
+  });
+});
+
+/** Returns once an UPDATE is under way (waiting for a row lock), as another connection to `databaseUrl` sees it; within 4 s, or throws. */
+async function untilUpdating(databaseUrl: string): Promise<void> {
+  const connection = await mysql.createConnection(databaseUrl);
+  try {
+    for (const deadline = Date.now() + 4_000; Date.now() < deadline; ) {
+      const [rows] = await connection.query("SELECT COUNT(*) AS updating FROM information_schema.PROCESSLIST WHERE info LIKE 'UPDATE %'");
+      if (Number((rows as { updating: number }[])[0]?.updating) > 0) return;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    throw new Error('no UPDATE came to wait for the row lock within 4 s');
+  } finally {
+    await connection.end();
+  }
+}
+
+describe('npm start, stopped with a slow write in flight', () => {
+  it.each(['SIGINT', 'SIGTERM'] as const)('%s to every process of each, more than once (as Ctrl-C and a supervisor send it): the write is answered, and each logs "shutdown complete"', async (signal) => {
+    const databaseUrl_ = databaseUrl('slow-write');
+    const users = run('npm', ['start', '--silent', '-w', 'users-service'], { PORT: '0', DATABASE_URL: databaseUrl_ }, undefined, { ownGroup: true });
+    const usersUrl = `http://127.0.0.1:${(await users.logged((line) => String(line.msg).endsWith('listening'))).port as number}`;
+    const gateway = run('npm', ['start', '--silent', '-w', 'gateway'], { PORT: '0', GATEWAY_UPSTREAMS: `users=${usersUrl},products=http://127.0.0.1:${await closedPort()}`, ...GATEWAY_AUTH }, undefined, { ownGroup: true });
+    const gatewayUrl = `http://127.0.0.1:${(await gateway.logged((line) => String(line.msg).endsWith('listening'))).port as number}`;
+    const lock = await mysql.createConnection(databaseUrl_);
+    try {
+      const created = await client(gatewayUrl).post('/api/users', { email: `slow-${signal}@example.com`, name: 'Slow' });
+      expect(created.status).toBe(201);
+      // The write waits in users-service for the row this transaction holds.
+      await lock.query('START TRANSACTION');
+      await lock.query('SELECT id FROM users WHERE email = ? FOR UPDATE', [`slow-${signal}@example.com`]);
+      const write = client(gatewayUrl).patch(created.headers.get('location')!, { name: 'Answered' });
+      await untilUpdating(databaseUrl_);
+      for (const started of [users, gateway]) {
+        process.kill(-started.child.pid!, signal);
+        process.kill(-started.child.pid!, signal);
+      }
+      await Promise.all([users, gateway].map((started) => started.logged((line) => line.msg === 'shutting down: draining in-flight requests')));
+      await lock.query('COMMIT');
+      const answered = await write;
+      expect([answered.status, answered.body?.name]).toEqual([200, 'Answered']);
+      for (const started of [users, gateway]) {
+        await started.exited;
+        expect(started.lines.filter((line) => line.msg === 'shutdown complete')).toHaveLength(1);
+      }
+    } finally {
+      await lock.end();
+      // Whatever is left of either group (nothing, when the test passed: ESRCH).
+      for (const started of [users, gateway]) {
+        try {
+          process.kill(-started.child.pid!, 'SIGKILL');
+        } catch {
+          // the group has exited
+        }
+      }
     }
   });
 });

@@ -16,9 +16,11 @@ export interface RunningProcess {
 }
 
 /** Runs `command` (a workspace's built entry point, or npm) in `cwd` with `env` added to a minimal environment. */
-export function run(command: string, args: string[], env: Record<string, string>, cwd = ROOT): RunningProcess {
+export function run(command: string, args: string[], env: Record<string, string>, cwd = ROOT, options: { ownGroup?: boolean } = {}): RunningProcess {
   const child = spawn(command, args, {
     cwd,
+    // A process group of its own, which a test signals as a terminal's Ctrl-C does: process.kill(-pid).
+    detached: options.ownGroup === true,
     // A gateway keeps its Redis keys under this test run's prefix, as the in-process ones do, and
     // serves its metrics on a free port (the default one would be taken by the gateway beside it).
     env: { PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'info', REDIS_KEY_PREFIX: process.env.TEST_REDIS_KEY_PREFIX ?? '', METRICS_PORT: '0', ...env },

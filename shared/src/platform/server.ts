@@ -487,6 +487,8 @@ function stopOnSignals(options: {
     }
     process.exit(exitCode);
   };
-  process.once('SIGTERM', shutdown);
-  process.once('SIGINT', shutdown);
+  // `on`, not `once`: a second signal during the drain (Ctrl-C reaches npm, its wrapper and the
+  // process alike) must find the shutdown under way, not Node's default, which exits at once.
+  process.on('SIGTERM', shutdown);
+  process.on('SIGINT', shutdown);
 }
