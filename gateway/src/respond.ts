@@ -22,6 +22,8 @@ const NOT_RELAYED = new Set([...HOP_BY_HOP, 'x-request-id', NOSNIFF[0].toLowerCa
 const RECODED = new Set(['content-length', 'content-encoding', 'vary', 'etag']);
 const BOTH_CODINGS = { br: true, gzip: true } as const;
 
+const ended = (): void => undefined;
+
 /**
  * Whether a body the client declared was never read: the request was answered (refused, mostly)
  * before it. Its connection closes once the answer is out, instead of Node reading a body that
@@ -109,10 +111,11 @@ export class ResponseWriter {
     }
     this.#addOwn(exchange, headers);
     res.writeHead(proxyRes.statusCode ?? 502, headers);
-    // `on`: a stream fails once, and `once` would make a wrapper and a bound function per response.
-    proxyRes.on('error', () => res.destroy());
-    if (coding === 'identity') proxyRes.pipe(res);
-    else pipeline(proxyRes, compressor(coding), res, () => undefined);
+    // pipeline, not pipe: a client that goes destroys the service's response at once, which gives
+    // its socket back; a service's response that fails cuts the client's. The request's log line
+    // says how it ended, so the callback has nothing left to do.
+    if (coding === 'identity') pipeline(proxyRes, res, ended);
+    else pipeline(proxyRes, compressor(coding), res, ended);
   }
 
   /** Answers with `problem` (problem+json), an expected refusal: not logged beyond the request's line. */
@@ -124,10 +127,17 @@ export class ResponseWriter {
   /**
    * Answers a request that failed with `error`: its problem when it is one, a 500 otherwise; a 5xx
    * is logged with its cause. A response already under way is cut, so the client sees the failure.
+   * Never throws: every path that fails ends here, in a response or a closed connection.
    */
   failure(exchange: Exchange, error: unknown): void {
-    if (!exchange.res.headersSent) this.ownHeaders(exchange);
-    answerFailure(exchange.res, exchange.path, error, exchange.observed.log);
+    try {
+      if (!exchange.res.headersSent) this.ownHeaders(exchange);
+      answerFailure(exchange.res, exchange.path, error, exchange.observed.log);
+    } catch (failed) {
+      // The last resort, so that it never throws: the client sees its connection cut.
+      exchange.observed.log.error({ err: failed, cause: error }, 'could not answer a failed request');
+      exchange.res.destroy();
+    }
   }
 
   /** Sets the gateway's own headers on the response, for a writer of its own (express, the CORS handler). */

@@ -41,7 +41,7 @@ export class ServiceHop {
     this.#proxy = upstreamProxy(upstream, {
       deadlines: options.deadlines,
       agent: options.agent,
-      events: { response: (req, proxyRes) => this.#answered(req, proxyRes), error: (req, res, error) => void this.#failed(req, res, error) },
+      events: { response: (req, proxyRes) => this.#answered(req, proxyRes), error: (req, res, error) => this.#failed(req, res, error) },
     });
   }
 
@@ -125,20 +125,54 @@ export class ServiceHop {
     // The service has done its work (its handler has given back its database connection): the cache's
     // renewal of a write, and the client's reading of the answer, take none of its time.
     exchange.releaseSlot?.();
-    const settled = this.options.onSettled?.(exchange, proxyRes.statusCode ?? 502);
-    if (settled) void settled.then(() => this.options.writer.relay(exchange, proxyRes));
-    else this.options.writer.relay(exchange, proxyRes);
+    this.#afterSettled(exchange, proxyRes.statusCode ?? 502, proxyRes, undefined);
   }
 
-  async #failed(req: http.IncomingMessage, res: http.ServerResponse, error: Error): Promise<void> {
+  #failed(req: http.IncomingMessage, _res: http.ServerResponse, error: Error): void {
     const exchange = exchangeOf(req) as Exchange;
     exchange.releaseSlot?.();
     exchange.observed.log.warn({ upstream: this.upstream.name, err: error }, 'upstream request failed');
-    await this.options.onSettled?.(exchange, 502);
-    if (res.headersSent) {
-      res.destroy();
+    this.#afterSettled(exchange, 502, undefined, error);
+  }
+
+  /**
+   * Answers once the cache has settled what the service's `status` means for it (at once when there
+   * is nothing to settle): the service's response relayed, or the problem its `error` is. Whatever
+   * throws or rejects on the way is answered as a failure and the service's response let go: the
+   * client is answered, always.
+   */
+  #afterSettled(exchange: Exchange, status: number, proxyRes: http.IncomingMessage | undefined, error: Error | undefined): void {
+    let settled: Promise<void> | undefined;
+    try {
+      settled = this.options.onSettled?.(exchange, status);
+      if (!settled) {
+        this.#answer(exchange, proxyRes, error);
+        return;
+      }
+    } catch (thrown) {
+      this.#fail(exchange, proxyRes, thrown);
       return;
     }
-    this.options.writer.problem(exchange, upstreamProblem(this.upstream.name, error));
+    settled.then(
+      () => {
+        try {
+          this.#answer(exchange, proxyRes, error);
+        } catch (thrown) {
+          this.#fail(exchange, proxyRes, thrown);
+        }
+      },
+      (rejected: unknown) => this.#fail(exchange, proxyRes, rejected),
+    );
+  }
+
+  #answer(exchange: Exchange, proxyRes: http.IncomingMessage | undefined, error: Error | undefined): void {
+    if (proxyRes) this.options.writer.relay(exchange, proxyRes);
+    else if (exchange.res.headersSent) exchange.res.destroy();
+    else this.options.writer.problem(exchange, upstreamProblem(this.upstream.name, error as Error));
+  }
+
+  #fail(exchange: Exchange, proxyRes: http.IncomingMessage | undefined, error: unknown): void {
+    proxyRes?.destroy();
+    this.options.writer.failure(exchange, error);
   }
 }

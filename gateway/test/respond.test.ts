@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import { Readable, Writable } from 'node:stream';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpProblem } from '@app/shared/platform/problem';
 import { requestTarget } from '@app/shared/platform/request-target';
@@ -15,7 +16,8 @@ function recorder() {
   const writes: { status: number; headers: string[] }[] = [];
   const ends: (Buffer | string | undefined)[] = [];
   const set: Record<string, string> = {};
-  const res = Object.assign(new EventEmitter(), {
+  // A stream, so that a relayed body can be piped into it.
+  const res = Object.assign(new Writable({ write: (_chunk, _encoding, done) => done() }), {
     headersSent: false,
     statusCode: 200,
     writeHead(status: number, headers: string[]) {
@@ -149,10 +151,9 @@ describe('ResponseWriter.relay', () => {
   it('relays the service’s status and headers with its own in one writeHead, but no hop-by-hop, request id or nosniff of the service', () => {
     const { res, writes } = recorder();
     const { writer: respond, counted } = writer();
-    const proxyRes = Object.assign(new EventEmitter(), {
+    const proxyRes = Object.assign(Readable.from([]), {
       statusCode: 201,
       rawHeaders: ['Content-Type', 'application/json', 'Connection', 'keep-alive', 'X-Request-Id', 'theirs', 'X-Content-Type-Options', 'nosniff', 'Location', '/api/products/1'],
-      pipe: () => undefined,
     }) as unknown as IncomingMessage;
     respond.relay(exchangeOf({ method: 'POST', url: '/api/products' }, res, { rateLimit: { RateLimit: '"write";r=1;t=60' } }), proxyRes);
     expect(writes[0]!.status).toBe(201);
@@ -163,7 +164,7 @@ describe('ResponseWriter.relay', () => {
   it('says BYPASS on a read under /api the cache took no part in, and counts it', () => {
     const { res, writes } = recorder();
     const { writer: respond, counted } = writer();
-    const proxyRes = Object.assign(new EventEmitter(), { statusCode: 200, rawHeaders: [], pipe: () => undefined }) as unknown as IncomingMessage;
+    const proxyRes = Object.assign(Readable.from([]), { statusCode: 200, rawHeaders: [] }) as unknown as IncomingMessage;
     respond.relay(exchangeOf({ method: 'GET', url: ITEM }, res), proxyRes);
     expect(asObject(writes[0]!.headers)['x-cache']).toBe('BYPASS');
     expect(counted).toEqual(['bypass']);
