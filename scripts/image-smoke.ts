@@ -15,14 +15,16 @@
  * - the gateway runs in the host's network namespace, where the name `products-service` stands for
  *   both replica addresses (as Compose's DNS would answer), and Redis is 127.0.0.1:6379.
  *
- * Needs root, podman and runc (Debian packages), and an image named node:24-slim (the real one, or
- * scripts/stand-in-node-image.sh where no registry is reachable). MYSQL_ADMIN_URL (default
- * mysql://root@127.0.0.1:3306) creates the throwaway users.
+ * Needs root, podman, slirp4netns and a container runtime (Debian packages), and an image named
+ * node:24-slim (the real one, or scripts/stand-in-node-image.sh where no registry is reachable).
+ * The runtime and limits are those scripts/container-runtime.sh finds starting a container of that
+ * image. MYSQL_ADMIN_URL (default mysql://root@127.0.0.1:3306) creates the throwaway users.
  */
 import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { importJWK, SignJWT, type JWK } from 'jose';
 import mysql from 'mysql2/promise';
@@ -37,12 +39,19 @@ type Deployable = string;
 const dockerfileArgs = (name: Deployable) => (name === 'gateway' ? ['-f', 'gateway/Dockerfile'] : ['-f', 'Dockerfile', '--build-arg', `WORKSPACE=${name}`]);
 const tag = (name: Deployable) => `localhost/rest-microservices/${name}:smoke-${run}`;
 const mysqlAdminUrl = new URL(process.env.MYSQL_ADMIN_URL ?? 'mysql://root@127.0.0.1:3306');
-// This machine's podman runs containers with runc and these limits.
-const RUNTIME = ['--runtime', 'runc', '--ulimit', 'nofile=20000:20000', '--ulimit', 'nproc=4096:4096'];
+const BASE_IMAGE = 'docker.io/library/node:24-slim';
 const HARDENED = ['--read-only', '--read-only-tmpfs=false', '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges'];
 const READY_WITHIN_MS = 120_000;
 
 const execFileAsync = promisify(execFile);
+
+/** The podman options (runtime, limits) that start a container here, as container-runtime.sh finds them. */
+async function containerRuntime(): Promise<string[]> {
+  const { stdout, stderr } = await execFileAsync(fileURLToPath(new URL('container-runtime.sh', import.meta.url)), [BASE_IMAGE]);
+  process.stderr.write(stderr);
+  console.log(`\n== podman ${stdout.trim()} (scripts/container-runtime.sh)`);
+  return stdout.trim().split(/\s+/);
+}
 
 async function podman(...args: string[]): Promise<string> {
   const { stdout } = await execFileAsync('podman', args, { maxBuffer: 64 * 1024 * 1024 });
@@ -134,19 +143,19 @@ function databaseUrl({ schema, password }: ServiceDatabase): string {
 
 // Building.
 
-async function buildImages(): Promise<void> {
+async function buildImages(runtime: string[]): Promise<void> {
   console.log('\n== build (podman build --format docker, unchanged Dockerfiles)');
   const started = performance.now();
   for (const name of deployables) {
     const began = performance.now();
-    await podman('build', ...RUNTIME, '--format', 'docker', '--network', 'host', '--layers', ...dockerfileArgs(name), '-t', tag(name), '.');
+    await podman('build', ...runtime, '--format', 'docker', '--network', 'host', '--layers', ...dockerfileArgs(name), '-t', tag(name), '.');
     console.log(`  ${name.padEnd(17)} built in ${seconds(performance.now() - began)}`);
   }
   console.log(`  all ${deployables.length}              ${seconds(performance.now() - started)}`);
   console.log('\n== image sizes (as `podman images` shows them)');
   const size = (image: string) => podman('image', 'ls', '--format', '{{.Size}}', image);
   for (const name of deployables) console.log(`  ${name.padEnd(17)} ${await size(tag(name))}`);
-  console.log(`  (node:24-slim      ${await size('docker.io/library/node:24-slim')}: the base each image adds to)`);
+  console.log(`  (node:24-slim      ${await size(BASE_IMAGE)}: the base each image adds to)`);
 }
 
 // Running.
@@ -156,7 +165,7 @@ interface Running {
   containers: Record<'users' | 'productsA' | 'productsB' | 'gateway', string>;
 }
 
-async function startContainers(databases: Record<'users' | 'products', ServiceDatabase>): Promise<Running> {
+async function startContainers(databases: Record<'users' | 'products', ServiceDatabase>, runtime: string[]): Promise<Running> {
   console.log('\n== run (read-only, non-root, no capabilities)');
   // Two loopback addresses of their own for the products replicas: the same port on both.
   const net24 = `127.${1 + (randomBytes(1)[0]! % 250)}.${1 + (randomBytes(1)[0]! % 250)}`;
@@ -170,7 +179,7 @@ async function startContainers(databases: Record<'users' | 'products', ServiceDa
     productsB: `${prefix}-products-b`,
     gateway: `${prefix}-gateway`,
   };
-  const common = [...RUNTIME, ...HARDENED, '--detach', '--label', `rms-smoke=${run}`, '--env', 'LOG_LEVEL=info'];
+  const common = [...runtime, ...HARDENED, '--detach', '--label', `rms-smoke=${run}`, '--env', 'LOG_LEVEL=info'];
   const service = (name: string, publish: string, port: number, database: ServiceDatabase, image: string) =>
     podman('run', ...common, '--name', name, '--network', 'slirp4netns:allow_host_loopback=true', '--publish', publish,
       '--env', `PORT=${port}`, '--env', `DATABASE_URL=${databaseUrl(database)}`, image);
@@ -314,9 +323,10 @@ async function main(): Promise<number> {
   const started = performance.now();
   let databases: Record<'users' | 'products', ServiceDatabase> | undefined;
   try {
-    await buildImages();
+    const runtime = await containerRuntime();
+    await buildImages(runtime);
     databases = await createDatabases();
-    const running = await startContainers(databases);
+    const running = await startContainers(databases, runtime);
     await checkContainers(running);
     await smoke(running);
   } catch (error) {

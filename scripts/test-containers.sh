@@ -5,7 +5,8 @@
 # a local server. Sets up what is missing first, and is quick when it is all there:
 #
 # - a Docker API engine: DOCKER_HOST, else /var/run/docker.sock, else (as root) podman's Docker API
-#   on /run/podman/podman.sock, started here and left running;
+#   on a socket of this run's own, with the runtime and limits scripts/container-runtime.sh finds,
+#   started here and stopped at the end;
 # - on podman, images named mysql:8.4 and redis:7: pulled, or where no registry answers, built
 #   from Debian packages (scripts/stand-in-test-images.sh); Ryuk, which no registry serves here
 #   either, is off, and this script removes the containers of its run itself;
@@ -18,7 +19,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SUITES=(shared/test *-service/test test/e2e/cache.test.ts)
-PODMAN_SOCKET=/run/podman/podman.sock
+SERVICE_DIR=/run/podman/test-containers-$$
+PODMAN_SOCKET=$SERVICE_DIR/podman.sock
 IMAGES=(docker.io/library/mysql:8.4 docker.io/library/redis:7)
 LOCAL_PORTS=(3306 6379)
 
@@ -27,25 +29,48 @@ engine_answers() {
   node -e "require('node:http').get({ socketPath: process.argv[1], path: '/_ping', timeout: 2000 }, (r) => process.exit(r.statusCode === 200 ? 0 : 1)).on('error', () => process.exit(1))" "$1"
 }
 
-# podman's Docker API, giving containers limits this machine allows: the defaults exceed the hard
-# limits here, which a root without CAP_SYS_RESOURCE cannot raise (podman caps its own nproc at
-# 32768; 4096 is what npm run image-smoke gives its containers too).
+# podman's Docker API on a socket of its own, so a service already running elsewhere keeps its
+# settings and another run's end cannot stop this one's. Its containers get the runtime and limits
+# that start a container here, tried on an image provide_images has made present.
+podman_service=''
 start_podman_service() {
-  engine_answers "$PODMAN_SOCKET" && return 0
-  step "starting podman's Docker API on $PODMAN_SOCKET"
-  install -d /run/podman
-  cat >/run/podman/test-containers.conf <<EOF
+  local options runtime='' ulimits=()
+  options="$(scripts/container-runtime.sh "${IMAGES[1]}")"
+  read -ra options <<<"$options"
+  set -- "${options[@]}"
+  while [ $# -ge 2 ]; do
+    case "$1" in
+      --runtime) runtime="$2" ;;
+      --ulimit) ulimits+=("\"$2\"") ;;
+    esac
+    shift 2
+  done
+  step "starting podman's Docker API on $PODMAN_SOCKET (${options[*]})"
+  install -d -m 0700 "$SERVICE_DIR"
+  cat >"$SERVICE_DIR/containers.conf" <<EOF
 [containers]
-default_ulimits = ["nofile=$(ulimit -Hn):$(ulimit -Hn)", "nproc=4096:4096"]
+default_ulimits = [$(IFS=,; echo "${ulimits[*]}")]
+
+[engine]
+runtime = "$runtime"
 EOF
-  # From /, not this checkout: the service outlives it, and once its working directory is gone
-  # (a CI clone removed) conmon fails every container start ("write child: broken pipe").
-  (cd / && CONTAINERS_CONF=/run/podman/test-containers.conf setsid podman system service --time=0 "unix://$PODMAN_SOCKET" \
-    </dev/null >/run/podman/service.log 2>&1 &)
+  # Stopped by cleanup; should this script be killed outright (no cleanup runs), the kernel sends
+  # it SIGTERM as its parent dies.
+  CONTAINERS_CONF="$SERVICE_DIR/containers.conf" setpriv --pdeathsig TERM \
+    podman system service --time=0 "unix://$PODMAN_SOCKET" </dev/null >"$SERVICE_DIR/service.log" 2>&1 &
+  podman_service=$!
   for _ in $(seq 1 60); do engine_answers "$PODMAN_SOCKET" && return 0; sleep 0.5; done
   echo "podman's Docker API did not answer on $PODMAN_SOCKET:" >&2
-  tail -20 /run/podman/service.log >&2
+  tail -20 "$SERVICE_DIR/service.log" >&2
   return 1
+}
+
+stop_podman_service() {
+  kill "$podman_service" 2>/dev/null || true
+  for _ in $(seq 1 50); do kill -0 "$podman_service" 2>/dev/null || break; sleep 0.2; done
+  kill -KILL "$podman_service" 2>/dev/null || true
+  wait "$podman_service" 2>/dev/null || true
+  rm -rf "$SERVICE_DIR"
 }
 
 # Images the engine lacks: pulled where a registry answers, else the Debian stand-ins.
@@ -74,6 +99,7 @@ cleanup() {
   if [ "$status" -ne 0 ] && [ -n "${containers_before+set}" ]; then
     comm -13 <(echo "$containers_before") <(testcontainers_ids) | xargs -r podman rm -f -v >/dev/null 2>&1 || true
   fi
+  if [ -n "$podman_service" ]; then stop_podman_service; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -114,9 +140,9 @@ assert_local_servers_unreachable() {
 
 run_in=()
 if [ -z "${DOCKER_HOST:-}" ] && ! engine_answers /var/run/docker.sock && command -v podman >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  provide_images
   start_podman_service
   export DOCKER_HOST="unix://$PODMAN_SOCKET"
-  provide_images
   export TESTCONTAINERS_RYUK_DISABLED="${TESTCONTAINERS_RYUK_DISABLED:-true}"
   containers_before="$(testcontainers_ids)"
 fi
