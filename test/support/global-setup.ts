@@ -52,14 +52,29 @@ function announce(name: string, url: string, where: string): void {
   process.stdout.write(`\ntest servers: ${name} at ${shown.toString()} (${where})`);
 }
 
+interface Stoppable {
+  stop(): Promise<unknown>;
+}
+
+/**
+ * Both, once both have settled; when either fails, the other is stopped if it started and the
+ * failure thrown: jest runs no global teardown after a global setup that failed.
+ */
+async function bothOrNeither<A extends Stoppable | undefined, B extends Stoppable | undefined>(a: Promise<A> | A, b: Promise<B> | B): Promise<[A, B]> {
+  const [first, second] = await Promise.allSettled([a, b]);
+  if (first.status === 'fulfilled' && second.status === 'fulfilled') return [first.value, second.value];
+  await Promise.allSettled([first, second].map((result) => (result.status === 'fulfilled' ? result.value?.stop() : undefined)));
+  throw first.status === 'rejected' ? first.reason : (second as PromiseRejectedResult).reason;
+}
+
 /** Containers for whichever of MySQL and Redis `env` names no URL for. */
 async function startContainers(env: NodeJS.ProcessEnv): Promise<TestServers> {
   const { MySqlContainer } = await import('@testcontainers/mysql');
   const { RedisContainer } = await import('@testcontainers/redis');
-  const [mysql, redis] = await Promise.all([
+  const [mysql, redis] = await bothOrNeither(
     env.TEST_MYSQL_URL ? undefined : new MySqlContainer(MYSQL_IMAGE).withRootPassword('test').start(),
     env.TEST_REDIS_URL ? undefined : new RedisContainer(REDIS_IMAGE).start(),
-  ]);
+  );
   const mysqlUrl = mysql ? `mysql://root:test@${mysql.getHost()}:${mysql.getPort()}` : env.TEST_MYSQL_URL!;
   const redisUrl = redis ? redis.getConnectionUrl() : env.TEST_REDIS_URL!;
   announce('MySQL', mysqlUrl, mysql ? `container ${mysql.getId().slice(0, 12)} of ${MYSQL_IMAGE}` : 'TEST_MYSQL_URL');
@@ -132,7 +147,7 @@ async function resolveTestCluster(env: NodeJS.ProcessEnv = process.env): Promise
 
 /** Resolves the servers once per run; workers inherit them through the environment. */
 export default async function globalSetup(): Promise<void> {
-  const [servers, cluster] = await Promise.all([resolveTestServers(), resolveTestCluster()]);
+  const [servers, cluster] = await bothOrNeither(resolveTestServers(), resolveTestCluster());
   process.stdout.write('\n');
   process.env.TEST_MYSQL_URL = servers.mysqlUrl;
   process.env.TEST_REDIS_URL = servers.redisUrl;

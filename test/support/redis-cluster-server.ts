@@ -1,4 +1,4 @@
-import { spawn, execFile } from 'node:child_process';
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -30,9 +30,10 @@ function nodeArguments(port: number, dir: string): string[] {
 }
 
 /** Starts (or starts again, after a SIGKILL) the node on `port`, its state in `dir`; detached, stopped by `stopRedisCluster`. */
-export function startClusterNode(port: number, dir: string): void {
+export function startClusterNode(port: number, dir: string): ChildProcess {
   const child = spawn('redis-server', nodeArguments(port, dir), { stdio: 'ignore', detached: true });
   child.unref();
+  return child;
 }
 
 const info = async (port: number, command: string[]): Promise<string> => (await run('redis-cli', ['-p', String(port), ...command], { timeout: 2_000 })).stdout;
@@ -81,8 +82,9 @@ export async function startRedisCluster(): Promise<RunningCluster> {
   if (busy.length > 0) throw new Error(`ports ${busy.join(', ')} are taken: the test Redis Cluster needs ${CLUSTER_PORTS.join(', ')} (and each + 10000) free`);
   const dir = mkdtempSync(path.join(tmpdir(), 'redis-cluster-'));
   const stop = () => stopRedisCluster(dir);
+  const children: ChildProcess[] = [];
   try {
-    for (const port of CLUSTER_PORTS) startClusterNode(port, dir);
+    for (const port of CLUSTER_PORTS) children.push(startClusterNode(port, dir));
     const deadline = Date.now() + START_WITHIN_MS;
     while (!(await Promise.all(CLUSTER_PORTS.map(answers))).every(Boolean)) {
       if (Date.now() > deadline) throw new Error('the Redis Cluster nodes did not start');
@@ -91,6 +93,8 @@ export async function startRedisCluster(): Promise<RunningCluster> {
     await run('redis-cli', ['--cluster', 'create', ...CLUSTER_ADDRESSES, '--cluster-replicas', '1', '--cluster-yes'], { timeout: START_WITHIN_MS });
     await untilClusterSettled(Math.max(1_000, deadline - Date.now()));
   } catch (error) {
+    // A node that never answered would miss the shutdown: each one started here is killed too.
+    for (const child of children) child.kill('SIGKILL');
     await stop();
     throw error;
   }
