@@ -12,7 +12,7 @@
 #   either, is off, and this script removes the containers of its run itself;
 # - as root, the tests run in a network namespace of their own, where nothing answers on the
 #   host's MySQL and Redis ports at any address, and the containers' ports are reached through the
-#   host's end of a veth pair.
+#   host's end of a veth pair; whatever still runs in it at the end is killed.
 #
 # docs/testing.md explains each choice and says how long it takes.
 set -euo pipefail
@@ -94,12 +94,27 @@ netns=''
 veth=''
 cleanup() {
   local status=$?
-  if [ -n "$netns" ]; then ip netns delete "$netns" 2>/dev/null || true; fi
+  if [ -n "$netns" ]; then
+    kill_namespace_processes
+    ip netns delete "$netns" 2>/dev/null || true
+  fi
   if [ -n "$veth" ]; then ip link delete "$veth" 2>/dev/null || true; fi
   if [ "$status" -ne 0 ] && [ -n "${containers_before+set}" ]; then
     comm -13 <(echo "$containers_before") <(testcontainers_ids) | xargs -r podman rm -f -v >/dev/null 2>&1 || true
   fi
   if [ -n "$podman_service" ]; then stop_podman_service; fi
+}
+
+# A process left in the namespace (a Redis Cluster node of a global setup that failed, a server
+# of a killed jest) would outlive the script there, out of reach: each one goes, named.
+kill_namespace_processes() {
+  local pids
+  mapfile -t pids < <(ip netns pids "$netns" 2>/dev/null)
+  [ ${#pids[@]} -gt 0 ] || return 0
+  echo "killing what still runs in $netns:" >&2
+  ps -o pid=,args= -p "$(IFS=,; echo "${pids[*]}")" >&2 || true
+  kill -KILL "${pids[@]}" 2>/dev/null || true
+  for _ in $(seq 1 50); do [ -z "$(ip netns pids "$netns" 2>/dev/null)" ] && break; sleep 0.1; done
 }
 trap cleanup EXIT
 trap 'exit 130' INT
