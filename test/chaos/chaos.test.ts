@@ -93,7 +93,12 @@ async function withRetries(method: string, path: string, options: { body?: unkno
   }
 }
 
-const versionOf = (etag: string | null) => Number(/^"(\d+)"$/.exec(etag ?? '')?.[1] ?? Number.NaN);
+/** The version an answer's ETag names. One without a version is itself a wrong answer: NaN would never compare as stale. */
+function versionOf(answer: { status: number; etag: string | null }, what: string): number {
+  const version = Number(/^"(\d+)"$/.exec(answer.etag ?? '')?.[1] ?? Number.NaN);
+  if (Number.isNaN(version)) seen.unexpected.push(`${what}: ${answer.status} with ETag ${String(answer.etag)}, not a version`);
+  return version;
+}
 
 async function createProduct(client: number, n: number): Promise<string | undefined> {
   const sku = `CHAOS-${client}-${n}`;
@@ -105,7 +110,7 @@ async function createProduct(client: number, n: number): Promise<string | undefi
   });
   if (answer?.status !== 201) return undefined;
   createdProducts.set(sku, { id: answer.body.id, key });
-  updates.set(answer.body.id, { version: versionOf(answer.etag), stock: 0, uncertain: false, acknowledged: 0 });
+  updates.set(answer.body.id, { version: versionOf(answer, `POST /api/products (${sku})`), stock: 0, uncertain: false, acknowledged: 0 });
   return answer.body.id as string;
 }
 
@@ -122,7 +127,7 @@ async function readBack(id: string): Promise<void> {
   const answer = await withRetries('GET', `/api/products/${id}`);
   const known = updates.get(id);
   if (answer?.status !== 200 || !known) return;
-  const version = versionOf(answer.etag);
+  const version = versionOf(answer, `GET /api/products/${id}`);
   if (version < known.version) seen.staleReads.push(`${id}: read version ${version} after version ${known.version} was acknowledged`);
 }
 
@@ -136,7 +141,7 @@ async function update(id: string): Promise<void> {
   });
   if (answer === undefined) known.uncertain = true;
   else if (answer.status === 200) {
-    known.version = versionOf(answer.etag);
+    known.version = versionOf(answer, `PATCH /api/products/${id}`);
     known.stock = stock;
     known.acknowledged++;
   } else if (answer.status === 412) known.uncertain = true; // changed by a write nobody was told of: the check below says so
@@ -219,7 +224,9 @@ describe('chaos under load', () => {
   }, 30_000);
 
   it('loses and doubles no acknowledged write while a replica is killed, the database and Redis are cut', async () => {
-    const faults: string[] = [];
+    /** Each fault and when it came: all of them while the load ran. */
+    const faults: { fault: string; at: number }[] = [];
+    const injected = (fault: string) => faults.push({ fault, at: Date.now() });
     const started = Date.now();
     const until = started + LOAD_MS;
     const load = Promise.all(Array.from({ length: CLIENTS }, (_, index) => client(index, until)));
@@ -229,18 +236,18 @@ describe('chaos under load', () => {
       const victim = replicas.find((r) => r.workspace === 'products-service')!;
       victim.process.child.kill('SIGKILL');
       await victim.process.exited;
-      faults.push('SIGKILL products-service replica');
+      injected('SIGKILL products-service replica');
       await sleep(3_000);
       victim.process = (await startReplica('products-service', databases.products, victim.port)).process;
-      faults.push('restarted it on its port');
+      injected('restarted it on its port');
       await sleep(1_500);
       await mysqlProxy.cut();
-      faults.push('database cut for 2 s');
+      injected('database cut for 2 s');
       await sleep(2_000);
       await mysqlProxy.restore();
       await sleep(3_000);
       await redisProxy.cut();
-      faults.push('Redis cut for 2 s');
+      injected('Redis cut for 2 s');
       await sleep(2_000);
       await redisProxy.restore();
     };
@@ -292,13 +299,13 @@ describe('chaos under load', () => {
           `chaos: ${seconds.toFixed(1)} s, ${CLIENTS} clients`,
           `  requests ${seen.requests}, retries ${seen.retries} (connection errors ${seen.connectionErrors}), operations given up ${seen.gaveUp}`,
           `  statuses ${JSON.stringify(statuses)}`,
-          `  faults injected: ${faults.join('; ')}`,
+          `  faults injected: ${faults.map(({ fault, at }) => `${fault} at ${((at - started) / 1000).toFixed(1)} s`).join('; ')}`,
           `  acknowledged writes checked: ${createdProducts.size} product creates, ${createdUsers.size} user creates, ${updatesChecked} updates; ${rowIds.length} rows, ${keyRows.length} idempotency keys`,
           `  stale reads ${seen.staleReads.length}, unexpected responses ${seen.unexpected.length}, problems ${problems.length}`,
         ].join('\n'),
       );
 
-      expect(faults).toHaveLength(4);
+      expect(faults.filter(({ at }) => at < until).map(({ fault }) => fault)).toEqual(['SIGKILL products-service replica', 'restarted it on its port', 'database cut for 2 s', 'Redis cut for 2 s']);
       expect(seen.unexpected).toEqual([]);
       expect(seen.statuses.get(500)).toBeUndefined();
       expect(seen.staleReads).toEqual([]);
