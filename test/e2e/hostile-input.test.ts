@@ -48,7 +48,7 @@ afterAll(() => stack.close());
 
 // ---- what the run saw, printed at the end ----
 
-const counts = { generated: 0, consistencyChecks: 0, raw: 0, byStatus: new Map<number, number>(), byProblem: new Map<string, number>() };
+const counts = { generated: 0, writes: 0, cachedBeforeWrites: 0, consistencyChecks: 0, raw: 0, byStatus: new Map<number, number>(), byProblem: new Map<string, number>() };
 
 function tally(status: number, contentType: string | null, body: string) {
   counts.byStatus.set(status, (counts.byStatus.get(status) ?? 0) + 1);
@@ -63,7 +63,7 @@ afterAll(() => {
   const fives = sorted(counts.byStatus).filter(([status]) => status >= 500).reduce((sum, [, n]) => sum + n, 0);
   console.log(
     [
-      `hostile-input (seed ${SEED}): ${counts.generated} generated requests + ${counts.raw} raw-HTTP requests; ${counts.consistencyChecks} cache-consistency checks after writes`,
+      `hostile-input (seed ${SEED}): ${counts.generated} generated requests + ${counts.raw} raw-HTTP requests; ${counts.writes} writes, ${counts.cachedBeforeWrites} reads cached before them, ${counts.consistencyChecks} cache-consistency checks after them`,
       `  by status: ${sorted(counts.byStatus).map(([status, n]) => `${status} × ${n}`).join(', ')}`,
       `  4xx problem types: ${sorted(counts.byProblem).map(([kind, n]) => `${kind} × ${n}`).join(', ')}`,
       `  5xx: ${fives}`,
@@ -233,13 +233,28 @@ async function send(baseUrl: string, method: string, target: string, headers: Re
  */
 const runPage = `limit=200&cursor=${encodeCursor(uuidv7())}`;
 
+/** The reads a write may change: its item, this run's list page, and the list filtered by its unique value. */
+const readsOf = (resource: Resource, id: string | undefined, uniqueValue: string | undefined) => [
+  ...(id ? [`${resource.collection}/${id}`] : []),
+  `${resource.collection}?${runPage}`,
+  ...(uniqueValue === undefined ? [] : [`${resource.collection}?${resource.unique}=${encodeURIComponent(uniqueValue)}`]),
+];
+
+/**
+ * Before a write: every read it may change that the service answers 200 is in the gateway's cache
+ * (a HIT), so that the check after the write is about an entry the write must not leave behind.
+ */
+async function cacheBefore(targets: string[]): Promise<void> {
+  for (const target of targets) {
+    if ((await send(stack.gateway.url, 'GET', target)).status !== 200) continue;
+    const again = await send(stack.gateway.url, 'GET', target);
+    expect({ target, cache: again.headers.get('x-cache') }).toEqual({ target, cache: 'HIT' });
+    counts.cachedBeforeWrites++;
+  }
+}
+
 /** After a write: what the gateway serves (its cache included) is what the service has. */
-async function expectConsistent(resource: Resource, id: string | undefined, uniqueValue: string | undefined) {
-  const targets = [
-    ...(id ? [`${resource.collection}/${id}`] : []),
-    `${resource.collection}?${runPage}`,
-    ...(uniqueValue === undefined ? [] : [`${resource.collection}?${resource.unique}=${encodeURIComponent(uniqueValue)}`]),
-  ];
+async function expectConsistent(resource: Resource, targets: string[]) {
   // A stale entry would be served (HIT) by the first read after the write: one read each suffices.
   await Promise.all(
     targets.map(async (target) => {
@@ -266,6 +281,11 @@ const uniqueOf = (resource: Resource, body: unknown): string | undefined => {
 /** Sends one generated request through the gateway and checks the answer, and the cache after a write. */
 async function sendAndCheck(request: Generated): Promise<void> {
   const { target, id } = resolveTarget(request);
+  const before = WRITES.has(request.method) ? readsOf(request.resource, id, uniqueSent(request.resource, request.body)) : [];
+  if (before.length > 0) {
+    counts.writes++;
+    await cacheBefore(before);
+  }
   const answer = await send(stack.gateway.url, request.method, target, request.headers, request.body);
   counts.generated++;
   tally(answer.status, answer.headers.get('content-type'), answer.text);
@@ -277,16 +297,23 @@ async function sendAndCheck(request: Generated): Promise<void> {
     throw new Error(`${context}\n${(error as Error).message}`, { cause: error });
   }
   if (answer.status >= 400 && request.method !== 'HEAD') expect(answer.headers.get('content-type')).toBe('application/problem+json; charset=utf-8');
-  if (!['POST', 'PUT', 'PATCH', 'DELETE'].includes(request.method)) return;
-  let written: unknown;
-  try {
-    written = answer.status < 300 && answer.text ? JSON.parse(answer.text) : undefined;
-  } catch {
-    written = undefined;
-  }
+  if (!WRITES.has(request.method)) return;
+  // A 2xx body is JSON, or the run fails here.
+  const written: unknown = answer.status < 300 && answer.text ? JSON.parse(answer.text) : undefined;
   const createdId = request.method === 'POST' && answer.status === 201 ? (written as { id: string }).id : undefined;
   if (createdId) request.resource.ids.push(createdId);
-  await expectConsistent(request.resource, createdId ?? id, uniqueOf(request.resource, written));
+  await expectConsistent(request.resource, [...new Set([...before, ...readsOf(request.resource, createdId ?? id, uniqueOf(request.resource, written))])]);
+}
+
+const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** The unique value a write's body would give, when the body is JSON at all (a generated one may not be). */
+function uniqueSent(resource: Resource, body: Buffer | undefined): string | undefined {
+  try {
+    return body ? uniqueOf(resource, JSON.parse(body.toString('utf8'))) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 describe('requests generated from openapi.json', () => {
@@ -297,6 +324,10 @@ describe('requests generated from openapi.json', () => {
     await Promise.all(resources.map(async (resource) => {
       for (const request of requests) if (request.resource === resource) await sendAndCheck(request);
     }));
+    // Every write was checked against a cached read (this run's list page always answers 200), at least.
+    expect(counts.writes).toBeGreaterThan(0);
+    expect(counts.cachedBeforeWrites).toBeGreaterThanOrEqual(counts.writes);
+    expect(counts.consistencyChecks).toBeGreaterThanOrEqual(counts.writes);
   }, 120_000);
 });
 
