@@ -1,7 +1,6 @@
 import dns from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
-import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { TLSSocket } from 'node:tls';
 
@@ -12,7 +11,7 @@ import { TLSSocket } from 'node:tls';
  */
 export const UPSTREAM_IDLE_SOCKET_MS = 30_000;
 
-/** After this long a socket carries one last request, so new replicas get connections too. */
+/** A socket this old is closed once its request is done, so new replicas get connections too. */
 export const UPSTREAM_MAX_SOCKET_AGE_MS = 30_000;
 
 /** One replica of a service: an address and port a connection can be opened to. */
@@ -134,9 +133,9 @@ function connected(open: () => Duplex): Promise<Duplex> {
  */
 export function upstreamAgent(
   url: string,
-  options: { resolve?: ResolveEndpoints; health?: ReplicaHealth } = {},
+  options: { resolve?: ResolveEndpoints; health?: ReplicaHealth; now?: () => number } = {},
 ): http.Agent {
-  const { resolve = resolveByDns, health = new ReplicaHealth() } = options;
+  const { resolve = resolveByDns, health = new ReplicaHealth(), now = Date.now } = options;
   const settings = { keepAlive: true, timeout: UPSTREAM_IDLE_SOCKET_MS, scheduling: 'fifo' as const };
   const tls = url.startsWith('https:');
   const agent = tls ? new https.Agent(settings) : new http.Agent(settings);
@@ -154,6 +153,7 @@ export function upstreamAgent(
         const target = { ...request, host: endpoint.host, port: endpoint.port, ...(tls ? { servername: (request as https.RequestOptions).servername ?? hostname } : {}) };
         const socket = await connected(() => open(target) as Duplex);
         health.succeeded(endpoint);
+        openedAt.set(socket, now());
         return socket;
       } catch (error) {
         health.failed(endpoint);
@@ -162,6 +162,11 @@ export function upstreamAgent(
     }
     throw lastError;
   };
+
+  // Asked by the agent each time a socket's request is done, proxied or a cache fill alike: an aged
+  // socket is closed instead of kept (the request is done, so nothing is cut).
+  const keepSocketAlive = agent.keepSocketAlive.bind(agent);
+  agent.keepSocketAlive = (socket) => now() - (openedAt.get(socket) ?? now()) <= UPSTREAM_MAX_SOCKET_AGE_MS && keepSocketAlive(socket);
 
   agent.createConnection = (request, callback) => {
     connect(request).then(
@@ -173,13 +178,5 @@ export function upstreamAgent(
   return agent;
 }
 
-const firstUse = new WeakMap<Socket, number>();
-
-/** Marks the request as its socket's last once the socket is older than UPSTREAM_MAX_SOCKET_AGE_MS. */
-export function retireAgedSocket(request: http.ClientRequest, now = Date.now()): void {
-  const { socket } = request;
-  if (!socket) return;
-  const since = firstUse.get(socket);
-  if (since === undefined) firstUse.set(socket, now);
-  else if (now - since > UPSTREAM_MAX_SOCKET_AGE_MS) request.setHeader('Connection', 'close');
-}
+/** When each socket to a service was opened. */
+const openedAt = new WeakMap<Duplex, number>();

@@ -4,7 +4,6 @@ import { HttpProblem } from '@app/shared/platform/problem';
 import { endClientSpan, type RequestTrace, startClientSpan, traceOf } from '@app/shared/telemetry/spans';
 import { createProxyMiddleware, proxyEventsPlugin } from 'http-proxy-middleware';
 import { exchangeOf, type Exchange } from './exchange.js';
-import { retireAgedSocket } from './upstream-agent.js';
 
 export interface Upstream {
   /** A name for logs and problem details; never a host name. */
@@ -132,13 +131,12 @@ function forwardedFor(received: string | string[] | undefined, peer: string | un
 }
 
 /**
- * What every request to a service gets: its socket retired once old (see upstream-agent.ts) and two
+ * What every request to a service gets (its agent retires aged sockets: upstream-agent.ts): two
  * deadlines, both the service's (the client's body has been received whole before it is sent):
  * `upstreamMs` for its response headers, and `upstreamMs` more for its body (UpstreamTimeout).
  * Whichever passes destroys the request, which fails it and its response.
  */
 function superviseUpstreamRequest(request: http.ClientRequest, upstreamMs: number): void {
-  retireAgedSocket(request);
   let stalled: 'headers' | 'body' = 'headers';
   const deadline = setTimeout(() => request.destroy(new UpstreamTimeout(upstreamMs, stalled)), upstreamMs);
   // `on`, not `once`, for events that come once anyway: `once` makes a wrapper and a bound

@@ -4,7 +4,6 @@ import {
   BASE_EJECTION_MS,
   CONSECUTIVE_FAILURES_TO_EJECT,
   ReplicaHealth,
-  retireAgedSocket,
   upstreamAgent,
   UPSTREAM_MAX_SOCKET_AGE_MS,
   type Endpoint,
@@ -79,15 +78,32 @@ describe('the upstream agent', () => {
     agent.destroy();
   });
 
-  it('makes the request on an aged socket its last, so new replicas get connections', () => {
-    const socket = {};
-    const headers = new Map<string, string>();
-    const request = { socket, setHeader: (name: string, value: string) => headers.set(name, value) } as unknown as http.ClientRequest;
-    retireAgedSocket(request, 1_000);
-    retireAgedSocket(request, 1_000 + UPSTREAM_MAX_SOCKET_AGE_MS);
-    expect(headers.get('Connection')).toBeUndefined();
-    retireAgedSocket(request, 1_001 + UPSTREAM_MAX_SOCKET_AGE_MS);
-    expect(headers.get('Connection')).toBe('close');
+  it('closes a socket older than UPSTREAM_MAX_SOCKET_AGE_MS once its request is done, so new replicas get connections', async () => {
+    const { port, close } = await replicas();
+    const connections: number[] = [];
+    let clock = 1_000;
+    const agent = upstreamAgent(`http://service:${port}`, { resolve: async () => [{ host: '127.0.0.1', port }], now: () => clock });
+    const localPort = async () => {
+      const answered = await new Promise<http.IncomingMessage>((resolve, reject) => http.get({ host: 'service', port, agent }, resolve).on('error', reject));
+      connections.push(answered.socket.localPort!);
+      answered.resume();
+      // Done once the agent has had the socket back (kept, or closed for its age).
+      await new Promise((resolve) => answered.once('end', () => setImmediate(resolve)));
+    };
+    try {
+      await localPort();
+      clock += UPSTREAM_MAX_SOCKET_AGE_MS;
+      await localPort(); // as old as allowed: kept
+      clock += 1;
+      await localPort(); // older: its last request, then closed
+      await localPort();
+      expect(connections[1]).toBe(connections[0]);
+      expect(connections[2]).toBe(connections[0]);
+      expect(connections[3]).not.toBe(connections[0]);
+    } finally {
+      agent.destroy();
+      await close();
+    }
   });
 
   describe('when a replica cannot be connected to', () => {
