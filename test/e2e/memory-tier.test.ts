@@ -1,21 +1,25 @@
 /**
  * The in-memory tier in front of Redis (gateway/src/cache/memory-tier.ts), as clients see it: hits
  * without a round trip, a write through one gateway replica evicting the entry from another's
- * memory (STALE_CHECK_ROUNDS writes, 0 stale reads; how long an invalidation takes to arrive,
- * INVALIDATION_SAMPLES of them), and the tier dropped while either of its Redis connections is
- * cut, never stale when it comes back. Real gateways, real users service, real Redis (cut through
- * TCP proxies the test controls). `npm run bench:invalidation` runs it with 10,000 of each.
+ * memory (STALE_CHECK_ROUNDS writes, 0 stale reads; every one of INVALIDATION_SAMPLES invalidations
+ * arriving), and the tier dropped while either of its Redis connections is cut, never stale when it
+ * comes back. Real gateways, real users service, real Redis (cut through TCP proxies the test
+ * controls). `npm run bench:invalidation` runs it with 10,000 of each, and reports how long the
+ * invalidations took (INVALIDATION_REPORT=true): a figure for the bench, not a check.
  */
 import { createCacheClient, type CacheClient } from '../../gateway/src/redis.js';
 import { decode, encode } from '../../gateway/src/cache/entry.js';
 import type { MemoryTier } from '../../gateway/src/cache/memory-tier.js';
+import { countFromEnv } from '../support/env.js';
 import { client, metricsOf, type Client } from '../support/http.js';
 import { startGateway, startUsersService, testLogger, untilTracking, type RunningGateway, type RunningService } from '../support/stack.js';
 import { onCluster, relayRedis, testRedisTarget, type RedisRelay } from '../support/redis-cluster.js';
 
-const STALE_CHECK_ROUNDS = Number(process.env.STALE_CHECK_ROUNDS ?? 300);
-const INVALIDATION_SAMPLES = Number(process.env.INVALIDATION_SAMPLES ?? 1_000);
-const RELAY_STALE_CHECK_ROUNDS = Number(process.env.RELAY_STALE_CHECK_ROUNDS ?? 1_000);
+const STALE_CHECK_ROUNDS = countFromEnv('STALE_CHECK_ROUNDS', 300);
+const INVALIDATION_SAMPLES = countFromEnv('INVALIDATION_SAMPLES', 1_000);
+const RELAY_STALE_CHECK_ROUNDS = countFromEnv('RELAY_STALE_CHECK_ROUNDS', 1_000);
+/** How long an invalidation may take to reach another replica before the test calls it lost: a hang guard, not a speed target. */
+const INVALIDATION_LOST_MS = 5_000;
 const RELAY_DELAY_MS = 3;
 
 let users: RunningService;
@@ -256,42 +260,57 @@ describe('a write through one replica evicts the entry from every replica’s me
     }
   });
 
-  it(`measures how long an invalidation takes to reach another replica (${INVALIDATION_SAMPLES} writes)`, async () => {
+  it(`an invalidation reaches another replica and drops its entry, every one of ${INVALIDATION_SAMPLES} writes`, async () => {
     const memory = memoryOf(gateway);
     const scope = { entryKey: 'c:{users:latency-probe}:', generationKey: 'g:{users:latency-probe}', holdKey: 'h:{users:latency-probe}' };
     const reached: number[] = [];
     const replied: number[] = [];
     let arrived: ((at: number) => void) | undefined;
-    memory.onInvalidation((keys) => {
+    const stopListening = memory.onInvalidation((keys) => {
       if (keys.includes(scope.generationKey)) arrived?.(performance.now());
     });
-    for (let sample = 0; sample < INVALIDATION_SAMPLES; sample++) {
-      const generation = `probe-${sample}`;
-      await redis.set(scope.generationKey, generation, 'EX', 60);
-      // The replica learns the generation on its tracked connection, as it does after a Redis hit
-      // (again if that read failed: a 100 ms command timeout on a busy machine).
-      const entry = { generation, storedAt: Date.now(), status: 200, headers: {}, body: Buffer.from('{}') };
-      const learning = performance.now();
-      for (let attempt = 0; attempt < 20 && !memory.held(scope); attempt++) {
-        memory.learn(scope, entry);
-        while (!memory.held(scope) && performance.now() - learning < (attempt + 1) * 200) await new Promise((resolve) => setImmediate(resolve));
+    try {
+      for (let sample = 0; sample < INVALIDATION_SAMPLES; sample++) {
+        const generation = `probe-${sample}`;
+        await redis.set(scope.generationKey, generation, 'EX', 60);
+        // The replica learns the generation on its tracked connection, as it does after a Redis hit
+        // (again if that read failed: a 100 ms command timeout on a busy machine).
+        const entry = { generation, storedAt: Date.now(), status: 200, headers: {}, body: Buffer.from('{}') };
+        const learning = performance.now();
+        for (let attempt = 0; attempt < 20 && !memory.held(scope); attempt++) {
+          memory.learn(scope, entry);
+          while (!memory.held(scope) && performance.now() - learning < (attempt + 1) * 200) await new Promise((resolve) => setImmediate(resolve));
+        }
+        expect({ sample, held: memory.held(scope) !== undefined }).toEqual({ sample, held: true });
+        let lost: NodeJS.Timeout | undefined;
+        const invalidation = Promise.race([
+          new Promise<number>((resolve) => (arrived = resolve)),
+          new Promise<never>((_resolve, reject) => (lost = setTimeout(() => reject(new Error(`sample ${sample}: no invalidation within ${INVALIDATION_LOST_MS} ms`)), INVALIDATION_LOST_MS))),
+        ]);
+        const sent = performance.now();
+        // What a gateway does for a write: renew the generation.
+        await redis.set(scope.generationKey, `${generation}-renewed`, 'EX', 60);
+        replied.push(performance.now() - sent);
+        try {
+          reached.push((await invalidation) - sent);
+        } finally {
+          clearTimeout(lost);
+        }
+        expect(memory.held(scope)).toBeUndefined();
       }
-      expect({ sample, held: memory.held(scope) !== undefined }).toEqual({ sample, held: true });
-      const invalidation = new Promise<number>((resolve) => (arrived = resolve));
-      const sent = performance.now();
-      // What a gateway does for a write: renew the generation.
-      await redis.set(scope.generationKey, `${generation}-renewed`, 'EX', 60);
-      replied.push(performance.now() - sent);
-      reached.push((await invalidation) - sent);
-      expect(memory.held(scope)).toBeUndefined();
+    } finally {
+      stopListening();
     }
-    reached.sort((a, b) => a - b);
-    replied.sort((a, b) => a - b);
-    console.log(
-      `invalidation latency over ${INVALIDATION_SAMPLES} writes, from sending the renewal to the other replica dropping the entry: ` +
-        `p50 ${micros(percentile(reached, 50))}, p99 ${micros(percentile(reached, 99))}, max ${micros(reached.at(-1)!)}; ` +
-        `the writer's own round trip: p50 ${micros(percentile(replied, 50))}, p99 ${micros(percentile(replied, 99))}`,
-    );
+    expect(reached).toHaveLength(INVALIDATION_SAMPLES);
+    if (process.env.INVALIDATION_REPORT === 'true') {
+      reached.sort((a, b) => a - b);
+      replied.sort((a, b) => a - b);
+      console.log(
+        `invalidation latency over ${INVALIDATION_SAMPLES} writes, from sending the renewal to the other replica dropping the entry: ` +
+          `p50 ${micros(percentile(reached, 50))}, p99 ${micros(percentile(reached, 99))}, max ${micros(reached.at(-1)!)}; ` +
+          `the writer's own round trip: p50 ${micros(percentile(replied, 50))}, p99 ${micros(percentile(replied, 99))}`,
+      );
+    }
   }, 60_000 + INVALIDATION_SAMPLES * 20);
 });
 

@@ -454,9 +454,13 @@ export class MemoryTier {
     }
   }
 
-  /** Runs `listener` with the keys of every invalidation Redis sends (for measurements). */
-  onInvalidation(listener: (keys: readonly string[]) => void): void {
+  /** Runs `listener` with the keys of every invalidation Redis sends (for measurements), until the function it returns is called. */
+  onInvalidation(listener: (keys: readonly string[]) => void): () => void {
     this.#invalidationListeners.push(listener);
+    return () => {
+      const at = this.#invalidationListeners.indexOf(listener);
+      if (at >= 0) this.#invalidationListeners.splice(at, 1);
+    };
   }
 
   async close(): Promise<void> {
