@@ -1,4 +1,3 @@
-import type { IncomingMessage } from 'node:http';
 import { HttpProblem } from '@app/shared/platform/problem';
 
 export interface ConcurrencyLimitSettings {
@@ -25,14 +24,10 @@ interface Waiter {
   timer: NodeJS.Timeout;
 }
 
-const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
-
 /** While others are refused (or wait), one caller holds at most this many of the most its kind may hold. */
 const fairShare = (limit: number) => Math.max(1, Math.floor(limit / 4));
 /** How long after another caller found no slot free the fair share applies. */
 const CONTENDED_MS = 1_000;
-
-export const isWrite = (req: Pick<IncomingMessage, 'method'>) => WRITES.has(req.method ?? '');
 
 /**
  * The gateway's load shedding for one upstream: at most `limit` requests in flight to it, and the

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ObservedRequest } from '@app/shared/platform/http/observation';
 import type { HttpProblem } from '@app/shared/platform/problem';
 import type { RequestTarget } from '@app/shared/platform/request-target';
+import { kindOf, type MethodKind } from './method-kind.js';
 import type { ServiceRoute } from './routing.js';
 
 /** What the cache did for a request, as the metrics count it (`X-Cache` says less: a collapsed request is a MISS). */
@@ -32,6 +33,7 @@ export class Exchange {
   releaseSlot: (() => void) | undefined = undefined;
   /** Whether its connection must close after the response (its body may still be arriving). */
   closeConnection = false;
+  #kind: MethodKind | undefined = undefined;
   /** Every request under /api (canonical or not) is authenticated; the gateway's own endpoints are not. */
   readonly underApi: boolean;
 
@@ -58,9 +60,9 @@ export class Exchange {
     return this.target?.path ?? (this.req.url ?? '/').split('?', 1)[0] ?? '/';
   }
 
-  get isRead(): boolean {
-    const { method } = this.req;
-    return method === 'GET' || method === 'HEAD';
+  /** Read, write or OPTIONS (method-kind.ts): what its budget, slot, scope and cache path are. */
+  get kind(): MethodKind {
+    return (this.#kind ??= kindOf(this.req.method));
   }
 }
 

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { negotiateCoding } from './cache/compression.js';
 import { ASSETS, DOCS_FILES, sendDocsFile, sendDocsPage } from './docs-page.js';
 import { KeptDescription } from './kept-description.js';
+import { kindOf } from './method-kind.js';
 import type { oas31, ZodOpenApiPathsObject, ZodOpenApiResponseObject } from 'zod-openapi';
 import { servesPath } from './routing.js';
 import type { Deadlines, Upstream } from './upstream.js';
@@ -52,8 +53,9 @@ const METHODS = ['get', 'head', 'post', 'put', 'patch', 'delete', 'options'] as 
  * decides them), its rate limits (429, RateLimit headers), 502/504, and the cache headers on GET and HEAD.
  */
 function throughGateway(upstream: Upstream, method: (typeof METHODS)[number], operation: oas31.OperationObject, route: string, deadlines: Deadlines) {
-  const cached = method === 'get' || method === 'head';
-  const scope = method === 'options' ? undefined : `${upstream.name}:${cached ? 'read' : 'write'}`;
+  const kind = kindOf(method.toUpperCase());
+  const cached = kind === 'read';
+  const scope = kind === 'options' ? undefined : `${upstream.name}:${kind}`;
   const problem = (status: number, kind: ConstructorParameters<typeof HttpProblem>[0] | undefined, detail: string, extra = {}) =>
     problemResponse(status, kind && { problem: new HttpProblem(kind, detail), at: route }, extra);
   const responses: Record<string, oas31.ResponseObject | ZodOpenApiResponseObject> = {

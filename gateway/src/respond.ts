@@ -94,9 +94,8 @@ export class ResponseWriter {
       proxyRes.resume();
       return;
     }
-    const { method } = exchange.req;
     // HEAD as GET: the same headers, the body (compressed or not) dropped by Node.
-    const coding = method === 'GET' || method === 'HEAD' ? relayCoding(exchange.req.headers['accept-encoding'], proxyRes) : 'identity';
+    const coding = exchange.kind === 'read' ? relayCoding(exchange.req.headers['accept-encoding'], proxyRes) : 'identity';
     const raw = proxyRes.rawHeaders;
     const headers: string[] = [];
     for (let i = 0; i < raw.length; i += 2) {
@@ -149,7 +148,7 @@ export class ResponseWriter {
 
   #addOwn(exchange: Exchange, headers: string[]): void {
     headers.push('X-Request-Id', exchange.requestId, NOSNIFF[0], NOSNIFF[1]);
-    const outcome = exchange.isRead ? (exchange.cache ?? (exchange.underApi || exchange.target === undefined ? 'bypass' : undefined)) : undefined;
+    const outcome = exchange.kind === 'read' ? (exchange.cache ?? (exchange.underApi || exchange.target === undefined ? 'bypass' : undefined)) : undefined;
     if (outcome !== undefined) {
       headers.push('X-Cache', X_CACHE[outcome]);
       this.countCacheOutcome(outcome);

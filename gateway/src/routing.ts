@@ -1,6 +1,7 @@
 import type { RequestTarget } from '@app/shared/platform/request-target';
 import { readScopeOf, writeScopeOf, type ReadScope, type WriteScope } from './cache/scope.js';
 import type { ServedUpstream } from './config.js';
+import { kindOf } from './method-kind.js';
 import type { Upstream } from './upstream.js';
 
 /**
@@ -33,8 +34,9 @@ export class ServiceRoute {
    * public: the configuration cannot make it so.
    */
   requiredScope(method: string): string | undefined {
-    if (method === 'OPTIONS') return undefined;
-    if (method !== 'GET' && method !== 'HEAD') return this.#scopes.write;
+    const kind = kindOf(method);
+    if (kind === 'options') return undefined;
+    if (kind === 'write') return this.#scopes.write;
     return this.publicReads ? undefined : this.#scopes.read;
   }
 

@@ -1,7 +1,7 @@
 import type http from 'node:http';
 import type { HttpProblem } from '@app/shared/platform/problem';
 import { traceOf } from '@app/shared/telemetry/spans';
-import { ConcurrencyLimit, isWrite, type ConcurrencyLimitSettings } from './concurrency-limit.js';
+import { ConcurrencyLimit, type ConcurrencyLimitSettings } from './concurrency-limit.js';
 import type { ServedUpstream } from './config.js';
 import { exchangeOf, type Exchange } from './exchange.js';
 import { hasBody, receiveBody } from './request-body.js';
@@ -88,7 +88,7 @@ export class ServiceHop {
 
   /** Proxies the request once it has a slot: at once when one is free, else after a wait (`#wait`). */
   #send(exchange: Exchange): void {
-    const write = isWrite(exchange.req);
+    const write = exchange.kind === 'write';
     const release = this.limit.tryAcquire(write, exchange.caller);
     if (release) this.#forward(exchange, release);
     else this.#wait(exchange, write);

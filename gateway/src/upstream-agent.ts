@@ -3,6 +3,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { Duplex } from 'node:stream';
 import { TLSSocket } from 'node:tls';
+import { kindOf } from './method-kind.js';
 
 /**
  * How long an idle keep-alive socket to a service is kept. Shorter than the services' server
@@ -89,8 +90,7 @@ export class ReplicaHealth {
 
 /** A request that may go to another replica when its connection cannot be opened. */
 function mayRetry(options: http.ClientRequestArgs): boolean {
-  const method = (options.method ?? 'GET').toUpperCase();
-  if (method === 'GET' || method === 'HEAD') return true;
+  if (kindOf((options.method ?? 'GET').toUpperCase()) === 'read') return true;
   // A write only with an Idempotency-Key: the service makes sure it runs once whatever happens.
   return Object.keys(options.headers ?? {}).some((name) => name.toLowerCase() === 'idempotency-key');
 }

@@ -1,5 +1,5 @@
 import { jest } from '@jest/globals';
-import { ConcurrencyLimit, isWrite, MAX_WAIT_MS, SHED_RETRY_AFTER_SECONDS } from '../src/concurrency-limit.js';
+import { ConcurrencyLimit, MAX_WAIT_MS, SHED_RETRY_AFTER_SECONDS } from '../src/concurrency-limit.js';
 
 /**
  * The load shedding per upstream: reads and writes each keep a reserve of the limit, a slot is
@@ -253,10 +253,5 @@ describe('shedding', () => {
     expect(problem.detail).toContain('products');
     expect(problem.extras.headers).toEqual({ 'Retry-After': String(SHED_RETRY_AFTER_SECONDS) });
     expect(limit.shedProblem()).toBe(problem);
-  });
-
-  it('counts POST, PUT, PATCH and DELETE as writes, everything else as reads', () => {
-    for (const method of ['POST', 'PUT', 'PATCH', 'DELETE']) expect(isWrite({ method })).toBe(true);
-    for (const method of ['GET', 'HEAD', 'OPTIONS', undefined]) expect(isWrite({ method })).toBe(false);
   });
 });

@@ -1,4 +1,3 @@
-import { isWrite } from '../concurrency-limit.js';
 import type { Exchange } from '../exchange.js';
 import type { ResponseCache } from './response-cache.js';
 
@@ -12,7 +11,7 @@ import type { ResponseCache } from './response-cache.js';
 export function writeRenewal(cache: ResponseCache, serviceWriteDeadlineMs: number): (exchange: Exchange, status: number) => Promise<void> | undefined {
   return (exchange, status) => {
     const { service, target } = exchange;
-    if (!service || !target || !isWrite(exchange.req) || (status >= 400 && status < 500)) return undefined;
+    if (!service || !target || exchange.kind !== 'write' || (status >= 400 && status < 500)) return undefined;
     return cache.invalidate(service.writtenScopes(target), status >= 500 ? { holdMs: serviceWriteDeadlineMs } : {});
   };
 }

@@ -1,4 +1,3 @@
-import type { IncomingMessage } from 'node:http';
 import { isStorable, representations } from '../cache/entry.js';
 import type { Fill, Fills } from '../cache/fills.js';
 import type { Lookup, ResponseCache } from '../cache/response-cache.js';
@@ -14,10 +13,10 @@ import { upstreamProblem } from '../upstream.js';
  * If-Match on a read is the service's to evaluate (412, or 400 when malformed): the cache only
  * answers If-None-Match.
  */
-function isCacheable(req: IncomingMessage): boolean {
-  const { headers } = req;
+function isCacheable(exchange: Exchange): boolean {
+  const { headers } = exchange.req;
   return (
-    (req.method === 'GET' || req.method === 'HEAD') &&
+    exchange.kind === 'read' &&
     headers.authorization === undefined &&
     headers.cookie === undefined &&
     headers['if-match'] === undefined &&
@@ -43,7 +42,7 @@ export class CacheRead implements Stage {
     const { cache, hops, writer } = this.options;
     const { target, service } = exchange;
     const hop = service && hops.get(service.upstream.name);
-    const scope = hop && target && isCacheable(exchange.req) ? service.readScope(target) : undefined;
+    const scope = hop && target && isCacheable(exchange) ? service.readScope(target) : undefined;
     if (!hop || !scope) return false;
     const held = cache.held(scope);
     if (held) {

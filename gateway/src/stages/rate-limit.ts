@@ -40,8 +40,7 @@ export function rateLimitStage(options: { limits: RateLimits; trustedProxyHops: 
     run(exchange) {
       if (!exchange.underApi && UNCOUNTED.has(exchange.path)) return false;
       const { req } = exchange;
-      const method = req.method ?? 'GET';
-      const budget: Budget = method === 'GET' || method === 'HEAD' || method === 'OPTIONS' ? 'read' : 'write';
+      const budget: Budget = exchange.kind === 'write' ? 'write' : 'read';
       const caller = (exchange.caller ??= `addr:${proxyaddr(req, trustHop)}`);
       const outcome = limits.consume(budget, caller);
       return outcome instanceof Promise ? outcome.then((settled) => settle(exchange, settled, budget)) : settle(exchange, outcome, budget);
