@@ -61,7 +61,7 @@ export interface Gateway {
   cache: ResponseCache | undefined;
   /** What it says about itself when it starts listening. */
   details: Record<string, unknown>;
-  /** Closes the clients it made (not those it was given). */
+  /** Closes its connections to the services, stops its timers and listeners, and closes the clients it made (not those it was given). */
   release(): Promise<void>;
 }
 
@@ -121,7 +121,11 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
     lifecycle,
     cache: redis.cache,
     details: describe(config, upstreams, redis, tokens),
-    release: redis.release,
+    release: async () => {
+      for (const hop of hops.values()) hop.close();
+      redis.cache?.close();
+      await redis.release();
+    },
   };
 }
 

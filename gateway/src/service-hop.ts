@@ -68,6 +68,11 @@ export class ServiceHop {
     );
   }
 
+  /** Closes its connections to the service, idle or not: the gateway is releasing what it holds. */
+  close(): void {
+    this.options.agent.destroy();
+  }
+
   /** A plain GET for the cache, body in memory; undefined when no slot is free (counted as shed). */
   fetch(exchange: Exchange): Promise<FetchedResponse> | undefined {
     const release = this.limit.tryAcquire(false);

@@ -2,19 +2,25 @@
  * Whatever throws or rejects inside the gateway, its client is answered (a 500 problem at worst, or
  * its connection cut once the answer has begun) and the gateway goes on serving. A throw is planted
  * in each stage's work, in a cache fill, in the relay of a service's answer, in the cache's renewal
- * after a write and in the failure answer itself. And a client that goes lets go of its service.
+ * after a write and in the failure answer itself. And a client that goes lets go of its service, as
+ * a released gateway lets go of everything.
  */
 import { jest } from '@jest/globals';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
+import { listen } from '@app/shared/platform/server';
 import { TokenVerifier } from '../../gateway/src/auth/tokens.js';
 import { ResponseCache } from '../../gateway/src/cache/response-cache.js';
+import { configSchema as gatewayConfig } from '../../gateway/src/config.js';
+import { createGateway } from '../../gateway/src/gateway.js';
 import { RateLimits } from '../../gateway/src/rate-limit.js';
+import { createCacheClient } from '../../gateway/src/redis.js';
 import { ResponseWriter } from '../../gateway/src/respond.js';
 import { ServiceHop } from '../../gateway/src/service-hop.js';
 import { defaultToken } from '../support/auth.js';
 import { client, expectProblem, type Client } from '../support/http.js';
-import { startGateway, startStack } from '../support/stack.js';
+import { testRedisTarget } from '../support/redis-cluster.js';
+import { startGateway, startStack, testLogger } from '../support/stack.js';
 
 let stack: Awaited<ReturnType<typeof startStack>>;
 let api: Client;
@@ -103,6 +109,39 @@ describe('a client that goes', () => {
       await gateway.close();
       slow.closeAllConnections();
       await new Promise((resolve) => slow.close(resolve));
+    }
+  });
+});
+
+describe('a gateway that is released', () => {
+  it('closes its connections to the services and takes its listeners off a Redis client it was given', async () => {
+    const connections = new Set<Socket>();
+    const upstream = http.createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end('[]'));
+    upstream.on('connection', (socket: Socket) => {
+      connections.add(socket);
+      socket.once('close', () => connections.delete(socket));
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    const redis = createCacheClient(testRedisTarget(), testLogger, { keyPrefix: process.env.TEST_REDIS_KEY_PREFIX });
+    await new Promise((resolve) => redis.once('ready', resolve));
+    const readyListeners = redis.listenerCount('ready');
+    const config = gatewayConfig.parse({ GATEWAY_UPSTREAMS: `users=${url},products=${url}`, AUTH_ENABLED: 'false', RATE_LIMIT_ENABLED: 'false' });
+    const gateway = createGateway(config, { logger: testLogger, redis, memory: null, limits: null });
+    const running = await listen(gateway.handler, 0, '127.0.0.1');
+    try {
+      await Promise.all(Array.from({ length: 4 }, (_, i) => fetch(`http://127.0.0.1:${running.port}/api/users?email=r${i}@example.com`).then((r) => r.text())));
+      expect(connections.size).toBeGreaterThan(0);
+      expect(redis.listenerCount('ready')).toBeGreaterThan(readyListeners);
+      await running.close(1_000);
+      await gateway.release();
+      for (const deadline = Date.now() + 1_000; connections.size > 0 && Date.now() < deadline; ) await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(connections.size).toBe(0);
+      expect(redis.listenerCount('ready')).toBe(readyListeners);
+    } finally {
+      redis.disconnect();
+      upstream.closeAllConnections();
+      await new Promise((resolve) => upstream.close(resolve));
     }
   });
 });

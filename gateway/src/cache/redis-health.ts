@@ -118,6 +118,11 @@ export class RedisHealth {
     if (!this.#open && this.#failures >= this.settings.minFailures && this.#failures >= this.#calls * this.settings.failureRatio) this.#trip();
   }
 
+  /** Stops probing a Redis judged down: the gateway is releasing what it holds. */
+  close(): void {
+    clearInterval(this.#probe);
+  }
+
   #trip(): void {
     this.#open = true;
     this.logger.warn({ failures: this.#failures, commands: this.#calls }, 'redis is not answering: the cache is bypassed until it does');

@@ -62,6 +62,8 @@ export class ResponseCache {
   /** Ends the settling loop's pause between two attempts, while it pauses. */
   #wakeSettle: (() => void) | undefined;
   readonly #health: RedisHealth;
+  readonly #stopListening: () => void;
+  #closed = false;
   readonly now: () => number;
   readonly #generationSeconds: number;
   /** How long a write waits for renewals it owes before its response leaves (see CLUSTER_FAILOVER_WAIT_MS). */
@@ -78,11 +80,24 @@ export class ResponseCache {
     this.#generationSeconds = settings.ttlSeconds + settings.staleSeconds + GENERATION_MARGIN_SECONDS;
     this.#health = new RedisHealth(redis, logger, { ...defaultBreakerSettings, ...settings.breaker });
     this.#owedWaitMs = isClusterClient(redis) ? CLUSTER_FAILOVER_WAIT_MS : 0;
-    redis.on('ready', () => {
-      // Pay what is owed on the turn Redis is back, not after the retry pause under way.
+    // Pay what is owed on the turn Redis is back, not after the retry pause under way.
+    const onReady = () => {
       this.#wakeSettle?.();
       void this.#settle();
-    });
+    };
+    redis.on('ready', onReady);
+    this.#stopListening = () => redis.off('ready', onReady);
+  }
+
+  /**
+   * Lets go of what it holds on to: its listener on the Redis client (which may be another's), the
+   * health probe, and the retries of what is owed. The client itself is its maker's to close.
+   */
+  close(): void {
+    this.#closed = true;
+    this.#stopListening();
+    this.#health.close();
+    this.#wakeSettle?.();
   }
 
   /** For /metrics: whether Redis is judged up, and how many renewals and holds are owed. */
@@ -231,7 +246,7 @@ export class ResponseCache {
   /** Pays the owed invalidations as soon as Redis takes them; retries while it does not. */
   #settle(): Promise<void> {
     this.#settling ??= (async () => {
-      while (this.#owed.size > 0 || this.#owedHolds.size > 0) {
+      while ((this.#owed.size > 0 || this.#owedHolds.size > 0) && !this.#closed) {
         if (this.#health.up) {
           // Holds before renewals, as in `invalidate`; a hold whose time has passed is owed no more.
           for (const [key, until] of this.#owedHolds) {
