@@ -104,6 +104,10 @@ function headArrived(socket: Duplex): void {
   tracked[HEAD_DEADLINE] = undefined;
 }
 
+function deadlineGone(this: Duplex): void {
+  headArrived(this);
+}
+
 /**
  * Closes a connection whose first request head is not complete within `timeoutMs` of accept. Node
  * times a request head only once its first byte came (headersTimeout), so a connection that sends
@@ -129,6 +133,8 @@ function closeConnectionsWithoutRequest(server: http.Server, timeoutMs: number, 
   };
   server.on('connection', (socket: net.Socket) => {
     (socket as TrackedSocket)[HEAD_DEADLINE] = setTimeout(expire, timeoutMs, socket).unref();
+    // A connection that goes first takes its deadline along: the timer would hold the socket till then.
+    socket.once('close', deadlineGone);
   });
 }
 
