@@ -121,6 +121,7 @@ class NodeTracking {
   #redirectTo: number | undefined;
   /** Bumped whenever either connection is lost. */
   #epoch = 0;
+  #closed = false;
   /** When the unanswered ping was sent (performance.now()), if one is. */
   #pingSentAt: number | undefined;
   /** When the last ping answered on the subscriber was sent (performance.now()): the lease. */
@@ -136,6 +137,7 @@ class NodeTracking {
   ) {
     const { tracked, subscriber } = connections;
     subscriber.on('messageBuffer', (channel: Buffer, message: Buffer | Buffer[] | null) => {
+      if (this.#closed) return;
       const name = channel.toString();
       if (name === INVALIDATIONS) events.invalidated(message as Buffer[] | null);
       else if (name === this.channels?.barrier) events.barrier(String(message), this);
@@ -186,12 +188,20 @@ class NodeTracking {
     );
   }
 
+  /**
+   * Closes its connections. Their events may still come (a `close` after a topology change
+   * dropped this node): they say nothing of the tier any more, so they reach it no more.
+   */
   close(): void {
+    this.#closed = true;
+    this.#epoch += 1;
+    this.tracking = false;
     this.connections.tracked.disconnect();
     this.connections.subscriber.disconnect();
   }
 
   #lost(reason: string): void {
+    if (this.#closed) return;
     this.#epoch += 1;
     this.tracking = false;
     this.events.lost(reason);
@@ -543,7 +553,13 @@ export class MemoryTier {
       ['close', lost] as const,
     ];
     for (const [event, listener] of this.#topologyListeners) source.cluster.on(event, listener);
-    source.cluster.on('error', () => undefined);
+    // An outage makes one a reconnection: logged once a minute at most, not dropped unseen.
+    let loggedAt = -Infinity;
+    source.cluster.on('error', (error: Error) => {
+      if (performance.now() - loggedAt < 60_000) return;
+      loggedAt = performance.now();
+      this.logger.warn({ err: error }, 'the cluster client of the in-memory cache reported an error (logged once a minute at most)');
+    });
   }
 
   #updateTopology(source: ClusterTracking): void {
@@ -558,6 +574,9 @@ export class MemoryTier {
     }
     for (const key of masters) if (!this.#nodes.has(key)) this.#addNode(key, source.connect(key));
     this.logger.info({ masters: [...masters] }, 'the in-memory cache tracks the cluster masters');
+    // The masters that stayed still track; with none new (one only left), no event of theirs
+    // would turn the tier on again.
+    this.#trackingOn();
   }
 
   #trackingOn(): void {
