@@ -20,6 +20,8 @@ const LOAD_MS = 8_000;
 const AFTER_FAILOVER_MS = 3_000;
 const KILL_AFTER_MS = 1_500;
 const FAILOVER_WITHIN_MS = 15_000;
+/** A write that waited out the failover is answered at most this long after the replica took over (docs/architecture.md). */
+const WRITE_AFTER_FAILOVER_MS = 1_000;
 
 let users: RunningService;
 let gateways: RunningGateway[];
@@ -60,6 +62,8 @@ async function processId(port: number): Promise<number> {
 /** What the load saw. */
 interface Seen {
   writes: number;
+  /** When each write was sent and answered (Date.now()). */
+  writeTimes: { sentAt: number; answeredAt: number }[];
   reads: number;
   non2xx: string[];
   stale: string[];
@@ -102,7 +106,7 @@ async function killMaster(victimKey: string, victim: number, survivor: number): 
  * failover). A read begun after a write was acknowledged must show it or a later one.
  */
 async function load(locations: string[], [writer, reader]: [Api, Api], loading: () => boolean): Promise<Seen> {
-  const seen: Seen = { writes: 0, reads: 0, non2xx: [], stale: [], outcomes: new Map() };
+  const seen: Seen = { writes: 0, writeTimes: [], reads: 0, non2xx: [], stale: [], outcomes: new Map() };
   const acknowledged = new Map<string, number>();
   const onlyReads = (async () => {
     for (let round = 0; loading(); round++) {
@@ -113,7 +117,9 @@ async function load(locations: string[], [writer, reader]: [Api, Api], loading: 
   })();
   for (let round = 0; loading(); round++) {
     const location = locations[round % locations.length]!;
+    const sentAt = Date.now();
     const written = await writer.patch(location, { name: `Round ${round}` });
+    seen.writeTimes.push({ sentAt, answeredAt: Date.now() });
     acknowledged.set(location, round);
     seen.writes++;
     if (written.status !== 200) seen.non2xx.push(`PATCH ${written.status}`);
@@ -162,8 +168,13 @@ it('a master killed while a client writes and reads: 0 non-2xx, 0 stale, hits ag
   console.log(
     `cluster failover: master :${victim} killed ${KILL_AFTER_MS} ms into the load, a replica took over ${failoverMs} ms later; ` +
       `${seen.writes} writes, ${seen.reads} reads (${[...seen.outcomes].map(([outcome, n]) => `${outcome} × ${n}`).join(', ')}); ` +
-      `${seen.non2xx.length} non-2xx, ${seen.stale.length} stale; hits again after ${outcomesAfter.length} reads`,
+      `${seen.non2xx.length} non-2xx, ${seen.stale.length} stale; hits again after ${outcomesAfter.length} reads; ` +
+      `writes answered after the takeover: ${seen.writeTimes.filter(({ sentAt }) => sentAt <= failedOverAt!).map(({ answeredAt }) => answeredAt - failedOverAt!).filter((ms) => ms > 0).join(', ')} ms`,
   );
+  // A write under way when the replica took over is answered within WRITE_AFTER_FAILOVER_MS of it
+  // (failedOverAt is when the test saw it, up to 100 ms after the fact).
+  const late = seen.writeTimes.filter(({ sentAt, answeredAt }) => sentAt <= failedOverAt! && answeredAt - failedOverAt! > WRITE_AFTER_FAILOVER_MS);
+  expect(late.map(({ sentAt, answeredAt }) => `sent ${sentAt - failedOverAt!} ms, answered ${answeredAt - failedOverAt!} ms from the takeover`)).toEqual([]);
   expect(seen.non2xx).toEqual([]);
   expect(seen.stale).toEqual([]);
   expect(outcomesAfter.slice(-2)).toEqual(['HIT', 'HIT']);
