@@ -1,7 +1,8 @@
 /**
  * Each service in services.json with its code: its definition and app, from its build (`dist`, for
  * scripts run by node) or its sources (`src`, for the tests, which jest compiles). Every service's
- * src/app.ts exports `service` and `createApp`; the scaffold (scripts/new-service.ts) writes them so.
+ * app module (users-service/src/app.ts, for one) exports `service` and `createApp`; the scaffold
+ * (scripts/new-service.ts) writes them so.
  */
 import type { RequestListener } from 'node:http';
 import { readServiceList, type ServiceEntry } from '@app/shared/platform/services';

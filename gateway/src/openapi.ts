@@ -20,7 +20,7 @@ import type { Deadlines, Upstream } from './upstream.js';
  * together, once for each change of what the services describe (kept-description.ts).
  */
 
-/** The scopes of the upstreams (as auth/policy.ts grants them), as a Markdown list. */
+/** The scopes of the upstreams (as routing.ts requires them), as a Markdown list. */
 const scopesOf = (upstreams: readonly Pick<Upstream, 'name'>[]) => upstreams.flatMap(({ name }) => [`\`${name}:read\``, `\`${name}:write\``]).join(', ');
 
 const securitySchemes = (scopes: string): Record<string, oas31.SecuritySchemeObject> => ({
@@ -49,7 +49,7 @@ const GATEWAY_HEADERS = {
 const METHODS = ['get', 'head', 'post', 'put', 'patch', 'delete', 'options'] as const;
 
 /**
- * A service's operation as the gateway answers it: its token and scope (401, 403, as auth/policy.ts
+ * A service's operation as the gateway answers it: its token and scope (401, 403, as routing.ts and stages/auth.ts
  * decides them), its rate limits (429, RateLimit headers), 502/504, and the cache headers on GET and HEAD.
  */
 function throughGateway(upstream: Upstream, method: (typeof METHODS)[number], operation: oas31.OperationObject, route: string, deadlines: Deadlines) {

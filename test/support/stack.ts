@@ -148,7 +148,7 @@ export async function startGateway(options: {
 }): Promise<RunningGateway> {
   const logger = options.logger ?? testLogger;
   const guardOptions = options.guard ?? {};
-  // Only what the test sets: every other setting is the gateway's own default (config.ts).
+  // Only what the test sets: every other setting is the gateway's own default (gateway/src/config.ts).
   const settings: Record<string, string | number | undefined> = {
     GATEWAY_UPSTREAMS: Object.entries(options.upstreams)
       .map(([name, url]) => `${name}=${url}`)

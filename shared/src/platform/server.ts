@@ -396,7 +396,7 @@ export async function listen(
   const inFlight = new Set<http.ServerResponse>();
   let closing = false;
   const endLongTurn = endLongPollPhases();
-  // One listener for every response (no closure per request: see observeRequest in http.ts).
+  // One listener for every response (no closure per request: see observeRequest in http/observation.ts).
   const forget = function (this: http.ServerResponse) {
     inFlight.delete(this);
     responseDone(this.req.socket);
