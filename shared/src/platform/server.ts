@@ -477,7 +477,10 @@ function stopOnSignals(options: {
 }): void {
   const { close, lifecycle, logger, shutdownTimeoutMs, release } = options;
   const shutdown = async (signal: NodeJS.Signals) => {
-    if (lifecycle.shuttingDown) return;
+    if (lifecycle.shuttingDown) {
+      logger.info({ signal }, 'already shutting down: signal ignored');
+      return;
+    }
     lifecycle.beginShutdown();
     const drained = close(shutdownTimeoutMs); // stops accepting at once
     logger.info({ signal, shutdownTimeoutMs }, 'shutting down: draining in-flight requests');
