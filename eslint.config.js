@@ -3,7 +3,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['**/dist/', '**/node_modules/', 'coverage/', 'bench/results/', 'test/generated-client/openapi.d.ts'] },
+  { ignores: ['**/dist/', '**/node_modules/', 'coverage/', 'bench/results/', 'test/generated-client/openapi.d.ts', '.stryker-tmp/', 'reports/'] },
   js.configs.recommended,
   ...tseslint.configs.strict,
   {

@@ -1,0 +1,40 @@
+/**
+ * Mutation testing of the gateway's and shared's pure logic against their unit tests
+ * (`npm run mutation`, docs/testing.md). The unit tests run with jest.mutation.config.js, which
+ * starts no MySQL or Redis.
+ * @type {import('@stryker-mutator/api/core').PartialStrykerOptions}
+ */
+export default {
+  mutate: [
+    'gateway/src/stages/*.ts',
+    'gateway/src/routing.ts',
+    'gateway/src/respond.ts',
+    'gateway/src/cache/scope.ts',
+    'gateway/src/cache/entry.ts',
+    'gateway/src/cache/compression.ts',
+    'gateway/src/cache/fills.ts',
+    'gateway/src/concurrency-limit.ts',
+    'gateway/src/rate-limit.ts',
+    'gateway/src/auth/tokens.ts',
+    'gateway/src/method-kind.ts',
+    'gateway/src/pipeline.ts',
+    'shared/src/resource/*.ts',
+    'shared/src/platform/request-target.ts',
+  ],
+  testRunner: 'jest',
+  jest: { configFile: 'jest.mutation.config.js' },
+  // Jest runs the tests as ES modules, as in `npm test`.
+  testRunnerNodeArgs: ['--experimental-vm-modules', '--no-warnings=ExperimentalWarning'],
+  coverageAnalysis: 'perTest',
+  checkers: ['typescript'],
+  // The unit tests' program, with shared's sources in place of its build (as in the jest config).
+  tsconfigFile: 'tsconfig.mutation.json',
+  // The sandbox holds what the unit tests need: no end-to-end suites a full jest run could find in it.
+  ignorePatterns: ['/test', '/bench', '/docs', '/k8s', '/compose'],
+  incremental: true,
+  incrementalFile: 'reports/stryker-incremental.json',
+  concurrency: 2,
+  reporters: ['clear-text', 'progress', 'html'],
+  htmlReporter: { fileName: 'reports/mutation/mutation.html' },
+  thresholds: { high: 80, low: 60, break: null },
+};
