@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { answerFailure } from '@app/shared/platform/http/failures';
 import { NOSNIFF, writeProblem } from '@app/shared/platform/http/responses';
 import type { HttpProblem } from '@app/shared/platform/problem';
@@ -23,6 +23,21 @@ const RECODED = new Set(['content-length', 'content-encoding', 'vary', 'etag']);
 const BOTH_CODINGS = { br: true, gzip: true } as const;
 
 const ended = (): void => undefined;
+
+/** A relayed response and the client's response it goes to, each pointing at the other (see `relay`). */
+const RELAYED = Symbol('relayed service response');
+const RELAYING = Symbol('client response relaying it');
+type RelayingResponse = ServerResponse & { [RELAYED]?: IncomingMessage };
+type RelayedResponse = IncomingMessage & { [RELAYING]?: ServerResponse };
+
+function letGoOfRelayed(this: RelayingResponse): void {
+  const relayed = this[RELAYED];
+  if (relayed && !relayed.complete) relayed.destroy();
+}
+
+function cutRelaying(this: RelayedResponse): void {
+  this[RELAYING]?.destroy();
+}
 
 /**
  * Whether a body the client declared was never read: the request was answered (refused, mostly)
@@ -110,10 +125,14 @@ export class ResponseWriter {
     }
     this.#addOwn(exchange, headers);
     res.writeHead(proxyRes.statusCode ?? 502, headers);
-    // pipeline, not pipe: a client that goes destroys the service's response at once, which gives
-    // its socket back; a service's response that fails cuts the client's. The request's log line
-    // says how it ended, so the callback has nothing left to do.
-    if (coding === 'identity') pipeline(proxyRes, res, ended);
+    // A client that goes lets go of the service's response at once, which gives its socket back; a
+    // service's response that fails cuts the client's. One shared listener each way, no closures:
+    // stream.pipeline's own cost a proxied read more than half as much again.
+    (res as RelayingResponse)[RELAYED] = proxyRes;
+    res.on('close', letGoOfRelayed);
+    (proxyRes as RelayedResponse)[RELAYING] = res;
+    proxyRes.on('error', cutRelaying);
+    if (coding === 'identity') proxyRes.pipe(res);
     else pipeline(proxyRes, compressor(coding), res, ended);
   }
 
