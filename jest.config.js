@@ -22,7 +22,9 @@ export default {
       displayName: 'single Redis',
       testMatch: ['<rootDir>/**/test/**/*.test.ts'],
       // The chaos run has its own command (npm run chaos): it takes half a minute of the machine.
-      testPathIgnorePatterns: ['/node_modules/', '/dist/', '<rootDir>/test/chaos/'],
+      testPathIgnorePatterns: ['/node_modules/', '/dist/', '<rootDir>/test/chaos/', '<rootDir>/.stryker-tmp/'],
+      // A mutation run's sandboxes (npm run mutation) hold copies of the workspaces.
+      modulePathIgnorePatterns: ['<rootDir>/.stryker-tmp/'],
     },
     {
       ...projectSettings,
