@@ -2,7 +2,7 @@ import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, SignJWT } from 'jose';
-import { InvalidToken, KeysUnavailable, TokenVerifier } from '../src/auth/tokens.js';
+import { InvalidToken, type KeySource, KeysUnavailable, TokenVerifier } from '../src/auth/tokens.js';
 
 const rules = { issuer: 'https://issuer.test', audience: 'api', algorithms: ['ES256'], clockToleranceSeconds: 30 };
 
@@ -64,6 +64,59 @@ describe('TokenVerifier', () => {
     expect(await verifier.verify(`Basic ${token}`)).toBeUndefined();
   });
 
+  it('answers a remembered header from memory, with the principal it verified', async () => {
+    const verifier = new TokenVerifier({ publicKey }, rules);
+    const header = `Bearer ${await sign(privateKey)}`;
+    const principal = await verifier.verify(header);
+    expect(await verifier.verify(header)).toBe(principal);
+  });
+
+  it('reads the token of a Bearer header with any case and spaces, and no other header', async () => {
+    const verifier = new TokenVerifier({ publicKey }, rules);
+    const token = await sign(privateKey);
+    expect(await verifier.verify(`bearer   ${token}  `)).toMatchObject({ subject: 'alice' });
+    expect(await verifier.verify(`XBearer ${token}`)).toBeUndefined();
+    expect(await verifier.verify(`Bearer ${token} ${token}`)).toBeUndefined();
+  });
+
+  it('takes the scopes apart at any number of spaces', async () => {
+    const verifier = new TokenVerifier({ publicKey }, rules);
+    const token = await new SignJWT({ scope: ' users:read  users:write ' })
+      .setProtectedHeader({ alg: 'ES256' })
+      .setSubject('alice')
+      .setIssuer(rules.issuer)
+      .setAudience(rules.audience)
+      .setExpirationTime('1h')
+      .sign(privateKey);
+    expect((await verifier.verify(`Bearer ${token}`))?.scopes).toEqual(new Set(['users:read', 'users:write']));
+    const unscoped = await new SignJWT({}).setProtectedHeader({ alg: 'ES256' }).setSubject('bob').setIssuer(rules.issuer).setAudience(rules.audience).setExpirationTime('1h').sign(privateKey);
+    expect((await verifier.verify(`Bearer ${unscoped}`))?.scopes).toEqual(new Set());
+  });
+
+  it('says why it refuses a token, in words the client can act on', async () => {
+    const other = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    const p384 = generateKeyPairSync('ec', { namedCurve: 'P-384' });
+    const claims = (payload: Record<string, unknown> = {}) =>
+      new SignJWT({ sub: 'alice', iss: rules.issuer, aud: rules.audience, exp: Math.floor(Date.now() / 1000) + 600, ...payload }).setProtectedHeader({ alg: 'ES256' });
+    const cases: [string, string, KeySource?][] = [
+      [await sign(privateKey, { expiresIn: -120 }), 'The access token has expired'],
+      [await claims({ nbf: Math.floor(Date.now() / 1000) + 600 }).sign(privateKey), 'The access token is not valid yet'],
+      [await claims({ aud: 'elsewhere' }).sign(privateKey), "The access token's aud claim is not accepted here"],
+      [await claims({ exp: undefined }).sign(privateKey), "The access token's exp claim is not accepted here"],
+      [await claims({ sub: '' }).sign(privateKey), "The access token's sub claim is not accepted here"],
+      [await claims({ sub: 'a\uD800' }).sign(privateKey), "The access token's sub claim is not accepted here"],
+      [await new SignJWT({ sub: 'alice' }).setProtectedHeader({ alg: 'ES384' }).sign(p384.privateKey), "The access token's signature algorithm is not accepted"],
+      [await sign(other.privateKey), "The access token's signature is not valid"],
+      [await sign(privateKey, { kid: 'two' }), 'No key this gateway trusts signed the access token', { publicKey: { keys: [{ ...publicKey.export({ format: 'jwk' }), kid: 'one' }] } }],
+      ['e30.e30.e30', 'The access token is malformed'],
+    ];
+    for (const [token, message, source] of cases) {
+      const refused = new TokenVerifier(source ?? { publicKey }, rules).verify(`Bearer ${token}`);
+      await expect(refused).rejects.toThrow(InvalidToken);
+      await expect(refused).rejects.toMatchObject({ name: 'InvalidToken', message });
+    }
+  });
+
   it('fetches a JWKS once, again for an unknown kid, and not more than once per cooldown', async () => {
     const keys = [{ kid: 'one', ...generateKeyPairSync('ec', { namedCurve: 'P-256' }) }];
     let fetches = 0;
@@ -123,7 +176,10 @@ describe('a token whose header names another allowed algorithm than the key is f
     const port = (server.address() as AddressInfo).port;
     const token = `Bearer ${await sign(keys.ES256.privateKey)}`;
     try {
-      await expect(new TokenVerifier({ jwksUrl: `http://127.0.0.1:${port}/jwks.json` }, allowed).verify(token)).rejects.toThrow(KeysUnavailable);
+      const refused = new TokenVerifier({ jwksUrl: `http://127.0.0.1:${port}/jwks.json` }, allowed).verify(token);
+      await expect(refused).rejects.toThrow(KeysUnavailable);
+      // Named for the log, with what failed as its cause.
+      await expect(refused).rejects.toMatchObject({ name: 'KeysUnavailable', message: 'The keys to verify access tokens are unavailable', cause: expect.any(Error) });
     } finally {
       await new Promise((resolve) => server.close(resolve));
     }
