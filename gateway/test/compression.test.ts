@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import zlib from 'node:zlib';
-import { COMPRESSION_THRESHOLD_BYTES, compressVariants, isCompressible, negotiateCoding, variantHeaders } from '../src/cache/compression.js';
+import { COMPRESSION_THRESHOLD_BYTES, compressor, compressVariants, isCompressible, negotiateCoding, variantHeaders } from '../src/cache/compression.js';
 
 const both = { br: true, gzip: true };
 
@@ -72,6 +72,17 @@ describe('isCompressible', () => {
     expect(isCompressible({ ...json, 'cache-control': 'max-age=60, no-transform' }, 5_000)).toBe(false);
     expect(isCompressible({ ...json, 'cache-control': 'no-cache' }, 5_000)).toBe(true);
   });
+
+  it('reads no-transform anywhere in Cache-Control, however it is spaced', () => {
+    for (const cacheControl of ['no-transform', 'max-age=60,no-transform', 'no-transform , max-age=60', 'NO-TRANSFORM']) {
+      expect(isCompressible({ ...json, 'cache-control': cacheControl }, 5_000)).toBe(false);
+    }
+    expect(isCompressible({ ...json, 'cache-control': 'no-transformer' }, 5_000)).toBe(true);
+  });
+
+  it('reads the media type at the start of Content-Type only', () => {
+    expect(isCompressible({ 'content-type': 'multipart/mixed; boundary=application/json' }, 5_000)).toBe(false);
+  });
 });
 
 describe('compressVariants', () => {
@@ -90,6 +101,20 @@ describe('compressVariants', () => {
     expect(variants.gzip!.length).toBeLessThan(list.length * 0.3);
   });
 
+  it('compresses a stream into either coding', async () => {
+    for (const [coding, decode] of [['br', zlib.brotliDecompressSync], ['gzip', zlib.gunzipSync]] as const) {
+      const stream = compressor(coding);
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      const ended = new Promise((resolve) => stream.on('end', resolve));
+      stream.end(list);
+      await ended;
+      expect(decode(Buffer.concat(chunks)).equals(list)).toBe(true);
+      // Each coding's own format: the other's decoder refuses it.
+      expect(() => (coding === 'br' ? zlib.gunzipSync : zlib.brotliDecompressSync)(Buffer.concat(chunks))).toThrow();
+    }
+  });
+
   it('leaves out a variant no smaller than the body', () => {
     const variants = compressVariants(randomBytes(2_000));
     expect(variants).toEqual({});
@@ -106,12 +131,15 @@ describe('variantHeaders', () => {
 
   it('keeps the identity variant as it is, saying it varies', () => {
     expect(variantHeaders(stored, 'identity')).toEqual({ ...stored, vary: 'Accept-Encoding' });
+    // An explicit identity coding is no coding: it is left out.
+    expect(variantHeaders({ ...stored, 'content-encoding': 'identity' }, 'identity')).toEqual({ ...stored, vary: 'Accept-Encoding' });
   });
 
   it('adds Accept-Encoding to a Vary of its own, once', () => {
     expect(variantHeaders({ ...stored, vary: 'Origin' }, 'gzip').vary).toBe('Origin, Accept-Encoding');
     expect(variantHeaders({ ...stored, vary: 'origin, accept-encoding' }, 'gzip').vary).toBe('origin, accept-encoding');
     expect(variantHeaders({ ...stored, vary: '*' }, 'gzip').vary).toBe('*');
+    expect(variantHeaders({ ...stored, vary: ' ' }, 'gzip').vary).toBe('Accept-Encoding');
   });
 
   it('leaves no Content-Length (it is the variant body’s)', () => {

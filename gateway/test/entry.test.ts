@@ -21,6 +21,16 @@ describe('encode and decode', () => {
   it('read what is not an entry as nothing', () => {
     expect(decode(Buffer.from('no newline at all'))).toBeUndefined();
     expect(decode(Buffer.from('{not json\nbody'))).toBeUndefined();
+    // Metadata without the newline after it is no entry, however well it parses.
+    expect(decode(Buffer.from(`${JSON.stringify({ g: 'g-7', t: 1, s: 200, h: {} })}}`))).toBeUndefined();
+  });
+
+  it('read variants longer than what is stored after the metadata as nothing', () => {
+    const stored = (brLength: number) => Buffer.from(`${JSON.stringify({ g: 'g-7', t: 1, s: 200, h: {}, v: { br: brLength } })}\nabcd`);
+    // All four bytes the br variant's, the body empty: an entry.
+    expect(decode(stored(4))).toMatchObject({ body: Buffer.alloc(0), variants: { br: { body: Buffer.from('abcd') } } });
+    expect(decode(stored(5))).toBeUndefined();
+    expect(decode(stored(6))).toBeUndefined();
   });
 });
 
@@ -57,6 +67,7 @@ describe('storableHeaders', () => {
       age: '3',
       'x-cache': 'MISS',
       'set-cookie': ['a=1'],
+      'x-content-type-options': 'nosniff',
     };
     expect(storableHeaders(headers)).toEqual({ 'content-type': 'application/json', etag: '"v3"', 'cache-control': 'max-age=0', vary: 'Accept' });
   });

@@ -54,6 +54,11 @@ describe('ServiceRoute.readScope', () => {
     // Repeated names keep both values, ordered by value.
     expect(entry('/api/users?tag=z&tag=a')).toBe(entry('/api/users?tag=a&tag=z'));
     expect(entry('/api/users?a=1')).not.toBe(entry('/api/users?a=2'));
+    // Names first, then values, whatever order they came in.
+    expect(entry('/api/users?b=1&a=2')).toBe('c:{users}:a=2&b=1');
+    for (const query of ['tag=m&tag=z&tag=a', 'tag=z&tag=a&tag=m', 'tag=a&tag=z&tag=m', 'tag=z&tag=m&tag=a']) {
+      expect(entry(`/api/users?${query}`)).toBe('c:{users}:tag=a&tag=m&tag=z');
+    }
   });
 
   it('caches nothing of a service without cachedReads, of an unknown resource or outside /api', () => {
