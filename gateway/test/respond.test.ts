@@ -1,9 +1,10 @@
 import { EventEmitter } from 'node:events';
 import { Readable, Writable } from 'node:stream';
+import zlib from 'node:zlib';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpProblem } from '@app/shared/platform/problem';
 import { requestTarget } from '@app/shared/platform/request-target';
-import { headerList, type CachedResponse } from '../src/cache/entry.js';
+import { headerList, representations, type CachedResponse } from '../src/cache/entry.js';
 import { Exchange, type CacheOutcome } from '../src/exchange.js';
 import { ResponseWriter } from '../src/respond.js';
 import { cachedItem } from './fixtures.js';
@@ -16,8 +17,9 @@ function recorder() {
   const writes: { status: number; headers: string[] }[] = [];
   const ends: (Buffer | string | undefined)[] = [];
   const set: Record<string, string> = {};
+  const chunks: Buffer[] = [];
   // A stream, so that a relayed body can be piped into it.
-  const res = Object.assign(new Writable({ write: (_chunk, _encoding, done) => done() }), {
+  const res = Object.assign(new Writable({ write: (chunk: Buffer, _encoding, done) => done(void chunks.push(chunk)) }), {
     headersSent: false,
     statusCode: 200,
     writeHead(status: number, headers: string[]) {
@@ -36,7 +38,7 @@ function recorder() {
     },
     destroy: () => undefined,
   });
-  return { res: res as unknown as ServerResponse, writes, ends, set };
+  return { res: res as unknown as ServerResponse, writes, ends, set, chunks };
 }
 
 /** An exchange for a request to `url`, as the pipeline makes it. */
@@ -96,6 +98,14 @@ describe('ResponseWriter.held', () => {
     expect(counted).toEqual(['collapsed']);
   });
 
+  it('says MISS for a miss and STALE for a stale entry', () => {
+    for (const [cache, said] of [['miss', 'MISS'], ['stale', 'STALE']] as const) {
+      const { res, writes } = recorder();
+      writer().writer.held(exchangeOf({ method: 'GET', url: ITEM }, res, { cache }), entry);
+      expect(asObject(writes[0]!.headers)['x-cache']).toBe(said);
+    }
+  });
+
   it('answers HEAD with the headers of the GET, Content-Length included, and no body', () => {
     const { res, writes, ends } = recorder();
     writer().writer.held(exchangeOf({ method: 'HEAD', url: ITEM }, res, { cache: 'hit' }), entry);
@@ -140,6 +150,17 @@ describe('ResponseWriter.held', () => {
     expect(held.headerList).toEqual(list);
   });
 
+  it('sends the variant in the coding the client takes best, and identity to one that takes none', () => {
+    const body = Buffer.from(JSON.stringify({ items: Array.from({ length: 100 }, (_, i) => ({ id: i, name: `Product ${i}` })) }));
+    const held = representations(200, { 'content-type': 'application/json', etag: 'W/"4"' }, body);
+    for (const [acceptEncoding, coding] of [['gzip', 'gzip'], [undefined, undefined]] as const) {
+      const { res, writes, ends } = recorder();
+      writer().writer.held(exchangeOf({ method: 'GET', url: ITEM, headers: acceptEncoding ? { 'accept-encoding': acceptEncoding } : {} }, res), held);
+      expect(asObject(writes[0]!.headers)['content-encoding']).toBe(coding);
+      expect(ends[0]).toBe(coding ? held.variants!.gzip!.body : body);
+    }
+  });
+
   it('passes the Set-Cookie it is given to the one client it is for', () => {
     const { res, writes } = recorder();
     writer().writer.held(exchangeOf({ method: 'GET', url: ITEM }, res, { cache: 'miss' }), entry, { setCookie: ['a=1', 'b=2'] });
@@ -170,6 +191,75 @@ describe('ResponseWriter.relay', () => {
     expect(counted).toEqual(['bypass']);
   });
 
+  describe('a read the service answers with a body worth compressing', () => {
+    const body = Buffer.from(JSON.stringify({ items: Array.from({ length: 100 }, (_, i) => ({ id: i, name: `Product ${i}` })) }));
+    const answer = (statusCode: number, headers: Record<string, string>) =>
+      Object.assign(Readable.from([body]), { statusCode, headers, rawHeaders: Object.entries(headers).flat() }) as unknown as IncomingMessage;
+    const json = { 'Content-Type': 'application/json', ETag: 'W/"7"', Vary: 'Origin' };
+    const relayed = async (method: string, headers: Record<string, string>, proxyRes: IncomingMessage) => {
+      const { res, writes, ends, chunks } = recorder();
+      writer().writer.relay(exchangeOf({ method, url: '/api/products', headers }, res), proxyRes);
+      while (ends.length === 0) await new Promise((resolve) => setImmediate(resolve));
+      return { headers: asObject(writes[0]!.headers), body: Buffer.concat(chunks) };
+    };
+    // Node's own header object of a response: lower-case names.
+    const lower = (headers: Record<string, string>) => Object.fromEntries(Object.entries(headers).map(([name, value]) => [name.toLowerCase(), value]));
+
+    it('relays it in the client’s best coding, its length left to the chunks and its ETag weak', async () => {
+      const headers = { ...json, 'Content-Length': String(body.length) };
+      const { headers: sent, body: sentBody } = await relayed('GET', { 'accept-encoding': 'gzip, br' }, answer(200, lower(headers)));
+      expect(sent).toMatchObject({ 'content-type': 'application/json', 'content-encoding': 'br', etag: 'W/"7"', vary: 'Origin, Accept-Encoding' });
+      expect(sent).not.toHaveProperty('content-length');
+      expect(zlib.brotliDecompressSync(sentBody).equals(body)).toBe(true);
+    });
+
+    it('compresses one of unknown length (chunked) too', async () => {
+      const { headers: sent } = await relayed('GET', { 'accept-encoding': 'gzip' }, answer(200, lower(json)));
+      expect(sent['content-encoding']).toBe('gzip');
+    });
+
+    it('relays as it came a write’s answer, another status, a small, incompressible or strongly tagged body, or to a client that takes no coding', async () => {
+      const big = { ...json, 'Content-Length': String(body.length) };
+      const cases: [string, Record<string, string>, number, Record<string, string>][] = [
+        ['POST', { 'accept-encoding': 'br' }, 200, big],
+        ['GET', { 'accept-encoding': 'br' }, 404, big],
+        ['GET', { 'accept-encoding': 'br' }, 200, { ...json, 'Content-Length': '100' }],
+        ['GET', { 'accept-encoding': 'br' }, 200, { ...big, 'Content-Type': 'image/png' }],
+        ['GET', { 'accept-encoding': 'br' }, 200, { ...big, ETag: '"7"' }],
+        ['GET', {}, 200, big],
+      ];
+      for (const [method, headers, status, answered] of cases) {
+        const { headers: sent, body: sentBody } = await relayed(method, headers, answer(status, lower(answered)));
+        expect(sent).not.toHaveProperty('content-encoding');
+        expect(sent).toMatchObject(lower(answered));
+        expect(sentBody.equals(body)).toBe(true);
+      }
+    });
+  });
+
+  it('lets go of the service’s answer when the client goes, and cuts the client when the answer fails', () => {
+    const relayed = () => {
+      const { res } = recorder();
+      let cut = false;
+      Object.assign(res, { destroy: () => void (cut = true) });
+      const proxyRes = Object.assign(new Readable({ read: () => undefined }), { statusCode: 200, rawHeaders: [], complete: false }) as unknown as IncomingMessage;
+      writer().writer.relay(exchangeOf({ method: 'POST', url: '/api/products' }, res), proxyRes);
+      return { res, proxyRes, cut: () => cut };
+    };
+    const gone = relayed();
+    gone.res.emit('close');
+    expect(gone.proxyRes.destroyed).toBe(true);
+    // A service answer that had all come in is left as it is.
+    const whole = relayed();
+    Object.assign(whole.proxyRes, { complete: true });
+    whole.res.emit('close');
+    expect(whole.proxyRes.destroyed).toBe(false);
+    const failed = relayed();
+    failed.proxyRes.emit('error', new Error('reset'));
+    expect(failed.cut()).toBe(true);
+    expect(gone.cut()).toBe(false);
+  });
+
   it('drops a service’s answer that comes after the gateway answered', () => {
     const { res, writes } = recorder();
     (res as { headersSent: boolean }).headersSent = true;
@@ -178,6 +268,52 @@ describe('ResponseWriter.relay', () => {
     writer().writer.relay(exchangeOf({ method: 'POST', url: '/api/products' }, res), proxyRes);
     expect(writes).toEqual([]);
     expect(resumed).toBe(true);
+  });
+});
+
+describe('ResponseWriter.failure', () => {
+  /** An exchange whose failures are logged to `logged`, on a response that says whether it was cut. */
+  function failing(headersSent = false) {
+    const recorded = recorder();
+    const logged: string[] = [];
+    const exchange = exchangeOf({ method: 'GET', url: ITEM }, recorded.res);
+    const log = { error: (_fields: object, message: string) => void logged.push(message) };
+    Object.assign(exchange, { observed: { requestId: 'r-9', log } });
+    let cut = false;
+    Object.assign(recorded.res, { headersSent, destroy: () => void (cut = true) });
+    return { ...recorded, exchange, logged, cut: () => cut };
+  }
+
+  it('answers a problem as it is, and anything else as a 500, logged, both with its own headers', () => {
+    const unavailable = failing();
+    writer().writer.failure(unavailable.exchange, new HttpProblem('service-unavailable', 'Down'));
+    expect(unavailable.res.statusCode).toBe(503);
+    expect(unavailable.set).toMatchObject({ 'x-request-id': 'r-9', 'x-cache': 'BYPASS' });
+    const thrown = failing();
+    writer().writer.failure(thrown.exchange, new Error('boom'));
+    expect(thrown.res.statusCode).toBe(500);
+    expect(thrown.set['x-request-id']).toBe('r-9');
+    expect(thrown.logged).toHaveLength(1);
+    expect(thrown.cut()).toBe(false);
+  });
+
+  it('cuts a response already under way, adding no header to it', () => {
+    const underWay = failing(true);
+    writer().writer.failure(underWay.exchange, new Error('boom'));
+    expect(underWay.cut()).toBe(true);
+    expect(underWay.set).toEqual({});
+  });
+
+  it('never throws: when answering fails too, it logs that and cuts the connection', () => {
+    const broken = failing();
+    Object.assign(broken.res, {
+      setHeader: () => {
+        throw new Error('cannot set');
+      },
+    });
+    expect(() => writer().writer.failure(broken.exchange, new Error('boom'))).not.toThrow();
+    expect(broken.logged).toEqual(['could not answer a failed request']);
+    expect(broken.cut()).toBe(true);
   });
 });
 
@@ -198,8 +334,27 @@ describe('ResponseWriter.problem', () => {
     const refused = recorder();
     writer().writer.problem(exchangeOf({ method: 'GET', url: '/api/Users' }, refused.res), new HttpProblem('not-found', 'No resource'));
     expect(refused.set['x-cache']).toBe('BYPASS');
+    const outsideApi = recorder();
+    writer().writer.problem(exchangeOf({ method: 'GET', url: '/healthz#top' }, outsideApi.res), new HttpProblem('not-found', 'No resource'));
+    expect(outsideApi.set['x-cache']).toBe('BYPASS');
     const own = recorder();
     writer().writer.ownHeaders(exchangeOf({ method: 'GET', url: '/healthz' }, own.res));
     expect(own.set).toEqual({ 'x-request-id': 'r-9', 'x-content-type-options': 'nosniff' });
+  });
+
+  it('closes the connection of a refused request whose declared body was never read, and only then', () => {
+    const refused = (read: Partial<{ body: Buffer; complete: boolean; headers: Record<string, string> }>) => {
+      const { res, set } = recorder();
+      const exchange = exchangeOf({ method: 'POST', url: '/api/products', headers: read.headers ?? { 'content-length': '5' } }, res);
+      Object.assign(exchange.req, { complete: read.complete ?? false });
+      if (read.body) exchange.body = read.body;
+      writer().writer.problem(exchange, new HttpProblem('not-found', 'No resource'));
+      return set.connection;
+    };
+    expect(refused({})).toBe('close');
+    expect(refused({ headers: { 'transfer-encoding': 'chunked' } })).toBe('close');
+    expect(refused({ body: Buffer.from('12345') })).toBeUndefined();
+    expect(refused({ complete: true })).toBeUndefined();
+    expect(refused({ headers: { 'content-length': '0' } })).toBeUndefined();
   });
 });
