@@ -1,3 +1,4 @@
+import { jest } from '@jest/globals';
 import { createLogger } from '@app/shared/platform/logger';
 import { type Budget, type RateLimitOutcome, RateLimits } from '../src/rate-limit.js';
 
@@ -64,6 +65,10 @@ describe('RateLimits without Redis', () => {
       const next = rateLimits.consume('read', 'alice');
       expect(next).not.toBeInstanceOf(Promise);
       expect((next as RateLimitOutcome).allowed).toBe(true);
+      // The window's end, counted from now: within the minute.
+      const { t } = remainingAndReset(next as RateLimitOutcome);
+      expect(t).toBeGreaterThan(0);
+      expect(t).toBeLessThanOrEqual(60);
     }
   });
 
@@ -81,6 +86,32 @@ describe('RateLimits without Redis', () => {
     await first;
     // Every request asks the limiter: none is answered from a lease.
     expect(rateLimits.consume('read', 'alice')).toBeInstanceOf(Promise);
+  });
+
+  it('leases one point at a time for a budget under 200, whatever leasePoints says', async () => {
+    const rateLimits = limits(199, 1, 10);
+    await rateLimits.consume('read', 'alice');
+    expect(rateLimits.consume('read', 'alice')).toBeInstanceOf(Promise);
+  });
+
+  it('gives a client its whole budget again once the window ends, nothing of the last one carried over', async () => {
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'queueMicrotask', 'setImmediate'] });
+    try {
+      const small = limits(2, 1);
+      const leased = limits(1_000, 1, 10);
+      await consumeMany(small, 'read', 'alice', 2);
+      expect((await small.consume('read', 'alice')).allowed).toBe(false);
+      // Three of a lease of ten used: seven held when the window ends.
+      await consumeMany(leased, 'read', 'alice', 3);
+      jest.advanceTimersByTime(61_000);
+      const [again] = await consumeMany(small, 'read', 'alice', 1);
+      expect(again!.allowed).toBe(true);
+      expect(remainingAndReset(again!).r).toBe(1);
+      const [fresh] = await consumeMany(leased, 'read', 'alice', 1);
+      expect(remainingAndReset(fresh!).r).toBe(999);
+    } finally {
+      jest.useRealTimers();
+    }
   });
 
   it('refuses a burst beyond the budget, however many wait at once', async () => {
