@@ -226,6 +226,21 @@ describe('ConcurrencyLimit waiting', () => {
     expect(gone.given).toBeUndefined();
   });
 
+  it('keeps a slot given after a wait: neither its wait running out nor a late stop touches it or the others waiting', () => {
+    const limit = new ConcurrencyLimit('users', settings);
+    const held = take(limit, 3, false);
+    const [first, second] = [ask(limit, false), ask(limit, false)];
+    held[0]!();
+    expect(typeof first.given).toBe('function');
+    first.stop!();
+    expect(limit.waiting.read).toBe(1);
+    jest.advanceTimersByTime(MAX_WAIT_MS - 1);
+    held[1]!();
+    expect(typeof second.given).toBe('function');
+    jest.advanceTimersByTime(MAX_WAIT_MS);
+    expect([typeof first.given, typeof second.given]).toEqual(['function', 'function']);
+  });
+
   it('sheds at once a request with `limit` others of its kind waiting', () => {
     const limit = new ConcurrencyLimit('users', settings);
     take(limit, 3, false);
