@@ -19,10 +19,16 @@ describe('requestTarget', () => {
     expect(requestTarget('HTTPS://gateway/api/users?limit=1')?.url).toBe('/api/users?limit=1');
     expect(requestTarget('http://gateway?x=1')?.url).toBe('/?x=1');
     expect(requestTarget('http://gateway')?.url).toBe('/');
+    expect(requestTarget('HTTP://gateway/api/users')?.url).toBe('/api/users');
+  });
+
+  it('reads every lower-case letter in a resource name, a to z', () => {
+    expect(requestTarget('/api/abcdefghijklmnopqrstuvwxyz')?.api).toEqual({ resource: 'abcdefghijklmnopqrstuvwxyz' });
   });
 
   it('keeps the spelling of paths outside /api', () => {
-    for (const path of ['/', '/healthz', '/docs/', '/docs/swagger-ui.css', '/openapi.json', '/apiary', '/metrics?x=1']) {
+    // '/%E0%A4%A': a percent-encoding that decodes to nothing, so it cannot spell `api`.
+    for (const path of ['/', '/healthz', '/docs/', '/docs/swagger-ui.css', '/openapi.json', '/apiary', '/metrics?x=1', '/%E0%A4%A']) {
       expect(requestTarget(path)?.url).toBe(path);
       expect(requestTarget(path)?.api).toBeUndefined();
     }
@@ -47,6 +53,9 @@ describe('requestTarget', () => {
       `/api/products/${id}%2F`,
       '/api/%70roducts',
       '/%61pi/products',
+      '/%61%70%69/products',
+      `/%2e/api/products/${id}`,
+      '/API',
       '/API/products',
       `/api\\products/${id}`,
       `http://gateway/api\\products/${id}`,
@@ -63,6 +72,7 @@ describe('requestTarget', () => {
       '/api/produçts',
       '*',
       'mailto:someone',
+      'x-http://gateway/healthz',
     ];
     for (const spelling of spellings) expect({ spelling, target: requestTarget(spelling) }).toEqual({ spelling, target: undefined });
   });
