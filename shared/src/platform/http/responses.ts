@@ -35,7 +35,6 @@ export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const json = JSON.stringify(body);
   res.statusCode = status;
-  res.setHeader(...NOSNIFF);
   res.setHeader('Content-Type', JSON_CONTENT_TYPE);
   res.setHeader('Content-Length', Buffer.byteLength(json));
   res.end(json);
