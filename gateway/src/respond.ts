@@ -125,15 +125,19 @@ export class ResponseWriter {
     }
     this.#addOwn(exchange, headers);
     res.writeHead(proxyRes.statusCode ?? 502, headers);
-    // A client that goes lets go of the service's response at once, which gives its socket back; a
-    // service's response that fails cuts the client's. One shared listener each way, no closures:
-    // stream.pipeline's own cost a proxied read more than half as much again.
+    if (coding !== 'identity') {
+      // pipeline destroys every stream of it when one fails or closes early.
+      pipeline(proxyRes, compressor(coding), res, ended);
+      return;
+    }
+    // What pipeline does, with one listener shared by every response each way and no closure (the
+    // proxy path's hot loop): a client that goes lets go of the service's response at once, which
+    // gives its socket back; a service's response that fails cuts the client's.
     (res as RelayingResponse)[RELAYED] = proxyRes;
     res.on('close', letGoOfRelayed);
     (proxyRes as RelayedResponse)[RELAYING] = res;
     proxyRes.on('error', cutRelaying);
-    if (coding === 'identity') proxyRes.pipe(res);
-    else pipeline(proxyRes, compressor(coding), res, ended);
+    proxyRes.pipe(res);
   }
 
   /** Answers with `problem` (problem+json), an expected refusal: not logged beyond the request's line. */
