@@ -1,21 +1,58 @@
 /**
- * `npm start`: every service in services.json and the gateway, each with `npm start` in its
- * workspace, their logs prefixed with their names. A SIGINT or SIGTERM reaches each of them, and
- * each stops gracefully. The npm script builds first and sets the development public key.
+ * `npm start`: every service in services.json (or SERVICES_FILE) and the gateway, each with
+ * `npm start` in its workspace, their logs prefixed with their names. PORT moves the gateway; each
+ * service listens on its port in the list. The npm script builds first and sets the development
+ * public key.
+ *
+ * A SIGINT or SIGTERM stops them all gracefully, each process getting the signal once: the
+ * commands run in process groups of their own, so a terminal's Ctrl-C reaches only this script
+ * (and the npm running it, which passes it on: two arrive here), and this script passes the first
+ * signal it gets to each command's npm, which passes it to its process. concurrently's own
+ * signal handling would pass every signal on to every process of each command's tree.
  */
-import concurrently from 'concurrently';
+import { spawn, type SpawnOptions } from 'node:child_process';
+import { createConcurrently, LogError, LogExit, LogOutput, Logger, type CloseEvent, type Command, type FlowController } from 'concurrently';
 // The sources, run as they are: nothing to build for the list.
 import { readServiceList } from '../shared/src/platform/services.ts';
 
 const COLORS = ['blue', 'magenta', 'cyan', 'yellow', 'red', 'gray'];
+const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 
+/** Passes the first signal this process gets to each command, once; later ones change nothing. */
+class FirstSignalOnce implements FlowController {
+  caught: NodeJS.Signals | undefined;
+
+  handle(commands: Command[]) {
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (this.caught !== undefined) return;
+      this.caught = signal;
+      for (const command of commands) command.kill(signal);
+    };
+    for (const signal of SIGNALS) process.on(signal, onSignal);
+    return { commands, onFinish: () => SIGNALS.forEach((signal) => process.off(signal, onSignal)) };
+  }
+}
+
+const services = readServiceList(process.env.SERVICES_FILE || undefined);
 const commands = [
-  ...readServiceList().map(({ name, workspace }, i) => ({ name, command: `npm start -w ${workspace}`, prefixColor: COLORS[i % COLORS.length] })),
-  { name: 'gateway', command: 'npm start -w gateway', prefixColor: 'green' },
+  ...services.map(({ name, workspace, port }, i) => ({ name, command: `exec npm start -w ${workspace}`, env: { PORT: String(port) }, prefixColor: COLORS[i % COLORS.length] })),
+  { name: 'gateway', command: 'exec npm start -w gateway', prefixColor: 'green' },
 ];
 
-const { result } = concurrently(commands);
-// Each one's exit was logged; the run fails when one of them did (a signal is not a failure). No
-// process.exit: a service may still be draining and logging after its npm wrapper has gone, and
-// this process reads its output until it ends.
-await result.catch(() => (process.exitCode = 1));
+const logger = new Logger({});
+const signals = new FirstSignalOnce();
+const { result } = createConcurrently(commands, {
+  logger,
+  outputStream: process.stdout,
+  // A group of its own per command (detached): signals reach it only through this script.
+  spawn: (command: string, options: SpawnOptions) => spawn('/bin/sh', ['-c', command], { ...options, detached: true }),
+  // The command's npm only (not its whole tree, as tree-kill would): npm passes it to its process.
+  kill: (pid: number, signal?: string) => process.kill(pid, signal as NodeJS.Signals),
+  controllers: [new LogError({ logger }), new LogOutput({ logger }), new LogExit({ logger }), signals],
+});
+// Each one's exit was logged; the run fails when one of them failed. npm re-raises the signal it
+// passed on once its process is done, so ending by that signal is a graceful stop. No
+// process.exit: this process reads their output until it ends.
+await result.catch((closed: CloseEvent[]) => {
+  if (closed.some(({ exitCode }) => exitCode !== 0 && exitCode !== signals.caught)) process.exitCode = 1;
+});

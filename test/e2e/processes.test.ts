@@ -2,12 +2,17 @@
  * The real processes, as `npm start -w <workspace>` runs them: start-up, configuration errors,
  * migrations, and graceful shutdown with requests in flight.
  */
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import mysql from 'mysql2/promise';
+import { readServiceList } from '@app/shared/platform/services';
 import { defaultToken, TEST_RULES, testPublicKeyPem } from '../support/auth.js';
 import { client, expectProblem } from '../support/http.js';
-import { run, startWorkspace } from '../support/process.js';
+import { ROOT, run, startWorkspace, type RunningProcess } from '../support/process.js';
 import { refusesConnections } from '../support/raw-socket.js';
 import { dropSchema, throwawayDatabaseUrl } from '../support/stack.js';
 import { closedPort } from '../support/tcp-proxy.js';
@@ -276,6 +281,82 @@ describe('npm start, stopped with a slow write in flight', () => {
       for (const started of [users, gateway]) {
         try {
           process.kill(-started.child.pid!, 'SIGKILL');
+        } catch {
+          // the group has exited
+        }
+      }
+    }
+  });
+});
+
+/** A services file listing only users, on a free port: `npm start` runs it and the gateway, and nothing else. */
+async function usersOnlyServicesFile(): Promise<string> {
+  const [users] = readServiceList().filter(({ name }) => name === 'users');
+  const file = path.join(await mkdtemp(path.join(os.tmpdir(), 'services-')), 'services.json');
+  const { name, cachedReads, publicReads } = users!;
+  await writeFile(file, JSON.stringify({ services: [{ name, port: await closedPort(), cachedReads, publicReads }] }));
+  return file;
+}
+
+/** The process groups of `pid` and of all its descendants (`npm start` gives each command a group of its own). */
+function processGroupsUnder(pid: number): Set<number> {
+  const table = execFileSync('ps', ['-e', '-o', 'pid=,ppid=,pgid='], { encoding: 'utf8' })
+    .trim()
+    .split('\n')
+    .map((row) => row.trim().split(/\s+/).map(Number) as [number, number, number]);
+  const tree = new Set([pid]);
+  for (let grown = true; grown; ) {
+    grown = false;
+    for (const [child, parent] of table) {
+      if (tree.has(parent) && !tree.has(child)) {
+        tree.add(child);
+        grown = true;
+      }
+    }
+  }
+  return new Set(table.filter(([member]) => tree.has(member)).map(([, , group]) => group));
+}
+
+describe('npm start (the whole system), stopped with a slow write in flight', () => {
+  // Ctrl-C: the terminal signals npm's whole process group. A supervisor signals npm alone.
+  const stops = [
+    ['SIGINT', 'Ctrl-C', (npm: RunningProcess) => process.kill(-npm.child.pid!, 'SIGINT')],
+    ['SIGTERM', 'a supervisor', (npm: RunningProcess) => process.kill(npm.child.pid!, 'SIGTERM')],
+  ] as const;
+  it.each(stops)('%s (as %s sends it): the write is answered, each process gets the signal once and logs "shutdown complete"', async (signal, _sender, stop) => {
+    const databaseUrl_ = databaseUrl('npm-start');
+    const env = { SERVICES_FILE: await usersOnlyServicesFile(), DATABASE_URL: databaseUrl_, PORT: String(await closedPort()) };
+    const npm = run('npm', ['start', '--silent'], env, undefined, { ownGroup: true });
+    const listening = (service: string) => (line: Record<string, unknown>) => line.service === service && String(line.msg).endsWith('listening');
+    const [gatewayListening] = await Promise.all([npm.logged(listening('gateway')), npm.logged(listening('users-service'))]);
+    const groups = processGroupsUnder(npm.child.pid!);
+    // npm start trusts the development key: a token of `npm run token`, as a user gets one.
+    const token = execFileSync(process.execPath, ['scripts/token.ts'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    const api = client(`http://127.0.0.1:${gatewayListening.port as number}`, { token });
+    const lock = await mysql.createConnection(databaseUrl_);
+    try {
+      const created = await api.post('/api/users', { email: `npm-start-${signal}@example.com`, name: 'Slow' });
+      expect(created.status).toBe(201);
+      await lock.query('START TRANSACTION');
+      await lock.query('SELECT id FROM users WHERE email = ? FOR UPDATE', [`npm-start-${signal}@example.com`]);
+      const write = api.patch(created.headers.get('location')!, { name: 'Answered' });
+      await untilUpdating(databaseUrl_);
+      stop(npm);
+      await Promise.all(['gateway', 'users-service'].map((service) => npm.logged((line) => line.service === service && line.msg === 'shutting down: draining in-flight requests')));
+      await lock.query('COMMIT');
+      const answered = await write;
+      expect([answered.status, answered.body?.name]).toEqual([200, 'Answered']);
+      expect(await npm.exited).toEqual({ code: 0, signal: null });
+      for (const service of ['gateway', 'users-service']) {
+        const said = npm.lines.filter((line) => line.service === service).map((line) => line.msg);
+        expect([service, said.filter((msg) => msg === 'shutdown complete' || msg === 'already shutting down: signal ignored')]).toEqual([service, ['shutdown complete']]);
+      }
+    } finally {
+      await lock.end();
+      // Whatever is left of npm's group or the commands' own (nothing, when the test passed).
+      for (const group of groups) {
+        try {
+          process.kill(-group, 'SIGKILL');
         } catch {
           // the group has exited
         }

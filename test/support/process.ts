@@ -34,7 +34,8 @@ export function run(command: string, args: string[], env: Record<string, string>
     stdout += chunk.toString();
     let newline: number;
     while ((newline = stdout.indexOf('\n')) >= 0) {
-      const text = stdout.slice(0, newline);
+      // A line `npm start` (concurrently) prefixed with its command's name: `[users] {...}`.
+      const text = stdout.slice(0, newline).replace(/^\[[\w-]+\] /, '');
       stdout = stdout.slice(newline + 1);
       if (!text.startsWith('{')) continue;
       const line = JSON.parse(text) as Record<string, unknown>;
