@@ -6,11 +6,10 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
-import { importJWK, SignJWT, type JWK } from 'jose';
 import mysql from 'mysql2/promise';
+import { devPublicKey, signDevToken } from '../scripts/dev-token.ts';
 import { deployedNodeOptions as startOptions } from '../test/support/process.ts';
 
 export { startOptions };
@@ -333,18 +332,11 @@ export const GUARD_OFF = { AUTH_ENABLED: 'false', RATE_LIMIT_ENABLED: 'false' };
  * is the cost of checking the token and counting the request, not of refusing it.
  */
 export async function guardOn(): Promise<{ env: Record<string, string>; headers: Record<string, string> }> {
-  const jwk = JSON.parse(await readFile(new URL('../dev-keys/signing-key.jwk', import.meta.url), 'utf8')) as JWK;
-  const token = await new SignJWT({ scope: 'products:read' })
-    .setProtectedHeader({ alg: 'ES256', kid: jwk.kid })
-    .setSubject('bench')
-    .setIssuer('rest-microservices-dev')
-    .setAudience('rest-microservices')
-    .setExpirationTime('1h')
-    .sign(await importJWK(jwk, 'ES256'));
+  const token = await signDevToken({ scopes: ['products:read'], subject: 'bench', ttlSeconds: 3_600 });
   return {
     env: {
       AUTH_ENABLED: 'true',
-      AUTH_PUBLIC_KEY: JSON.stringify(Object.fromEntries(Object.entries(jwk).filter(([name]) => name !== 'd'))),
+      AUTH_PUBLIC_KEY: devPublicKey(),
       RATE_LIMIT_ENABLED: 'true',
       RATE_LIMIT_READS_PER_MINUTE: '1000000000',
     },

@@ -26,10 +26,10 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { importJWK, SignJWT, type JWK } from 'jose';
 import mysql from 'mysql2/promise';
 // The sources, run as they are: the list needs no build.
 import { readServiceList } from '../shared/src/platform/services.ts';
+import { signDevToken } from './dev-token.ts';
 
 const run = randomBytes(3).toString('hex');
 const prefix = `rms-smoke-${run}`;
@@ -229,14 +229,7 @@ interface Answer {
 
 async function smoke({ gatewayUrl, containers }: Running): Promise<void> {
   // A token signed with the development key, as `npm run token` makes.
-  const jwk = JSON.parse(readFileSync(new URL('../dev-keys/signing-key.jwk', import.meta.url), 'utf8')) as JWK;
-  const token = await new SignJWT({ scope: 'users:read users:write products:read products:write' })
-    .setProtectedHeader({ alg: 'ES256', kid: jwk.kid })
-    .setSubject('image-smoke')
-    .setIssuer('rest-microservices-dev')
-    .setAudience('rest-microservices')
-    .setExpirationTime('1h')
-    .sign(await importJWK(jwk, 'ES256'));
+  const token = await signDevToken({ scopes: ['users:read', 'users:write', 'products:read', 'products:write'], subject: 'image-smoke', ttlSeconds: 3_600 });
   console.log('\n== smoke, through the containerised gateway');
   const call = async (method: string, path: string, options: { json?: unknown; headers?: Record<string, string>; body?: string } = {}): Promise<Answer> => {
     const headers: Record<string, string> = { authorization: `Bearer ${token}`, ...options.headers };

@@ -4,11 +4,11 @@
  * is alone on stdout (`TOKEN=$(npm run -s token -- --scope users:read)`); what it grants goes to
  * stderr. The scopes are those of the services in services.json; all of them by default.
  */
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { importJWK, SignJWT, type JWK } from 'jose';
 // The sources, run as they are: the token needs no build.
+import { DEV_AUDIENCE, DEV_ISSUER } from '../shared/src/platform/dev-auth.ts';
 import { readServiceList } from '../shared/src/platform/services.ts';
+import { DEV_SIGNING_KEY_FILE, signDevToken } from './dev-token.ts';
 
 const SCOPES = readServiceList().flatMap(({ scopes }) => [scopes.read, scopes.write]);
 const USAGE = `usage: npm run token -- [--scope ${SCOPES.join(',')}] [--sub dev-user] [--ttl 3600]
@@ -23,9 +23,9 @@ const { values } = parseArgs({
     scope: { type: 'string', default: SCOPES.join(',') },
     sub: { type: 'string', default: 'dev-user' },
     ttl: { type: 'string', default: '3600' },
-    key: { type: 'string', default: new URL('../dev-keys/signing-key.jwk', import.meta.url).pathname },
-    issuer: { type: 'string', default: process.env.AUTH_ISSUER || 'rest-microservices-dev' },
-    audience: { type: 'string', default: process.env.AUTH_AUDIENCE || 'rest-microservices' },
+    key: { type: 'string', default: DEV_SIGNING_KEY_FILE },
+    issuer: { type: 'string', default: process.env.AUTH_ISSUER || DEV_ISSUER },
+    audience: { type: 'string', default: process.env.AUTH_AUDIENCE || DEV_AUDIENCE },
   },
 });
 
@@ -33,7 +33,6 @@ if (values.help) {
   console.log(USAGE);
   process.exit(0);
 }
-const jwk = JSON.parse(readFileSync(values.key, 'utf8')) as JWK;
 const scopes = values.scope.split(',').map((scope) => scope.trim()).filter((scope) => scope !== '');
 const unknown = scopes.filter((scope) => !SCOPES.includes(scope));
 const ttl = Number(values.ttl);
@@ -41,13 +40,6 @@ if (unknown.length > 0 || !Number.isInteger(ttl) || ttl < 1) {
   console.error(`${USAGE}${unknown.length > 0 ? `\nunknown scopes: ${unknown.join(', ')}` : ''}`);
   process.exit(2);
 }
-const token = await new SignJWT({ scope: scopes.join(' ') })
-  .setProtectedHeader({ alg: jwk.alg ?? 'ES256', kid: jwk.kid, typ: 'JWT' })
-  .setSubject(values.sub)
-  .setIssuer(values.issuer)
-  .setAudience(values.audience)
-  .setIssuedAt()
-  .setExpirationTime(`${ttl}s`)
-  .sign(await importJWK(jwk, jwk.alg ?? 'ES256'));
+const token = await signDevToken({ scopes, subject: values.sub, ttlSeconds: ttl, issuer: values.issuer, audience: values.audience, keyFile: values.key });
 console.error(`subject ${values.sub}, scopes ${scopes.join(' ') || '(none)'}, expires in ${ttl} s`);
 console.log(token);

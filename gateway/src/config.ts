@@ -1,12 +1,10 @@
 import { createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto';
-import { commonConfig, count, flag, megabytes, milliseconds, port, seconds, url } from '@app/shared/platform/config';
+import { commonConfig, count, flag, hasScheme, HTTP_SCHEMES, megabytes, milliseconds, optionalUrl, port, seconds, unsetIfEmpty, url } from '@app/shared/platform/config';
+import { DEV_AUDIENCE, DEV_ISSUER } from '@app/shared/platform/dev-auth';
 import { readServiceList, SERVICES_FILE, type ServiceEntry } from '@app/shared/platform/services';
 import { z } from 'zod';
 import { parseClusterNode } from './redis.js';
 import type { Upstream } from './upstream.js';
-
-// Empty strings count as unset, as in every other variable.
-const unsetIfEmpty = (value: unknown) => (value === '' ? undefined : value);
 
 /** Signature algorithms a token may use: public-key ones only, so no `none` and no HS/RS key confusion. */
 export const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'] as const;
@@ -56,7 +54,7 @@ const verificationKey = z.preprocess(
     }),
 );
 
-const isHttpUrl = (value: string) => URL.canParse(value) && ['http:', 'https:'].includes(new URL(value).protocol);
+const isHttpUrl = (value: string) => hasScheme(value, HTTP_SCHEMES);
 
 const origin = z.string().refine((value) => URL.canParse(value) && new URL(value).origin === value);
 
@@ -106,15 +104,9 @@ export const configSchema = z.object({
   CACHE_MEMORY_MB: megabytes(16, 4096),
   AUTH_ENABLED: flag(true),
   AUTH_PUBLIC_KEY: verificationKey,
-  AUTH_JWKS_URL: z.preprocess(
-    unsetIfEmpty,
-    z
-      .string()
-      .refine((value) => URL.canParse(value) && ['http:', 'https:'].includes(new URL(value).protocol), { message: 'must be a URL with scheme http or https' })
-      .optional(),
-  ),
-  AUTH_ISSUER: z.preprocess(unsetIfEmpty, z.string().default('rest-microservices-dev')),
-  AUTH_AUDIENCE: z.preprocess(unsetIfEmpty, z.string().default('rest-microservices')),
+  AUTH_JWKS_URL: optionalUrl(HTTP_SCHEMES),
+  AUTH_ISSUER: z.preprocess(unsetIfEmpty, z.string().default(DEV_ISSUER)),
+  AUTH_AUDIENCE: z.preprocess(unsetIfEmpty, z.string().default(DEV_AUDIENCE)),
   AUTH_ALGORITHMS: list('ES256,RS256,EdDSA', z.enum(ASYMMETRIC_ALGORITHMS), `must be a comma-separated list of ${ASYMMETRIC_ALGORITHMS.join(', ')}`),
   AUTH_CLOCK_TOLERANCE_SECONDS: seconds(30, 0),
   /** Services whose reads need no token (a public catalogue): only those services.json allows it for. */

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { RequestListener } from 'node:http';
+import { DEV_AUDIENCE, DEV_ISSUER } from '@app/shared/platform/dev-auth';
 import { Lifecycle } from '@app/shared/platform/http/lifecycle';
 import { createLogger } from '@app/shared/platform/logger';
 import { Database, DEFAULT_WRITE_DEADLINE_MS } from '@app/shared/platform/mysql';
@@ -242,6 +243,12 @@ test('Compose and k8s dev hold the same local credentials', () => {
   expect(secretData('gateway-auth')).toEqual(readEnvFile('compose/gateway-auth.env'));
   // The development key's public half, which `npm start` uses and `npm run token` signs for.
   expect(JSON.parse(secretData('gateway-auth').AUTH_PUBLIC_KEY!)).toEqual(JSON.parse(readFileSync(repoPath('dev-keys', 'public-key.jwk'), 'utf8')));
+});
+
+test('Compose and k8s dev expect the issuer and audience `npm run token` signs for', () => {
+  for (const environment of [composeEnvironment(composeFile.services.gateway!), k8sEnvironment('dev', 'gateway').values]) {
+    expect([environment.AUTH_ISSUER, environment.AUTH_AUDIENCE]).toEqual([DEV_ISSUER, DEV_AUDIENCE]);
+  }
 });
 
 test('k8s dev holds every ConfigMap and Secret its containers read; prod reads only the Secrets docs/deploy.md creates', () => {

@@ -36,7 +36,12 @@ export function loadConfig<S extends z.ZodObject>(schema: S, env: NodeJS.Process
 }
 
 // Building blocks. Empty strings count as unset, so `PORT=` falls back to the default.
-const unsetIfEmpty = (value: unknown) => (value === '' ? undefined : value);
+export const unsetIfEmpty = (value: unknown) => (value === '' ? undefined : value);
+
+/** Whether `value` parses as a URL with one of `protocols` (`'http:'`, …). */
+export const hasScheme = (value: string, protocols: readonly string[]) => URL.canParse(value) && protocols.includes(new URL(value).protocol);
+export const HTTP_SCHEMES = ['http:', 'https:'] as const;
+const schemeMessage = (protocols: readonly string[]) => `must be a URL with scheme ${protocols.map((p) => p.replace(':', '')).join(' or ')}`;
 
 /** A whole number written in decimal digits (no `1e3`, `0x50` or spaces), from `min` to `max`. */
 const wholeNumber = (fallback: number, min: number, max: number, message: string) =>
@@ -73,10 +78,12 @@ export const url = (protocols: string[], fallback: string) =>
     z
       .string()
       .default(fallback)
-      .refine((value) => URL.canParse(value) && protocols.includes(new URL(value).protocol), {
-        message: `must be a URL with scheme ${protocols.map((p) => p.replace(':', '')).join(' or ')}`,
-      }),
+      .refine((value) => hasScheme(value, protocols), { message: schemeMessage(protocols) }),
   );
+
+/** A URL with one of `protocols`, or nothing. */
+export const optionalUrl = (protocols: readonly string[]) =>
+  z.preprocess(unsetIfEmpty, z.string().refine((value) => hasScheme(value, protocols), { message: schemeMessage(protocols) }).optional());
 
 export const flag = (fallback: boolean) =>
   z.preprocess(
@@ -110,13 +117,7 @@ export const tracingConfig = {
       .regex(/^(otlp|console|zipkin|none)(,(otlp|console|zipkin|none))*$/, 'must be a comma-separated list of otlp, console, zipkin, none')
       .optional(),
   ),
-  OTEL_EXPORTER_OTLP_ENDPOINT: z.preprocess(
-    unsetIfEmpty,
-    z
-      .string()
-      .refine((value) => URL.canParse(value) && ['http:', 'https:'].includes(new URL(value).protocol), { message: 'must be a URL with scheme http or https' })
-      .optional(),
-  ),
+  OTEL_EXPORTER_OTLP_ENDPOINT: optionalUrl(HTTP_SCHEMES),
   OTEL_EXPORTER_OTLP_PROTOCOL: oneOf(['http/protobuf', 'http/json']),
   OTEL_TRACES_SAMPLER: oneOf(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio']),
   OTEL_TRACES_SAMPLER_ARG: z.preprocess(
