@@ -323,13 +323,27 @@ describe('npm start (the whole system), stopped with a slow write in flight', ()
     ['SIGINT', 'Ctrl-C', (npm: RunningProcess) => process.kill(-npm.child.pid!, 'SIGINT')],
     ['SIGTERM', 'a supervisor', (npm: RunningProcess) => process.kill(npm.child.pid!, 'SIGTERM')],
   ] as const;
+  // Whatever is left of npm's group or the commands' own (nothing, when the test passed), even
+  // after a test that timed out.
+  const groups = new Set<number>();
+  afterEach(() => {
+    for (const group of groups) {
+      try {
+        process.kill(-group, 'SIGKILL');
+      } catch {
+        // the group has exited
+      }
+    }
+    groups.clear();
+  });
   it.each(stops)('%s (as %s sends it): the write is answered, each process gets the signal once and logs "shutdown complete"', async (signal, _sender, stop) => {
     const databaseUrl_ = databaseUrl('npm-start');
     const env = { SERVICES_FILE: await usersOnlyServicesFile(), DATABASE_URL: databaseUrl_, PORT: String(await closedPort()) };
     const npm = run('npm', ['start', '--silent'], env, undefined, { ownGroup: true });
+    groups.add(npm.child.pid!);
     const listening = (service: string) => (line: Record<string, unknown>) => line.service === service && String(line.msg).endsWith('listening');
     const [gatewayListening] = await Promise.all([npm.logged(listening('gateway')), npm.logged(listening('users-service'))]);
-    const groups = processGroupsUnder(npm.child.pid!);
+    for (const group of processGroupsUnder(npm.child.pid!)) groups.add(group);
     // npm start trusts the development key: a token of `npm run token`, as a user gets one.
     const token = execFileSync(process.execPath, ['scripts/token.ts'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
     const api = client(`http://127.0.0.1:${gatewayListening.port as number}`, { token });
@@ -353,16 +367,9 @@ describe('npm start (the whole system), stopped with a slow write in flight', ()
       }
     } finally {
       await lock.end();
-      // Whatever is left of npm's group or the commands' own (nothing, when the test passed).
-      for (const group of groups) {
-        try {
-          process.kill(-group, 'SIGKILL');
-        } catch {
-          // the group has exited
-        }
-      }
     }
-  });
+    // npm start builds first (tsc -b, with nothing to do), then starts four processes.
+  }, 60_000);
 });
 
 /** A connection to `port` that sends `bytes` (nothing, by default) and then waits: what the server sent once it closed it. */
