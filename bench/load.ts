@@ -31,19 +31,18 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import { TcpProxy } from '../test/support/tcp-proxy.ts';
 import { cleanUpOnSignals, cpuMicros, dropSchemas, ensureDebianTools, freePort, nodeOptionsFor, pinned, pinning, REDIS_URL as REDIS, ROOT, schemaUrl, stopWithTheRest, throwawaySchema } from './support.ts';
+import { countFromEnv, countsFromEnv } from '../test/support/env.ts';
 
 const REDIS_URL = new URL(REDIS);
-const STEPS = (process.env.LOAD_STEPS ?? '64,256,1000,2000').split(',').map(Number);
-const STEP_SECONDS = Number(process.env.LOAD_STEP_SECONDS ?? 15);
+const STEPS = countsFromEnv('LOAD_STEPS', [64, 256, 1000, 2000]);
+const STEP_SECONDS = countFromEnv('LOAD_STEP_SECONDS', 15);
 /**
- * Rounds of the whole ramp; a step's figures are those of its rounds together. This machine's speed
- * wanders by a quarter within seconds and more over minutes: a lone loop of JSON work on an idle
- * core did 128,000 to 212,000 turns a second over 25 s, and in one run the same 1,000 connections
- * gave 5,600 good answers a second where they had given 7,700 two minutes before. Steps run one
- * after the other once each compare their minutes as much as their concurrency; each step sampled
- * at three moments a minute apart meets the same drift as the others.
+ * Rounds of the whole ramp; a step's figures are those of its rounds together. A shared machine's
+ * speed wanders within seconds and more over minutes (docs/benchmarks/2026-11-27.md): steps run
+ * one after the other once each would compare their minutes as much as their concurrency, while
+ * each step sampled at moments a minute apart meets the same drift as the others.
  */
-const ROUNDS = Number(process.env.LOAD_ROUNDS ?? 3);
+const ROUNDS = countFromEnv('LOAD_ROUNDS', 3);
 /** The percentiles wrk reports of each window (finer towards the tail), to pool a step's rounds by (`pooledLatency`). */
 const QUANTILES = [
   ...Array.from({ length: 90 }, (_, i) => i + 1),
@@ -69,11 +68,9 @@ interface Probed {
 /**
  * Where each process runs, on a machine of two cores or more: the gateway alone on core 0, and
  * everything else of ours (the services, wrk, this script with its Redis proxy) on core 1; the
- * shared MariaDB and Redis go where the kernel puts them. Left to the kernel, the same step
- * (1,000 connections, 15 s) gave anything from 5,500 to 8,100 good answers a second over five
- * steps in a row, as it happened to place the gateway and wrk's two threads; pinned, four such
- * steps stayed within 9% of each other. A curve that moves by half from one step to the next
- * shows the scheduler, not the gateway. (A shared machine's own drift over minutes stays.)
+ * shared MariaDB and Redis go where the kernel puts them. Left to the kernel, the same step moves
+ * with where it happens to place the gateway and wrk's threads, and the curve shows the scheduler,
+ * not the gateway (docs/benchmarks/2026-11-27.md). A shared machine's drift over minutes stays.
  */
 const CORES = pinning ? { gateway: pinning.server, others: pinning.load } : undefined;
 
@@ -671,7 +668,7 @@ async function main(): Promise<void> {
     if (process.env.LOAD_SKIP_CUT) return;
     // The cut runs at the best step's concurrency, so that its recovery is judged against the goodput
     // of the same client population, not of a larger or smaller one.
-    const cutConnections = Number(process.env.LOAD_CUT_CONNECTIONS ?? bestStep.connections);
+    const cutConnections = countFromEnv('LOAD_CUT_CONNECTIONS', bestStep.connections);
     let cutAt = 0;
     let restoredAt = 0;
     // What the gateway says of Redis, four times a second from just before the cut until 8 s after.

@@ -56,11 +56,12 @@ import {
   type LoadResult,
   type Server,
 } from './support.ts';
+import { countFromEnv } from '../test/support/env.ts';
 
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
+const SECONDS = countFromEnv('BENCH_SECONDS', 4);
 // Five: the project's speed ratios are judged by the median of five interleaved runs.
-const RUNS = Number(process.env.BENCH_RUNS ?? 5);
-const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
+const RUNS = countFromEnv('BENCH_RUNS', 5);
+const CONNECTIONS = countFromEnv('BENCH_CONNECTIONS', 64);
 const WARM_UP_SECONDS = 2;
 
 interface Target {

@@ -35,11 +35,12 @@ import {
   wrk,
   type LoadResult,
 } from './support.ts';
+import { countFromEnv } from '../test/support/env.ts';
 
 const SIZES = (process.env.BENCH_SCALE_ROWS ?? '10000,1000000').split(',').map(Number);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
-const RUNS = Number(process.env.BENCH_SCALE_RUNS ?? 5);
-const CONNECTIONS = Number(process.env.BENCH_SCALE_CONNECTIONS ?? 16);
+const SECONDS = countFromEnv('BENCH_SECONDS', 4);
+const RUNS = countFromEnv('BENCH_SCALE_RUNS', 5);
+const CONNECTIONS = countFromEnv('BENCH_SCALE_CONNECTIONS', 16);
 const SAMPLES = 1_000;
 const LUA = new URL('random-path.lua', import.meta.url).pathname;
 

@@ -11,6 +11,7 @@ import os from 'node:os';
 import mysql from 'mysql2/promise';
 import { devPublicKey, signDevToken } from '../scripts/dev-token.ts';
 import { deployedNodeOptions as startOptions } from '../test/support/process.ts';
+import { countFromEnv } from '../test/support/env.ts';
 
 export { startOptions };
 
@@ -140,7 +141,7 @@ export const startNode = (name: string, file: string, env: Record<string, string
  * (BENCH_GATEWAY_PROCESSES): two identical gateway processes differ by several percent, so with one
  * process per configuration chance would decide a ratio.
  */
-export const GATEWAY_PROCESSES = Number(process.env.BENCH_GATEWAY_PROCESSES ?? 3);
+export const GATEWAY_PROCESSES = countFromEnv('BENCH_GATEWAY_PROCESSES', 3);
 
 /** GATEWAY_PROCESSES processes of one configuration, each started by `start` with its name (`name #1`, …). */
 export const startProcesses = (name: string, start: (name: string) => Promise<Server>): Promise<Server[]> =>
@@ -189,10 +190,9 @@ function coreTicks(core: string | undefined): { busy: number; total: number } {
  * Waits until the servers' core has been nearly idle (under 5% busy) for half a second, at most
  * `maxMs`: a run then starts on a quiet core, not in the tail of the run before it (the server just
  * measured collecting its garbage once its allocation stops, a few seconds later). Without it, the
- * target that ran second of a pair paid for the first's tail: two identical gateways differed by
- * 12% in one bench. At most 5 s: a tail is over by then, and a core busy with someone else's work
- * (another bench on a shared machine) stays busy however long the bench waits, which at 15 s a run
- * made one bench take over half an hour. Returns how long it waited.
+ * target that ran second of a pair paid for the first's tail, and two identical gateways differed.
+ * At most 5 s: a tail is over by then, and a core busy with someone else's work (another bench on a
+ * shared machine) stays busy however long the bench waits. Returns how long it waited.
  */
 export async function settle(maxMs = 5_000): Promise<number> {
   const started = Date.now();

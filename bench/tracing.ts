@@ -40,10 +40,11 @@ import {
   wrk,
   type Server,
 } from './support.ts';
+import { countFromEnv } from '../test/support/env.ts';
 
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
-const RUNS = Number(process.env.BENCH_TRACING_RUNS ?? 5);
-const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
+const SECONDS = countFromEnv('BENCH_SECONDS', 5);
+const RUNS = countFromEnv('BENCH_TRACING_RUNS', 5);
+const CONNECTIONS = countFromEnv('BENCH_CONNECTIONS', 64);
 
 const CONFIGURATIONS = ['noSdk', 'noExporter', 'sampled10'] as const;
 type Configuration = (typeof CONFIGURATIONS)[number];

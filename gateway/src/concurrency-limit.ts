@@ -71,8 +71,8 @@ export class ConcurrencyLimit {
   readonly #waiting: Record<Kind, Waiter[]> = { read: [], write: [] };
   /**
    * One problem for every request shed, made once: it is the same answer each time, and an
-   * HttpProblem (an Error) records a stack trace when made, which under overload, when hundreds of
-   * requests a second are shed, was 2% of the gateway's CPU time (profile of `npm run load`).
+   * HttpProblem (an Error) records a stack trace when made, work for nothing under overload, when
+   * hundreds of requests a second are shed.
    */
   readonly #shed: HttpProblem;
 

@@ -95,7 +95,7 @@ export const configSchema = z.object({
   // The services' default DATABASE_POOL_SIZE + DATABASE_QUEUE_LIMIT (see concurrency-limit.ts).
   UPSTREAM_CONCURRENCY_LIMIT: count(210, 2, 100_000),
   UPSTREAM_WRITE_SHARE_PERCENT: count(25, 1, 90),
-  // The services' WRITE_DEADLINE_MS (5000 by default) plus a second for a COMMIT under way.
+  // The services' default WRITE_DEADLINE_MS plus a second for a COMMIT under way.
   SERVICE_WRITE_DEADLINE_MS: milliseconds(6_000),
   CACHE_ENABLED: flag(true),
   CACHE_TTL_SECONDS: seconds(60, 1),

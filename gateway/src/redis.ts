@@ -62,8 +62,8 @@ export const isOutOfMemory = (error: unknown): boolean => error instanceof Error
 
 /**
  * A connection is ready as soon as it connects: RESP2, so no HELLO, and no other handshake command
- * (CLIENT SETINFO) or ready check (INFO) before it. Under load the gateway's event loop reads each reply late, a whole busy
- * iteration (hundreds of ms at 1,000 connections), so every round trip before 'ready' delays the
+ * (CLIENT SETINFO) or ready check (INFO) before it. Under load the gateway's event loop reads each
+ * reply late, a whole busy iteration, so every round trip before 'ready' delays the
  * cache's return after an outage by that much. A Redis still loading its data answers LOADING
  * errors meanwhile, which are misses like any other error.
  */
@@ -78,7 +78,7 @@ const reconnectSoon = (attempt: number) => Math.min(attempt * 50, 200);
 /**
  * A Redis client for a cache: it never queues. While Redis is unreachable every command fails at
  * once (no offline queue, no retries); the client reconnects in the background. A command with no
- * reply fails after `commandTimeoutMs` (10 s by default) at the latest: a hard stop, so a hung Redis
+ * reply fails after `commandTimeoutMs` at the latest: a hard stop, so a hung Redis
  * never holds commands for ever. A caller that must tell a slow reply from a late read of a busy
  * event loop judges that itself (the gateway's RedisHealth), within this stop: a plain timer here
  * fires late when the event loop is busy. Callers treat failures as misses. `keyPrefix` goes in front

@@ -13,9 +13,10 @@ import { client, request } from '../support/http.js';
 import { deployedNodeOptions, startWorkspace } from '../support/process.js';
 import { startOwnRedis, type OwnRedis } from '../support/redis-server.js';
 import { startProductsService, type RunningService } from '../support/stack.js';
+import { countFromEnv } from '../support/env.js';
 
-const FLOOD_MS = Number(process.env.MEMORY_FLOOD_MS ?? 30_000);
-const JUNK_FLOOD_MS = Number(process.env.JUNK_FLOOD_MS ?? 10_000);
+const FLOOD_MS = countFromEnv('MEMORY_FLOOD_MS', 30_000);
+const JUNK_FLOOD_MS = countFromEnv('JUNK_FLOOD_MS', 10_000);
 const WARM_UP_MS = 5_000;
 const SUBJECTS = 4;
 /** Each subject's pace: within the gateway's default read budget. */

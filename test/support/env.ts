@@ -9,3 +9,11 @@ export function countFromEnv(name: string, fallback: number): number {
   if (!/^[1-9]\d{0,8}$/.test(value)) throw new Error(`${name} must be a whole number of at least 1, not ${JSON.stringify(value)}`);
   return Number(value);
 }
+
+/** A comma-separated list of such counts (`LOAD_STEPS=64,256`); each must be one. */
+export function countsFromEnv(name: string, fallback: number[]): number[] {
+  const value = process.env[name];
+  if (value === undefined) return fallback;
+  if (!/^[1-9]\d{0,8}(,[1-9]\d{0,8})*$/.test(value)) throw new Error(`${name} must be a comma-separated list of whole numbers of at least 1, not ${JSON.stringify(value)}`);
+  return value.split(',').map(Number);
+}

@@ -91,8 +91,7 @@ const FINGERPRINT_CHARS = 24;
  *
  * It is keyed by the Authorization header's last characters, not the whole header: a lookup hashes
  * its key, and every request brings a new string of some 300 characters, whose hashing (and the
- * Bearer pattern before it) cost more than the rest of the guard together (CPU profile of a warm
- * hit). The header found is compared whole, so only the very header that was verified is let in.
+ * Bearer pattern before it) cost more than the rest of the guard together. The header found is compared whole, so only the very header that was verified is let in.
  */
 export class TokenVerifier {
   readonly #keys: KeyObject | JWTVerifyGetKey;

@@ -291,10 +291,9 @@ let longTurnCheck: (() => void) | undefined;
  * libuv's poll phase takes up to 1,024 ready sockets from epoll and, when it got that many, polls
  * again at once, up to 48 times, before the loop goes on to its timers, setImmediate callbacks,
  * deferred I/O callbacks (a refused loopback connect is one) and closed handles. A server with more
- * than a thousand connections that each have a request waiting (2,000 clients of the load curve)
- * stays in that phase for 48 × 1,024 requests: 4 to 13 s measured, the 2,000-connection "stall" of
- * the gateway, during which none of those ran (its Redis clients, cut off, did not reconnect for
- * 11 s). The phase ends early when a signal comes in (libuv: "event loop should cycle now"), so a
+ * than a thousand connections that each have a request waiting stays in that phase for up to
+ * 48 × 1,024 requests, seconds during which none of those ran (its Redis clients, cut off, could not
+ * reconnect). The phase ends early when a signal comes in (libuv: "event loop should cycle now"), so a
  * request that finds the loop has not turned for LONG_TURN_MS sends its own process SIGURG (ignored
  * by default, used by nothing else here), at most once per turn. Linux only; no package does this.
  *
