@@ -6,7 +6,7 @@
 import http from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { client, expectProblem, type Client } from '../support/http.js';
-import { portOf, rawExchange, rawRequest, type RawResponse } from '../support/raw-socket.js';
+import { portOf, rawExchange, requestBytes, type SocketResponse } from '../support/raw-socket.js';
 import { startGateway, startStack } from '../support/stack.js';
 import { defaultToken } from '../support/auth.js';
 
@@ -143,7 +143,7 @@ describe('conditional requests (RFC 9110 §13)', () => {
 });
 
 /** Checks what every refused raw request gets: a problem+json of `status` that closes the connection. */
-function expectRawProblem(response: RawResponse, status: number, type: string) {
+function expectRawProblem(response: SocketResponse, status: number, type: string) {
   expect({ status: response.status, type: response.headers['content-type'], connection: response.headers.connection }).toEqual({
     status,
     type: 'application/problem+json; charset=utf-8',
@@ -166,14 +166,14 @@ describe("Node's own HTTP errors", () => {
       const port = portOf(url!);
       expectRawProblem(await rawExchange(port, ['GE(T /api/users HTTP/1.1\r\nHost: x\r\n\r\n']), 400, 'bad-request');
       expectRawProblem(
-        await rawExchange(port, [rawRequest('POST', '/api/users', { 'Content-Length': '5', 'Transfer-Encoding': 'chunked' }, '0\r\n\r\n')]),
+        await rawExchange(port, [requestBytes('POST', '/api/users', { 'Content-Length': '5', 'Transfer-Encoding': 'chunked' }, '0\r\n\r\n')]),
         400,
         'bad-request',
       );
       expectRawProblem(await rawExchange(port, ['GET /api/users HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n']), 400, 'bad-request');
-      expectRawProblem(await rawExchange(port, [rawRequest('GET', '/api/users', { 'X-Big': 'a'.repeat(20_000) })]), 431, 'header-fields-too-large');
-      expectRawProblem(await rawExchange(port, [rawRequest('GET', `/api/users?${'a=1&'.repeat(5_000)}`)]), 414, 'uri-too-long');
-      expectRawProblem(await rawExchange(port, [rawRequest('GET', `/api/users?q=${'a'.repeat(9_000)}`)]), 414, 'uri-too-long');
+      expectRawProblem(await rawExchange(port, [requestBytes('GET', '/api/users', { 'X-Big': 'a'.repeat(20_000) })]), 431, 'header-fields-too-large');
+      expectRawProblem(await rawExchange(port, [requestBytes('GET', `/api/users?${'a=1&'.repeat(5_000)}`)]), 414, 'uri-too-long');
+      expectRawProblem(await rawExchange(port, [requestBytes('GET', `/api/users?q=${'a'.repeat(9_000)}`)]), 414, 'uri-too-long');
     }
   });
 
@@ -204,7 +204,7 @@ describe('deadlines that name the guilty party', () => {
   it('a request body still arriving after the body deadline is a 408 from the gateway, not a 504 blaming the service', async () => {
     const gateway = await startGateway({ upstreams: stack.urls, requestBodyTimeoutMs: 300, upstreamTimeoutMs: 5_000 });
     try {
-      const head = rawRequest('POST', '/api/users', { 'Content-Type': 'application/json', 'Content-Length': '40' });
+      const head = requestBytes('POST', '/api/users', { 'Content-Type': 'application/json', 'Content-Length': '40' });
       const response = await rawExchange(portOf(gateway.url), [head, '{"email":"slow@exa', 3_000], { timeoutMs: 2_500 });
       expectRawProblem(response, 408, 'request-timeout');
       expect(JSON.parse(response.body).detail).toBe('The request body did not arrive within 300 ms');
@@ -218,7 +218,7 @@ describe('deadlines that name the guilty party', () => {
     const upstream = await recordingUpstream();
     const gateway = await startGateway({ upstreams: { users: upstream.url, products: upstream.url } });
     try {
-      const head = rawRequest('POST', '/api/users', { 'Content-Type': 'application/json', 'Content-Length': String(100 * 1024 + 1) });
+      const head = requestBytes('POST', '/api/users', { 'Content-Type': 'application/json', 'Content-Length': String(100 * 1024 + 1) });
       const response = await rawExchange(portOf(gateway.url), [head], { timeoutMs: 2_000 });
       expectRawProblem(response, 413, 'payload-too-large');
       expect(upstream.requests).toEqual([]);

@@ -10,7 +10,7 @@ import net from 'node:net';
 import { MAX_WAITING_REQUESTS } from '@app/shared/platform/server';
 import { testToken } from '../support/auth.js';
 import { client, expectProblem, metricsOf, type Client } from '../support/http.js';
-import { portOf, rawExchange, rawExchangeAll, rawRequest } from '../support/raw-socket.js';
+import { portOf, rawExchange, rawExchangeAll, requestBytes } from '../support/raw-socket.js';
 import { startGateway, startStack } from '../support/stack.js';
 
 let stack: Awaited<ReturnType<typeof startStack>>;
@@ -55,16 +55,16 @@ describe('pipelined requests', () => {
   it('open nothing while they wait: 20 clients × 100 pipelined /docs files, each reading 32 bytes, leave no file open', async () => {
     await api.get('/docs/swagger-ui-bundle.js'); // the file's first reading is not what is measured
     const before = openFiles();
-    const bundle = rawRequest('GET', '/docs/swagger-ui-bundle.js');
+    const bundle = requestBytes('GET', '/docs/swagger-ui-bundle.js');
     await Promise.all(Array.from({ length: 20 }, () => pipelineAndLeave(bundle, 100, 32)));
     expect(await settlesTo(openFiles, before + 10, 5_000)).toBeLessThanOrEqual(before + 10);
     expect((await api.get('/healthz')).status).toBe(200);
   });
 
   it(`are answered in order up to ${MAX_WAITING_REQUESTS} waiting; one more closes the connection`, async () => {
-    const probe = rawRequest('GET', '/healthz');
+    const probe = requestBytes('GET', '/healthz');
     // One request in hand, MAX_WAITING_REQUESTS behind it (the last of them closing the connection).
-    const atBound = await rawExchangeAll(port, Buffer.concat([...Array.from({ length: MAX_WAITING_REQUESTS }, () => probe), rawRequest('GET', '/healthz', { Connection: 'close' })]));
+    const atBound = await rawExchangeAll(port, Buffer.concat([...Array.from({ length: MAX_WAITING_REQUESTS }, () => probe), requestBytes('GET', '/healthz', { Connection: 'close' })]));
     expect(atBound.map(({ status }) => status)).toEqual(Array(MAX_WAITING_REQUESTS + 1).fill(200));
     const past = await rawExchangeAll(port, Buffer.concat(Array.from({ length: MAX_WAITING_REQUESTS + 2 }, () => probe)));
     expect(past.length).toBeLessThan(MAX_WAITING_REQUESTS + 2);
@@ -85,7 +85,7 @@ describe('GET /openapi.json', () => {
   });
 
   it('keeps a normal client served while 200 connections ask for it and never read', async () => {
-    const request = rawRequest('GET', '/openapi.json');
+    const request = requestBytes('GET', '/openapi.json');
     const sockets = await Promise.all(
       Array.from({ length: 200 }, () => new Promise<net.Socket>((resolve) => {
         const socket = net.connect(port, '127.0.0.1', () => socket.write(request, () => resolve(socket)));
@@ -132,7 +132,7 @@ describe('a request refused before its body is read', () => {
   ])('closes its connection at once (%s), however slowly the body trickles', async (_case, token) => {
     const headers: Record<string, string> = { 'Content-Type': 'application/json', 'Content-Length': '65536' };
     const authorization = token === undefined ? '' : `Bearer ${await testToken({ scopes: ['products:read'] })}`;
-    const head = rawRequest('POST', '/api/products', headers).toString('latin1').replace(/Authorization: [^\r]*\r\n/, authorization ? `Authorization: ${authorization}\r\n` : '');
+    const head = requestBytes('POST', '/api/products', headers).toString('latin1').replace(/Authorization: [^\r]*\r\n/, authorization ? `Authorization: ${authorization}\r\n` : '');
     const startedAt = performance.now();
     const response = await rawExchange(port, [head, '{', 2_000, '"'], { timeoutMs: 1_500 });
     expect([response.status, response.headers.connection, response.closed]).toEqual([token === undefined ? 401 : 403, 'close', true]);
@@ -178,7 +178,7 @@ describe('the small things', () => {
 
   it('refuses a request with two Host header fields with 400, at the gateway and at a service', async () => {
     for (const target of [port, portOf(stack.products.url)]) {
-      const response = await rawExchange(target, [rawRequest('GET', '/healthz', { Host: 'elsewhere.example' })]);
+      const response = await rawExchange(target, [requestBytes('GET', '/healthz', { Host: 'elsewhere.example' })]);
       expect(response.status).toBe(400);
       expect(JSON.parse(response.body)).toMatchObject({ detail: 'A request must not have more than one Host header field' });
     }

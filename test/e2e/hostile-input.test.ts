@@ -20,7 +20,7 @@ import type { PathItem } from '../support/contract.js';
 import { encodeCursor } from '@app/shared/resource/rules';
 import { v7 as uuidv7 } from 'uuid';
 import { apiContract, assertConforms, type Contract } from '../support/contract.js';
-import { portOf, rawExchange, rawExchangeAll, rawRequest, type RawResponse } from '../support/raw-socket.js';
+import { portOf, rawExchange, rawExchangeAll, requestBytes, type SocketResponse } from '../support/raw-socket.js';
 import { bodyBytes, bodyValue, validValue } from '../support/schema-arbitrary.js';
 import { resourceCases, type ResourceCase } from '../support/resource-case.js';
 import { startStack } from '../support/stack.js';
@@ -376,21 +376,21 @@ describe('query parameters an endpoint does not define', () => {
 // ---- the raw-HTTP corpus ----
 
 const valid = (method: string, target: string, headers: Record<string, string> = {}, body = '') =>
-  rawRequest(method, target, { 'Content-Length': String(Buffer.byteLength(body)), ...headers }, body);
+  requestBytes(method, target, { 'Content-Length': String(Buffer.byteLength(body)), ...headers }, body);
 
 /** Framing that HTTP libraries never send. Each is one connection; the first answer is checked. */
 const corpus: Record<string, (string | Buffer)[]> = {
   'bad method token': ['GE(T /api/users HTTP/1.1\r\nHost: x\r\n\r\n'],
   'lower-case method': ['get /api/users HTTP/1.1\r\nHost: x\r\n\r\n'],
   'unknown method': ['FOO /api/users HTTP/1.1\r\nHost: x\r\n\r\n'],
-  'Content-Length with Transfer-Encoding': [rawRequest('POST', '/api/users', { 'Content-Length': '5', 'Transfer-Encoding': 'chunked' }, '0\r\n\r\n')],
-  'two different Content-Lengths': [rawRequest('POST', '/api/users', { 'Content-Length': '2', 'content-length': '3', 'Content-Type': 'application/json' }, '{}x')],
-  'negative Content-Length': [rawRequest('POST', '/api/users', { 'Content-Length': '-1' })],
-  'Content-Length not a number': [rawRequest('POST', '/api/users', { 'Content-Length': '1e3' })],
-  'chunk size not hex': [rawRequest('POST', '/api/users', { 'Transfer-Encoding': 'chunked', 'Content-Type': 'application/json' }, 'zz\r\n{}\r\n0\r\n\r\n')],
-  'Transfer-Encoding not ending in chunked': [rawRequest('POST', '/api/users', { 'Transfer-Encoding': 'chunked, identity' }, '0\r\n\r\n')],
+  'Content-Length with Transfer-Encoding': [requestBytes('POST', '/api/users', { 'Content-Length': '5', 'Transfer-Encoding': 'chunked' }, '0\r\n\r\n')],
+  'two different Content-Lengths': [requestBytes('POST', '/api/users', { 'Content-Length': '2', 'content-length': '3', 'Content-Type': 'application/json' }, '{}x')],
+  'negative Content-Length': [requestBytes('POST', '/api/users', { 'Content-Length': '-1' })],
+  'Content-Length not a number': [requestBytes('POST', '/api/users', { 'Content-Length': '1e3' })],
+  'chunk size not hex': [requestBytes('POST', '/api/users', { 'Transfer-Encoding': 'chunked', 'Content-Type': 'application/json' }, 'zz\r\n{}\r\n0\r\n\r\n')],
+  'Transfer-Encoding not ending in chunked': [requestBytes('POST', '/api/users', { 'Transfer-Encoding': 'chunked, identity' }, '0\r\n\r\n')],
   'Transfer-Encoding with a space before the colon': ['POST /api/users HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n'],
-  'chunk extension flood': [rawRequest('POST', '/api/users', { 'Transfer-Encoding': 'chunked' }, `2;${'a=b;'.repeat(5_000)}\r\n{}\r\n0\r\n\r\n`)],
+  'chunk extension flood': [requestBytes('POST', '/api/users', { 'Transfer-Encoding': 'chunked' }, `2;${'a=b;'.repeat(5_000)}\r\n{}\r\n0\r\n\r\n`)],
   'header line without a colon': ['GET /api/users HTTP/1.1\r\nHost: x\r\nNoColonHere\r\n\r\n'],
   'obsolete line folding': ['GET /api/users HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n  folded\r\n\r\n'],
   'NUL in a header value': ['GET /api/users HTTP/1.1\r\nHost: x\r\nX-A: a\u0000b\r\n\r\n'],
@@ -413,16 +413,16 @@ const corpus: Record<string, (string | Buffer)[]> = {
   'absolute-form target': [valid('GET', 'http://evil.example/api/users')],
   'asterisk-form target': [valid('OPTIONS', '*')],
   'authority-form target': [valid('GET', '127.0.0.1:80')],
-  'Expect: 100-continue': [rawRequest('POST', '/api/users', { 'Content-Length': '2', 'Content-Type': 'application/json', Expect: '100-continue' }, '{}')],
-  'Expect: something else': [rawRequest('POST', '/api/users', { 'Content-Length': '2', 'Content-Type': 'application/json', Expect: 'teapot' }, '{}')],
+  'Expect: 100-continue': [requestBytes('POST', '/api/users', { 'Content-Length': '2', 'Content-Type': 'application/json', Expect: '100-continue' }, '{}')],
+  'Expect: something else': [requestBytes('POST', '/api/users', { 'Content-Length': '2', 'Content-Type': 'application/json', Expect: 'teapot' }, '{}')],
   'Upgrade: websocket': [valid('GET', '/api/users', { Connection: 'Upgrade', Upgrade: 'websocket' })],
   'Upgrade: h2c': [valid('GET', '/api/users', { Connection: 'Upgrade, HTTP2-Settings', Upgrade: 'h2c', 'HTTP2-Settings': 'AAMAAABkAARAAAAAAAIAAAAA' })],
   'pipelined requests, the second smuggled': [Buffer.concat([valid('GET', '/api/users'), valid('DELETE', `/api/users/${UNKNOWN_ID}`)])],
   'a body on GET': [valid('GET', '/api/users', { 'Content-Type': 'application/json' }, '{"a":1}')],
-  'gzip content coding on a chunked body': [rawRequest('POST', '/api/users', { 'Transfer-Encoding': 'chunked', 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' }, '2\r\n{}\r\n0\r\n\r\n')],
-  'Content-Length over the body limit': [rawRequest('POST', '/api/users', { 'Content-Length': String(10 * 1024 * 1024), 'Content-Type': 'application/json' }, '{')],
+  'gzip content coding on a chunked body': [requestBytes('POST', '/api/users', { 'Transfer-Encoding': 'chunked', 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' }, '2\r\n{}\r\n0\r\n\r\n')],
+  'Content-Length over the body limit': [requestBytes('POST', '/api/users', { 'Content-Length': String(10 * 1024 * 1024), 'Content-Type': 'application/json' }, '{')],
   'chunked body over the body limit': [
-    rawRequest('POST', '/api/users', { 'Transfer-Encoding': 'chunked', 'Content-Type': 'application/json' }),
+    requestBytes('POST', '/api/users', { 'Transfer-Encoding': 'chunked', 'Content-Type': 'application/json' }),
     `${(120 * 1024).toString(16)}\r\n${'['.repeat(120 * 1024)}\r\n0\r\n\r\n`,
   ],
   'invalid UTF-8 in a header value': [Buffer.concat([Buffer.from('GET /api/users HTTP/1.1\r\nHost: x\r\nX-Request-Id: '), Buffer.from([0xff, 0xfe]), Buffer.from('\r\n\r\n')])],
@@ -433,7 +433,7 @@ describe('a raw-HTTP corpus of framing tricks', () => {
 
   it.each(Object.keys(corpus))('%s: never a 5xx; a 4xx is a problem+json the document describes', async (name) => {
     for (const [server, url] of Object.entries(servers())) {
-      let response: RawResponse;
+      let response: SocketResponse;
       try {
         response = await rawExchange(portOf(url), corpus[name]!, { timeoutMs: 5_000 });
       } catch (error) {

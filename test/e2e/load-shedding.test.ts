@@ -8,7 +8,7 @@
 import net from 'node:net';
 import { testToken } from '../support/auth.js';
 import { client, metricsOf, expectProblem, type Client } from '../support/http.js';
-import { portOf, rawRequest } from '../support/raw-socket.js';
+import { portOf, requestBytes } from '../support/raw-socket.js';
 import { HoldingProxy } from '../support/holding-proxy.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
 import { startGateway, startUsersService, type RunningGateway, type RunningService } from '../support/stack.js';
@@ -130,7 +130,7 @@ describe('slow senders and greedy callers', () => {
         socket.on('error', () => undefined);
       })),
     );
-    for (const socket of sockets) socket.write(rawRequest('POST', '/api/users', { 'Content-Type': 'application/json', 'Content-Length': '1000' }, '{'));
+    for (const socket of sockets) socket.write(requestBytes('POST', '/api/users', { 'Content-Type': 'application/json', 'Content-Length': '1000' }, '{'));
     return sockets;
   }
 

@@ -2,7 +2,7 @@ import net from 'node:net';
 import { defaultToken } from './auth.js';
 
 /** A response read off a raw socket: what a client that does not use an HTTP library sees. */
-export interface RawResponse {
+export interface SocketResponse {
   status: number;
   /** Header names in lower case; repeated headers joined with ", ". */
   headers: Record<string, string>;
@@ -11,12 +11,12 @@ export interface RawResponse {
   closed: boolean;
 }
 
-function parseResponse(received: Buffer, closed: boolean): RawResponse | undefined {
+function parseResponse(received: Buffer, closed: boolean): SocketResponse | undefined {
   return parseFirst(received, closed)?.response;
 }
 
 /** The first response in `received`, and how many bytes of it that took (interim responses included). */
-function parseFirst(received: Buffer, closed: boolean): { response: RawResponse; length: number } | undefined {
+function parseFirst(received: Buffer, closed: boolean): { response: SocketResponse; length: number } | undefined {
   let raw = received;
   // Interim (1xx) responses come before the final one: skip them.
   while (/^HTTP\/1\.[01] 1\d\d /.test(raw.subarray(0, 13).toString('latin1')) && raw.indexOf('\r\n\r\n') >= 0) raw = raw.subarray(raw.indexOf('\r\n\r\n') + 4);
@@ -42,7 +42,7 @@ function parseFirst(received: Buffer, closed: boolean): { response: RawResponse;
  * Writes `data` to a new connection at once (pipelined requests, say) and reads every response
  * until the server closes the connection; rejects after `timeoutMs`.
  */
-export function rawExchangeAll(port: number, data: string | Buffer, options: { timeoutMs?: number } = {}): Promise<RawResponse[]> {
+export function rawExchangeAll(port: number, data: string | Buffer, options: { timeoutMs?: number } = {}): Promise<SocketResponse[]> {
   return new Promise((resolve, reject) => {
     const socket = net.connect(port, '127.0.0.1', () => socket.write(data));
     const received: Buffer[] = [];
@@ -54,7 +54,7 @@ export function rawExchangeAll(port: number, data: string | Buffer, options: { t
     socket.on('error', () => undefined);
     socket.on('close', () => {
       clearTimeout(timer);
-      const responses: RawResponse[] = [];
+      const responses: SocketResponse[] = [];
       let rest = Buffer.concat(received);
       for (let parsed = parseFirst(rest, true); parsed && rest.length > 0; parsed = parseFirst(rest, true)) {
         responses.push(parsed.response);
@@ -70,14 +70,14 @@ export function rawExchangeAll(port: number, data: string | Buffer, options: { t
  * in ms), then reads the first response. Resolves once it is complete and, when the server says
  * `Connection: close`, the server has closed the connection; rejects after `timeoutMs`.
  */
-export function rawExchange(port: number, chunks: (string | Buffer | number)[], options: { timeoutMs?: number } = {}): Promise<RawResponse> {
+export function rawExchange(port: number, chunks: (string | Buffer | number)[], options: { timeoutMs?: number } = {}): Promise<SocketResponse> {
   const timeoutMs = options.timeoutMs ?? 5_000;
   return new Promise((resolve, reject) => {
     const socket = net.connect(port, '127.0.0.1');
     const received: Buffer[] = [];
     let settled = false;
     const timer = setTimeout(() => finish(new Error(`no complete response within ${timeoutMs} ms`)), timeoutMs);
-    const finish = (error?: Error, response?: RawResponse) => {
+    const finish = (error?: Error, response?: SocketResponse) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
@@ -111,7 +111,7 @@ export function rawExchange(port: number, chunks: (string | Buffer | number)[], 
 }
 
 /** A request as bytes: request line, headers (Host and the test token added), blank line, body. */
-export function rawRequest(method: string, target: string, headers: Record<string, string> = {}, body: string | Buffer = ''): Buffer {
+export function requestBytes(method: string, target: string, headers: Record<string, string> = {}, body: string | Buffer = ''): Buffer {
   const lines = [
     `${method} ${target} HTTP/1.1`,
     'Host: 127.0.0.1',
