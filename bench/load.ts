@@ -1,6 +1,6 @@
 /**
- * `npm run load`: the load curve. Starts the real stack as separate processes (users-service and
- * products-service on throwaway schemas, the gateway with its Redis cache reached through a TCP
+ * `npm run load`: the load curve. Starts the real stack as separate processes (every service in
+ * services.json on throwaway schemas, the gateway with its Redis cache reached through a TCP
  * proxy this script controls), creates 500 products, then drives the gateway with wrk the way a
  * busy client population would: random `GET /api/products/{id}`, 10% of them merge-patch writes
  * instead, at 64, 256, 1,000 and 2,000 connections, 15 s per step, the whole ramp three times over
@@ -29,6 +29,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
+import { readServiceList } from '../shared/src/platform/services.ts';
 import { TcpProxy } from '../test/support/tcp-proxy.ts';
 import { cleanUpOnSignals, cpuMicros, dropSchemas, ensureDebianTools, freePort, nodeOptionsFor, pinned, pinning, REDIS_URL as REDIS, ROOT, schemaUrl, stopWithTheRest, throwawaySchema } from './support.ts';
 import { countFromEnv, countsFromEnv } from '../test/support/env.ts';
@@ -606,19 +607,18 @@ async function main(): Promise<void> {
   ensureDebianTools({ wrk: 'wrk' });
   // This script relays every Redis command (its TCP proxy): with the others, off the gateway's core.
   if (CORES) execFileSync('taskset', ['-a', '-cp', CORES.others, String(process.pid)], { stdio: 'ignore' });
-  const schemas = [throwawaySchema('users'), throwawaySchema('products')];
-  const tag = schemas[1]!.split('_')[1]!;
+  // Every listed service, as npm start runs them; the curve's subject is products.
+  const services = readServiceList();
+  const schemas = services.map(({ name }) => throwawaySchema(name));
+  const tag = schemas[0]!.split('_')[1]!;
   cleanUpOnSignals(schemas);
   const processes: Probed[] = [];
   const redisProxy = await new TcpProxy({ host: REDIS_URL.hostname, port: Number(REDIS_URL.port || 6379) }).start();
   try {
-    const [users, products] = await Promise.all([
-      start('users-service', 'users-service/dist/main.js', { DATABASE_URL: schemaUrl(schemas[0]!) }),
-      start('products-service', 'products-service/dist/main.js', { DATABASE_URL: schemaUrl(schemas[1]!) }),
-    ]);
-    processes.push(users, products);
+    const started = await Promise.all(services.map(({ workspace }, i) => start(workspace, `${workspace}/dist/main.js`, { DATABASE_URL: schemaUrl(schemas[i]!) })));
+    processes.push(...started);
     const gateway = await start('gateway', 'gateway/dist/main.js', {
-      GATEWAY_UPSTREAMS: `users=${users.url},products=${products.url}`,
+      GATEWAY_UPSTREAMS: services.map(({ name }, i) => `${name}=${started[i]!.url}`).join(','),
       REDIS_URL: redisProxy.rewrite(REDIS_URL.toString()),
       // The curve is about the cache and the limits in front of the services: no tokens, no per-client rate limits.
       AUTH_ENABLED: 'false',

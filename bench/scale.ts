@@ -35,9 +35,9 @@ import {
   wrk,
   type LoadResult,
 } from './support.ts';
-import { countFromEnv } from '../test/support/env.ts';
+import { countFromEnv, countsFromEnv } from '../test/support/env.ts';
 
-const SIZES = (process.env.BENCH_SCALE_ROWS ?? '10000,1000000').split(',').map(Number);
+const SIZES = countsFromEnv('BENCH_SCALE_ROWS', [10_000, 1_000_000]);
 const SECONDS = countFromEnv('BENCH_SECONDS', 4);
 const RUNS = countFromEnv('BENCH_SCALE_RUNS', 5);
 const CONNECTIONS = countFromEnv('BENCH_SCALE_CONNECTIONS', 16);
