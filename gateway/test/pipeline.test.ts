@@ -10,14 +10,14 @@ import { Routing } from '../src/routing.js';
 const routing = new Routing([{ name: 'users', url: 'http://127.0.0.1:1', prefix: '/api/users', cachedReads: true, publicReads: false }]);
 const silent = createLogger('test', 'silent');
 
-function request(url: string) {
+function request(url: string | undefined) {
   const req = Object.assign(new EventEmitter(), { url, method: 'GET', headers: {} }) as unknown as IncomingMessage;
   const res = Object.assign(new EventEmitter(), { headersSent: false }) as unknown as ServerResponse;
   return { req, res };
 }
 
-/** Runs one request through `stages`; resolves with the names of the stages it met and the failures answered. */
-function run(stages: (Stage & { answers: boolean | 'async' | 'throws' | 'rejects' })[], url = '/api/users') {
+/** Runs one request to `url` (null: a request with none) through `stages`; resolves with the names of the stages it met and the failures answered. */
+function run(stages: (Stage & { answers: boolean | 'async' | 'throws' | 'rejects' })[], url: string | null = '/api/users') {
   const met: string[] = [];
   const failures: unknown[] = [];
   const writer = { failure: (_exchange: Exchange, error: unknown) => failures.push(error) } as unknown as ResponseWriter;
@@ -33,9 +33,9 @@ function run(stages: (Stage & { answers: boolean | 'async' | 'throws' | 'rejects
       return stage.answers;
     },
   }));
-  const { req, res } = request(url);
+  const { req, res } = request(url ?? undefined);
   pipeline(chain, { routing, writer, logger: silent, onFinished: () => undefined })(req, res);
-  return { met, failures, exchange: () => seen, settled: new Promise((resolve) => setImmediate(resolve)) };
+  return { met, failures, req, exchange: () => seen, settled: new Promise((resolve) => setImmediate(resolve)) };
 }
 
 const stage = (name: string, answers: boolean | 'async' | 'throws' | 'rejects') => ({ name, answers, run: () => false });
@@ -75,5 +75,29 @@ describe('pipeline', () => {
     const { exchange } = run([stage('a', true)], '/api/users/');
     expect(exchange()?.target).toBeUndefined();
     expect(exchange()?.underApi).toBe(true);
+  });
+
+  it('leaves a request that every stage passed on unanswered, with no failure', async () => {
+    const passed = run([stage('a', false), stage('b', false)]);
+    const waited = run([stage('a', false), stage('b', 'async')]);
+    await Promise.all([passed.settled, waited.settled]);
+    expect(passed.met).toEqual(['a', 'b']);
+    expect(waited.met).toEqual(['a', 'b']);
+    expect(passed.failures).toEqual([]);
+    expect(waited.failures).toEqual([]);
+  });
+
+  it('rewrites an absolute-form target to its origin form, and leaves one with no canonical form as it came', () => {
+    const absolute = run([stage('a', true)], 'http://gateway.example/api/users?limit=1');
+    expect(absolute.req.url).toBe('/api/users?limit=1');
+    expect(absolute.exchange()?.service?.upstream.name).toBe('users');
+    const odd = run([stage('a', true)], 'http://gateway.example/api/users/');
+    expect(odd.req.url).toBe('http://gateway.example/api/users/');
+  });
+
+  it('reads a request with no target as one for /', () => {
+    const { exchange } = run([stage('a', true)], null);
+    expect(exchange()?.target?.path).toBe('/');
+    expect(exchange()?.underApi).toBe(false);
   });
 });
