@@ -78,12 +78,22 @@ describe('rateLimitStage', () => {
     expect(other.exchange.caller).toBe('addr:10.0.0.1');
   });
 
+  it('trusts only as many proxies as it is told: the address the last trusted one names is the caller', async () => {
+    const chain = exchangeOf('GET', '/api/users', { forwardedFor: '198.51.100.7, 192.0.2.1' });
+    expect(await stage(1, 1).run(chain.exchange)).toBe(false);
+    expect(chain.exchange.caller).toBe('addr:192.0.2.1');
+    const deeper = exchangeOf('GET', '/api/users', { forwardedFor: '198.51.100.7, 192.0.2.1' });
+    expect(await stage(1, 2).run(deeper.exchange)).toBe(false);
+    expect(deeper.exchange.caller).toBe('addr:198.51.100.7');
+  });
+
   it('answers 503 for a budget that cannot be counted now', async () => {
     const uncounted: RateLimitOutcome = { allowed: false, uncounted: true, headers: { 'RateLimit-Policy': '"read";q=5;w=60', 'Retry-After': '1' } };
     const limited = rateLimitStage({ limits: { consume: () => uncounted } as unknown as RateLimits, trustedProxyHops: 0, writer });
     const refused = exchangeOf('GET', '/api/users');
     expect(await limited.run(refused.exchange)).toBe(true);
     expect(refused.answer.status).toBe(503);
+    expect(refused.answer.headers['retry-after']).toBe('1');
     expect(refused.answer.body?.detail).toBe('The read budget of this client cannot be counted now; retry after 1 s');
     // Let through when the limiter could not say (no Retry-After): the policy still stated.
     const letThrough = rateLimitStage({ limits: { consume: async () => ({ allowed: false, headers: {} }) } as unknown as RateLimits, trustedProxyHops: 0, writer });
@@ -103,5 +113,10 @@ describe('canonicalOnly and notFound', () => {
     const missing = exchangeOf('DELETE', '/api/orders');
     expect(notFound(writer).run(missing.exchange)).toBe(true);
     expect(missing.answer).toMatchObject({ status: 404, body: { detail: 'No route for DELETE /api/orders' } });
+    // A request without a method is read as a GET.
+    const bare = exchangeOf('GET', '/api/orders');
+    delete bare.exchange.req.method;
+    notFound(writer).run(bare.exchange);
+    expect(bare.answer.body?.detail).toBe('No route for GET /api/orders');
   });
 });

@@ -7,11 +7,12 @@ import type { Exchange } from '../exchange.js';
 import type { Stage } from '../pipeline.js';
 import type { ResponseWriter } from '../respond.js';
 
-const REALM = 'Bearer realm="api"';
+/** A Bearer challenge (RFC 6750) for WWW-Authenticate: the realm, then `params`. */
+const challenge = (params: string) => `Bearer realm="api", ${params}`;
 
-const unauthorized = (detail: string, challenge: string) => new HttpProblem('unauthorized', detail, { headers: { 'WWW-Authenticate': challenge } });
+const unauthorized = (detail: string, wwwAuthenticate: string) => new HttpProblem('unauthorized', detail, { headers: { 'WWW-Authenticate': wwwAuthenticate } });
 const quoted = (text: string) => `"${text.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"`;
-const missingToken = (scope: string) => unauthorized(`This request needs an access token with the ${scope} scope (Authorization: Bearer <token>)`, `${REALM}, scope="${scope}"`);
+const missingToken = (scope: string) => unauthorized(`This request needs an access token with the ${scope} scope (Authorization: Bearer <token>)`, challenge(`scope="${scope}"`));
 
 /**
  * `headers` but `name`, as a new object. Not `delete`: V8 turns an object that loses a property into
@@ -25,7 +26,7 @@ function without(headers: IncomingHttpHeaders, name: string): IncomingHttpHeader
 }
 
 function tokenProblem(error: unknown): HttpProblem {
-  if (error instanceof InvalidToken) return unauthorized(error.message, `${REALM}, error="invalid_token", error_description=${quoted(error.message)}`);
+  if (error instanceof InvalidToken) return unauthorized(error.message, challenge(`error="invalid_token", error_description=${quoted(error.message)}`));
   if (error instanceof KeysUnavailable) return problems.unavailable('The keys to verify access tokens are unavailable; try again shortly', error);
   throw error;
 }
@@ -49,7 +50,7 @@ export function authStages(options: { tokens: TokenVerifier | undefined; writer:
     if (traceSubject) currentServerSpan()?.setAttribute('enduser.id', principal.subject);
     if (scope === undefined || principal.scopes.has(scope)) return;
     exchange.refusal = new HttpProblem('insufficient-scope', `This request needs the ${scope} scope, which the access token does not grant`, {
-      headers: { 'WWW-Authenticate': `${REALM}, error="insufficient_scope", scope="${scope}"` },
+      headers: { 'WWW-Authenticate': challenge(`error="insufficient_scope", scope="${scope}"`) },
     });
   };
   const anonymous = (exchange: Exchange, scope: string | undefined): false => {

@@ -28,9 +28,10 @@ export function rateLimitStage(options: { limits: RateLimits; trustedProxyHops: 
     const retryAfter = outcome.headers['Retry-After'];
     if (outcome.allowed || retryAfter === undefined) return false;
     currentServerSpan()?.setAttribute('gateway.rate_limited', true);
+    // Retry-After goes out with the other RateLimit headers (`exchange.rateLimit`, respond.ts).
     const problem = outcome.uncounted
-      ? new HttpProblem('service-unavailable', `The ${budget} budget of this client cannot be counted now; retry after ${retryAfter} s`, { headers: { 'Retry-After': retryAfter } })
-      : new HttpProblem('rate-limited', `Over the budget of ${budget} requests for this client; retry after ${retryAfter} s`, { headers: { 'Retry-After': retryAfter } });
+      ? new HttpProblem('service-unavailable', `The ${budget} budget of this client cannot be counted now; retry after ${retryAfter} s`)
+      : new HttpProblem('rate-limited', `Over the budget of ${budget} requests for this client; retry after ${retryAfter} s`);
     writer.problem(exchange, problem);
     return true;
   };
