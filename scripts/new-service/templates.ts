@@ -40,7 +40,7 @@ export function serviceFiles(name: string): Record<string, string> {
         type: 'module',
         engines: { node: '>=24 <25' },
         scripts: { start: START_SCRIPT, migrate: 'exec node dist/migrate.js' },
-        dependencies: { '@app/shared': '^1.0.0', express: '^5.3.0', mysql2: '^3.24.6', zod: '^4.6.7' },
+        dependencies: { '@app/shared': '^1.0.0', zod: '^4.6.7' },
       },
       null,
       2,
