@@ -33,6 +33,7 @@ import { readServiceList } from '../shared/src/platform/services.ts';
 import { TcpProxy } from '../test/support/tcp-proxy.ts';
 import { cleanUpOnSignals, cpuMicros, dropSchemas, ensureDebianTools, freePort, nodeOptionsFor, pinned, pinning, REDIS_URL as REDIS, ROOT, schemaUrl, stopWithTheRest, throwawaySchema } from './support.ts';
 import { countFromEnv, countsFromEnv } from '../test/support/env.ts';
+import { readMetrics } from '../test/support/metrics.ts';
 
 const REDIS_URL = new URL(REDIS);
 const STEPS = countsFromEnv('LOAD_STEPS', [64, 256, 1000, 2000]);
@@ -304,16 +305,14 @@ const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
  * gateway can.
  */
 async function gatewayCounters(gateway: Probed): Promise<Record<string, number>> {
-  const text = await (await fetch(gateway.metricsUrl)).text();
+  const metrics = readMetrics(await (await fetch(gateway.metricsUrl)).text());
   const counters: Record<string, number> = {};
-  for (const match of text.matchAll(/^gateway_cache_outcomes_total\{outcome="(\w+)"\} (\d+)/gm)) counters[match[1]!] = Number(match[2]);
-  for (const match of text.matchAll(/^gateway_shed_total\{upstream="(\w+)",kind="(\w+)"\} (\d+)/gm)) counters[`shed ${match[1]} ${match[2]}`] = Number(match[3]);
-  // Greedy up to the value: a route label has braces of its own (`/api/products/{id}`).
-  for (const match of text.matchAll(/^gateway_http_requests_total\{(.*)\} (\d+)$/gm)) {
-    const labels = Object.fromEntries([...match[1]!.matchAll(/(\w+)="([^"]*)"/g)].map(([, name, value]) => [name!, value!]));
+  for (const { labels, value } of metrics.samples('gateway_cache_outcomes_total')) counters[labels.outcome!] = value;
+  for (const { labels, value } of metrics.samples('gateway_shed_total')) counters[`shed ${labels.upstream} ${labels.kind}`] = value;
+  for (const { labels, value } of metrics.samples('gateway_http_requests_total')) {
     if (!WRITE_METHODS.has(labels.method ?? '')) continue;
     const name = `writes ${labels.status}`;
-    counters[name] = (counters[name] ?? 0) + Number(match[2]);
+    counters[name] = (counters[name] ?? 0) + value;
   }
   return counters;
 }
@@ -678,8 +677,8 @@ async function main(): Promise<void> {
       const sampling = (async () => {
         const until = Date.now() + 11_000;
         while (Date.now() < until) {
-          const text = await (await fetch(gateway.metricsUrl)).text();
-          const gauge = (name: string) => Number(new RegExp(`^${name} (\\d+)`, 'm').exec(text)?.[1] ?? NaN);
+          const metrics = readMetrics(await (await fetch(gateway.metricsUrl)).text());
+          const gauge = (name: string) => (metrics.has(name) ? metrics.value(name) : NaN);
           cacheStates.push({ atMs: Date.now(), redisUp: gauge('gateway_redis_up'), owed: gauge('gateway_cache_owed_invalidations') });
           await new Promise((resolve) => setTimeout(resolve, 250));
         }

@@ -8,6 +8,7 @@
 import net from 'node:net';
 import { testToken } from '../support/auth.js';
 import { client, metricsOf, expectProblem, type Client } from '../support/http.js';
+import { readMetrics } from '../support/metrics.js';
 import { portOf, requestBytes } from '../support/raw-socket.js';
 import { HoldingProxy } from '../support/holding-proxy.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
@@ -56,8 +57,8 @@ async function untilHit(path: string) {
 
 /** Returns once `count` requests of `kind` wait for a slot of the users service, as the gateway's /metrics say. */
 async function untilWaiting(through: RunningGateway, kind: 'read' | 'write', count: number) {
-  const waiting = new RegExp(`gateway_upstream_waiting\\{upstream="users",kind="${kind}"\\} ${count}\\b`);
-  while (!waiting.test(await metricsOf(through))) await new Promise((resolve) => setImmediate(resolve));
+  const waiting = async () => readMetrics(await metricsOf(through)).value('gateway_upstream_waiting', { upstream: 'users', kind });
+  while ((await waiting()) !== count) await new Promise((resolve) => setImmediate(resolve));
 }
 
 /** Starts GETs of `paths` whose responses the proxy holds: each keeps one read slot until released. */
@@ -90,7 +91,7 @@ it('answers reads beyond the limit with a 503 problem and Retry-After, without r
   expect({ retryAfter: bypass.headers.get('retry-after'), cache: bypass.headers.get('x-cache') }).toEqual({ retryAfter: '1', cache: 'BYPASS' });
   expect(upstream.count('GET', shedMiss!.location) + upstream.count('GET', shedBypass!.location)).toBe(0);
 
-  expect(await metricsOf(gateway)).toMatch(/gateway_upstream_in_flight\{upstream="users",kind="read"\} 3/);
+  expect(readMetrics(await metricsOf(gateway)).value('gateway_upstream_in_flight', { upstream: 'users', kind: 'read' })).toBe(3);
 
   const hit = await api.get(cached!.location);
   expect({ status: hit.status, cache: hit.headers.get('x-cache') }).toEqual({ status: 200, cache: 'HIT' });
@@ -100,8 +101,7 @@ it('answers reads beyond the limit with a 503 problem and Retry-After, without r
   const released = await inFlight.release();
   expect(released.map((r) => r.status)).toEqual([200, 200, 200]);
   expect((await api.get(shedMiss!.location)).status).toBe(200);
-  const metrics = await metricsOf(gateway);
-  expect(metrics).toMatch(/gateway_shed_total\{upstream="users",kind="read"\} 2/);
+  expect(readMetrics(await metricsOf(gateway)).value('gateway_shed_total', { upstream: 'users', kind: 'read' })).toBe(2);
 });
 
 it('a write finding no slot waits for one and takes a read slot once freed; reads cannot take the writes\' reserve', async () => {
@@ -142,7 +142,7 @@ describe('slow senders and greedy callers', () => {
       const through = client(limited.url);
       const created = await through.post('/api/users', { email: `past-slow-${Date.now()}@example.com`, name: 'Past the slow senders' });
       expect(created.status).toBe(201);
-      expect(await metricsOf(limited)).toMatch(/gateway_upstream_in_flight\{upstream="users",kind="write"\} 0/);
+      expect(readMetrics(await metricsOf(limited)).value('gateway_upstream_in_flight', { upstream: 'users', kind: 'write' })).toBe(0);
     } finally {
       for (const socket of sockets) socket.destroy();
       await limited.close();
@@ -186,7 +186,7 @@ describe('slow senders and greedy callers', () => {
       concurrency: { limit: 4, writeShare: 0.25 },
     });
     const through = client(limited.url);
-    const writesInFlight = async () => Number(/gateway_upstream_in_flight\{upstream="users",kind="write"\} (\d+)/.exec(await metricsOf(limited))?.[1]);
+    const writesInFlight = async () => readMetrics(await metricsOf(limited)).value('gateway_upstream_in_flight', { upstream: 'users', kind: 'write' });
     try {
       const [first, second] = await createUsers(2);
       slowRedis.replyDelayMs = 400;

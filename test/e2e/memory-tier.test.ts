@@ -12,6 +12,7 @@ import { decode, encode } from '../../gateway/src/cache/entry.js';
 import type { MemoryTier } from '../../gateway/src/cache/memory-tier.js';
 import { countFromEnv } from '../support/env.js';
 import { client, metricsOf, type Client } from '../support/http.js';
+import { readMetrics } from '../support/metrics.js';
 import { startGateway, startUsersService, testLogger, untilTracking, type RunningGateway, type RunningService } from '../support/stack.js';
 import { onCluster, relayRedis, testRedisTarget, type RedisRelay } from '../support/redis-cluster.js';
 
@@ -122,11 +123,10 @@ describe('hits from memory', () => {
     const user = await createUser();
     await untilHeld(gateway, api, user.location);
     const counts = async () => {
-      const text = await metricsOf(gateway);
-      const count = (pattern: RegExp) => Number(pattern.exec(text)?.[1] ?? 0);
+      const metrics = readMetrics(await metricsOf(gateway));
       return {
-        hits: count(/^gateway_cache_outcomes_total\{outcome="hit"\} (\d+)$/m),
-        reads: count(/^gateway_http_requests_total\{route="\/api\/users\/\{id\}",method="GET",status="200"\} (\d+)$/m),
+        hits: metrics.value('gateway_cache_outcomes_total', { outcome: 'hit' }),
+        reads: metrics.value('gateway_http_requests_total', { route: '/api/users/{id}', method: 'GET', status: '200' }),
       };
     };
     const before = await counts();

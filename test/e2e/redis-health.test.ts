@@ -4,6 +4,7 @@
  * service, real Redis behind a TCP proxy the test steers.
  */
 import { client, metricsOf, type Client } from '../support/http.js';
+import { readMetrics } from '../support/metrics.js';
 import { capturingLogger, startGateway, startUsersService, type RunningGateway, type RunningService } from '../support/stack.js';
 import { relayRedis, type RedisRelay } from '../support/redis-cluster.js';
 
@@ -49,7 +50,7 @@ async function untilHit(path: string, on: Client = api) {
   throw new Error(`${path} never became a cache hit`);
 }
 
-const bypassCount = async () => Number(/gateway_cache_outcomes_total\{outcome="bypass"\} (\d+)/.exec(await metricsOf(gateway))?.[1] ?? 0);
+const bypassCount = async () => readMetrics(await metricsOf(gateway)).value('gateway_cache_outcomes_total', { outcome: 'bypass' });
 
 it('keeps using the cache when Redis answers slower than the old 100 ms timeout: hits, invalidations, no bypass', async () => {
   const user = await createUser();
