@@ -47,7 +47,21 @@ interface Lease {
 }
 
 /** What one call to the limiter gave: points within the window, or the outcome of a request let through without. */
-type Taken = { granted: number; leftInStore: number; endsAt: number } | { outcome: RateLimitOutcome };
+type Taken = { granted: number; leftInStore: number; endsAt: number } | Decided;
+/** The outcome of a request decided without points: let through, or refused uncounted. */
+type Decided = { outcome: RateLimitOutcome };
+
+/** What a limiter counted (or refused: beyond the budget), and which limiter it was. */
+interface Counted {
+  result: RateLimiterRes;
+  by: RateLimiterAbstract;
+}
+
+/** A limiter's refusal (it rejects with its figures) read as its answer; any other failure stays one. */
+const refusal = (error: unknown): RateLimiterRes => {
+  if (error instanceof RateLimiterRes) return error;
+  throw error;
+};
 
 /**
  * Per-client request budgets (fixed one-minute windows), counted in Redis so that every gateway
@@ -120,9 +134,10 @@ export class RateLimits {
     if (lease && lease.endsAt > now) {
       if (lease.left > 0) {
         lease.left--;
-        // Half used: topped up before it runs out, so that a steady client never waits for Redis.
+        // Half used: topped up by what was used before it runs out, so that a steady client never
+        // waits for Redis. Never while points are coming: any refill in flight asks more than half a lease.
         const size = this.#leaseSize[budget];
-        if (lease.left + lease.coming < Math.floor(size / 2) && lease.leftInStore > 0) this.#refill(budget, client, lease, size - lease.left - lease.coming);
+        if (lease.left + lease.coming < Math.floor(size / 2) && lease.leftInStore > 0) this.#refill(budget, client, lease, size - lease.left);
         return this.#outcome(budget, true, lease.left + lease.leftInStore, lease.endsAt - now);
       }
       // Nothing left here nor in Redis: refused from memory until the window ends.
@@ -149,8 +164,9 @@ export class RateLimits {
     const refill = this.#take(budget, client, size).then((taken) => {
       lease.coming -= size;
       if ('outcome' in taken) return taken.outcome;
-      // Points of an earlier window ended with it (Redis started a new one: its end is a window later).
-      const sameWindow = lease.endsAt > Date.now() && taken.endsAt - lease.endsAt < WINDOW_SECONDS * 500;
+      // Points of an earlier window ended with it. Redis's next window ends a window after it or later
+      // (and a new lease's end is 0): half a window of leeway tells the two apart.
+      const sameWindow = taken.endsAt - lease.endsAt < WINDOW_SECONDS * 500;
       lease.left = (sameWindow ? lease.left : 0) + taken.granted;
       lease.leftInStore = sameWindow ? Math.min(lease.leftInStore, taken.leftInStore) : taken.leftInStore;
       lease.endsAt = taken.endsAt;
@@ -160,46 +176,46 @@ export class RateLimits {
     return refill;
   }
 
-  /** Consumes `size` points of `client`'s budget from the limiter, and gives back at once those beyond the budget. */
+  /** Consumes `size` points of `client`'s budget, and gives back at once those beyond the budget. */
   async #take(budget: Budget, client: string, size: number): Promise<Taken> {
-    const limiter = this.#limiters[budget];
     const letThrough = { outcome: { allowed: true, headers: { 'RateLimit-Policy': this.#policies[budget] } } };
-    let result: RateLimiterRes | Taken;
+    let counted: Counted | Decided;
     try {
-      result = await this.#counted(budget, limiter, client, size);
+      counted = await this.#counted(budget, client, size);
     } catch (error) {
-      if (!(error instanceof RateLimiterRes)) {
-        this.logger.warn({ err: error }, 'rate limiter failed: request let through');
-        return letThrough;
-      }
-      result = error;
+      this.logger.warn({ err: error }, 'rate limiter failed: request let through');
+      return letThrough;
     }
-    if (!(result instanceof RateLimiterRes)) return result;
+    if ('outcome' in counted) return counted;
+    const { result, by } = counted;
     // A reply the limiter could not read (a Redis command that timed out half-way) has no figures:
     // the policy is still stated, the request goes on.
     if (!(Number.isFinite(result.consumedPoints) && Number.isFinite(result.msBeforeNext))) return letThrough;
     const points = this.#points[budget];
-    // Of the points just counted, those within the budget are this replica's; the rest go back.
+    // Of the points just counted, those within the budget are this replica's; the rest go back to
+    // where they were counted (Redis, or this replica's memory while Redis cannot be reached).
     const granted = Math.min(size, Math.max(0, points - (result.consumedPoints - size)));
     if (granted < size) {
-      limiter.reward(client, size - granted).catch((error: unknown) => this.logger.warn({ err: error }, 'rate limiter could not give back unused points'));
+      by.reward(client, size - granted).catch((error: unknown) => this.logger.warn({ err: error }, 'rate limiter could not give back unused points'));
     }
     return { granted, leftInStore: Math.max(0, points - result.consumedPoints), endsAt: Date.now() + Math.max(0, result.msBeforeNext) };
   }
 
   /**
-   * `size` points counted in Redis; where Redis cannot be reached, in this replica's memory. Where
-   * Redis answers but is full, nothing is counted: the request is refused (fails closed).
+   * `size` points counted in Redis, or refused there for being beyond the budget; where Redis cannot
+   * be reached, in this replica's memory. Where Redis answers but is full, nothing is counted: the
+   * request is refused (fails closed).
    */
-  async #counted(budget: Budget, limiter: RateLimiterAbstract, client: string, size: number): Promise<RateLimiterRes | Taken> {
+  async #counted(budget: Budget, client: string, size: number): Promise<Counted | Decided> {
+    const limiter = this.#limiters[budget];
     try {
-      const counted = await limiter.consume(client, size);
+      const result = await limiter.consume(client, size).catch(refusal);
       this.#full = false;
-      return counted;
+      return { result, by: limiter };
     } catch (error) {
-      if (error instanceof RateLimiterRes) this.#full = false;
-      if (error instanceof RateLimiterRes || !this.#insurance) throw error;
-      if (!isOutOfMemory(error)) return this.#insurance[budget].consume(client, size);
+      if (!this.#insurance) throw error;
+      const insurance = this.#insurance[budget];
+      if (!isOutOfMemory(error)) return { result: await insurance.consume(client, size).catch(refusal), by: insurance };
       if (!this.#full) this.logger.warn({ err: error }, 'redis is full and cannot count request budgets: refusing requests beyond the points already leased');
       this.#full = true;
       return { outcome: { allowed: false, uncounted: true, headers: { 'RateLimit-Policy': this.#policies[budget], 'Retry-After': String(RETRY_UNCOUNTED_SECONDS) } } };
