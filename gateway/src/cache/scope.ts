@@ -47,10 +47,11 @@ class TagReadScope implements ReadScope {
 /** The generation key of the scope a hold key belongs to (`h:{users:1}` → `g:{users:1}`), or undefined. */
 export const generationKeyOfHold = (key: string): string | undefined => (key.startsWith('h:{') ? `g:${key.slice(2)}` : undefined);
 
-/** Parameter order does not matter: `?b=2&a=1` and `?a=1&b=2` are one entry. */
+/**
+ * Parameter order and spelling do not matter: `?b=2&a=1` and `?a=1&b=2` are one entry. Each
+ * parameter is written one way (URLSearchParams's), and the parameters sorted as written.
+ */
 function normalisedQuery(query: string): string {
   if (query === '') return ''; // most reads: nothing to parse or sort
-  const params = [...new URLSearchParams(query)];
-  params.sort(([a, x], [b, y]) => (a === b ? (x < y ? -1 : x > y ? 1 : 0) : a < b ? -1 : 1));
-  return new URLSearchParams(params).toString();
+  return new URLSearchParams(query).toString().split('&').sort().join('&');
 }
