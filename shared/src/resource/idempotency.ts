@@ -79,7 +79,7 @@ export const idempotencyProblems = {
 function fingerprintOf(req: Request): string {
   return createHash('sha256')
     .update(`${req.method} ${req.originalUrl}\n`)
-    .update(stringify(req.body ?? null) ?? 'null')
+    .update(stringify(req.body) ?? 'null')
     .digest('hex');
 }
 
