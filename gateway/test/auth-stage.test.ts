@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { createLogger } from '@app/shared/platform/logger';
 import { HttpProblem } from '@app/shared/platform/problem';
 import { requestTarget } from '@app/shared/platform/request-target';
@@ -7,6 +7,7 @@ import { Exchange } from '../src/exchange.js';
 import { ResponseWriter } from '../src/respond.js';
 import { Routing } from '../src/routing.js';
 import { authStages } from '../src/stages/auth.js';
+import { recordingResponse } from './fixtures.js';
 
 /** The auth stages in process: what `identify` decides of a request, and what `enforce` answers. */
 const logger = createLogger('auth-stage-test', 'silent');
@@ -50,19 +51,9 @@ function verifier(options: { remembered?: Principal; verified?: Principal | Erro
 /** A request as the pipeline hands it over (its service routed), with a response that records what is written to it. */
 function exchangeOf(method: string, url: string, headers: IncomingHttpHeaders = {}) {
   const req = { method, url, headers: { host: 'gateway', ...headers }, socket: { remoteAddress: '10.0.0.1' }, complete: true } as unknown as IncomingMessage;
-  const answer: { status?: number; headers: Record<string, string>; body?: Record<string, unknown> } = { headers: {} };
-  const res = {
-    statusCode: 200,
-    headersSent: false,
-    setHeader: (name: string, value: string) => void (answer.headers[name.toLowerCase()] = String(value)),
-    hasHeader: (name: string) => name.toLowerCase() in answer.headers,
-    end(body: string) {
-      answer.status = res.statusCode;
-      answer.body = JSON.parse(body) as Record<string, unknown>;
-    },
-  };
+  const { res, answer } = recordingResponse();
   const target = requestTarget(url);
-  const exchange = new Exchange(req, res as unknown as ServerResponse, target, routing.service(target), { requestId: 'r-1', log: logger });
+  const exchange = new Exchange(req, res, target, routing.service(target), { requestId: 'r-1', log: logger });
   return { exchange, answer };
 }
 

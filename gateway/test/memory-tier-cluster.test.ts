@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { rm } from 'node:fs/promises';
 import { createLogger } from '@app/shared/platform/logger';
 import { createMemoryTier, type MemoryTier } from '../src/cache/memory-tier.js';
 import { createCacheClient, type Redis } from '../src/redis.js';
+import { freePort } from './fixtures.js';
 
 /**
  * The memory tier on a Redis Cluster of one master: a redis-server of the test's own, on a free
@@ -19,13 +19,6 @@ const keyPrefix = `tier-cluster-${randomBytes(4).toString('hex')}:`;
 /** Every connection of the tier must log in (nodeCredentials). */
 const password = randomBytes(8).toString('hex');
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 /** Polls `condition` every 10 ms; fails once `ms` have passed without it. */
 async function until(condition: () => boolean | Promise<boolean>, what: string, ms = 5_000): Promise<void> {

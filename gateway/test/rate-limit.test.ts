@@ -1,11 +1,11 @@
 import { jest } from '@jest/globals';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import net from 'node:net';
 import { createLogger } from '@app/shared/platform/logger';
 import { Redis } from 'ioredis';
 import { type Budget, type RateLimitOutcome, RateLimits } from '../src/rate-limit.js';
 import { createCacheClient, type CacheClient } from '../src/redis.js';
+import { freePort } from './fixtures.js';
 
 /**
  * The per-client budgets: counted in this process's memory (no Redis): the leases, the 429 exactly
@@ -181,14 +181,6 @@ async function settled(redis: Redis): Promise<void> {
   await new Promise((resolve) => setImmediate(resolve));
 }
 
-/** A TCP port nobody listens on now. */
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 describe('RateLimits with Redis shared by replicas', () => {
   let redis: Redis;

@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { createLogger } from '@app/shared/platform/logger';
 import { requestTarget } from '@app/shared/platform/request-target';
 import { Exchange } from '../src/exchange.js';
@@ -7,6 +7,7 @@ import { ResponseWriter } from '../src/respond.js';
 import { canonicalOnly } from '../src/stages/canonical.js';
 import { notFound } from '../src/stages/not-found.js';
 import { rateLimitStage } from '../src/stages/rate-limit.js';
+import { recordingResponse } from './fixtures.js';
 
 /** The small stages on their own: what each decides of a request, and what it answers. */
 const logger = createLogger('stages-test', 'silent');
@@ -16,18 +17,8 @@ const writer = new ResponseWriter(() => undefined);
 function exchangeOf(method: string, url: string, options: { address?: string; forwardedFor?: string } = {}) {
   const headers: Record<string, string> = options.forwardedFor ? { 'x-forwarded-for': options.forwardedFor } : {};
   const req = { method, url, headers, socket: { remoteAddress: options.address ?? '10.0.0.1' }, complete: true } as unknown as IncomingMessage;
-  const answer: { status?: number; headers: Record<string, string>; body?: Record<string, unknown> } = { headers: {} };
-  const res = {
-    statusCode: 200,
-    headersSent: false,
-    setHeader: (name: string, value: string) => void (answer.headers[name.toLowerCase()] = String(value)),
-    hasHeader: (name: string) => name.toLowerCase() in answer.headers,
-    end(body: string) {
-      answer.status = res.statusCode;
-      answer.body = JSON.parse(body) as Record<string, unknown>;
-    },
-  };
-  const exchange = new Exchange(req, res as unknown as ServerResponse, requestTarget(url), undefined, { requestId: 'r-1', log: logger });
+  const { res, answer } = recordingResponse();
+  const exchange = new Exchange(req, res, requestTarget(url), undefined, { requestId: 'r-1', log: logger });
   return { exchange, answer };
 }
 
