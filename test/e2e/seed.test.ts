@@ -8,7 +8,8 @@ import { seed } from '../../scripts/seed.js';
 import { service as productsService } from '../../products-service/src/app.js';
 import { service as usersService } from '../../users-service/src/app.js';
 import { client, type Client } from '../support/http.js';
-import { startProductsService, startUsersService, type RunningService } from '../support/stack.js';
+import { serviceModules } from '../../scripts/services.js';
+import { startProductsService, startService, startUsersService, type RunningService } from '../support/stack.js';
 
 const ROWS = 1_234;
 
@@ -72,5 +73,35 @@ describe('seed', () => {
     expect(found.body.items).toEqual([user]);
     const duplicate = await usersApi.post('/api/users', { email: user.email, name: 'Someone else' });
     expect(duplicate.status).toBe(409);
+  });
+});
+
+/** Every service in services.json that says how to seed it, a scaffolded one included. */
+const seeded = (await serviceModules('src')).filter(({ service }) => service.seed);
+
+describe.each(seeded.map((module) => [module.entry.name, module] as const))('seed of %s', (_name, { entry, service, createApp }) => {
+  let running: RunningService;
+  beforeAll(async () => {
+    running = await startService(service, createApp);
+    await seed({ databaseUrl: running.databaseUrl, service, rows: 250 });
+  });
+  afterAll(() => running.close());
+
+  it('adds rows its API lists once each, in id order, and reads by id', async () => {
+    const api = client(running.url);
+    const seen: { id: string }[] = [];
+    let cursor: string | null = null;
+    do {
+      const page = await api.get(`${entry.prefix}?limit=100${cursor ? `&cursor=${cursor}` : ''}`);
+      expect(page.status).toBe(200);
+      seen.push(...page.body.items);
+      cursor = page.body.nextCursor;
+    } while (cursor);
+    expect(seen.map(({ id }) => id)).toEqual(seen.map(({ id }) => id).sort());
+    expect(new Set(seen.map(({ id }) => id)).size).toBe(250);
+    for (const item of [seen[0]!, seen.at(-1)!]) {
+      expect(item.id).toMatch(UUID_V7);
+      expect((await api.get(`${entry.prefix}/${item.id}`)).body).toEqual(item);
+    }
   });
 });
