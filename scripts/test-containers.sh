@@ -102,7 +102,23 @@ cleanup() {
   if [ "$status" -ne 0 ] && [ -n "${containers_before+set}" ]; then
     comm -13 <(echo "$containers_before") <(testcontainers_ids) | xargs -r podman rm -f -v >/dev/null 2>&1 || true
   fi
-  if [ -n "$podman_service" ]; then stop_podman_service; fi
+  if [ -n "$podman_service" ]; then
+    stop_podman_service
+    kill_orphaned_conmons
+  fi
+}
+
+# The exec sessions of testcontainers' port checks can leave their conmon running after their
+# container is gone: a conmon whose container no longer exists is an orphan, and goes, named.
+kill_orphaned_conmons() {
+  local existing pid id
+  existing="$(podman ps -aq --no-trunc 2>/dev/null)"
+  for pid in $(pgrep -x conmon); do
+    id="$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | sed -n '/^-c$/{n;p;q}')"
+    if [ -z "$id" ] || grep -qx "$id" <<<"$existing"; then continue; fi
+    echo "killing conmon $pid, left by an exec session of removed container ${id:0:12}" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+  done
 }
 
 # A process left in the namespace (a Redis Cluster node of a global setup that failed, a server
