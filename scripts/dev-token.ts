@@ -31,9 +31,7 @@ export async function signDevToken({ scopes, subject, ttlSeconds, issuer = DEV_I
     .sign(await importJWK(jwk, algorithm));
 }
 
-/** The development key's public half (a JWK without its private part), as AUTH_PUBLIC_KEY takes it. */
+/** The development key's public half (dev-keys/public-key.jwk), as AUTH_PUBLIC_KEY takes it. */
 export function devPublicKey(): string {
-  const jwk = JSON.parse(readFileSync(DEV_SIGNING_KEY_FILE, 'utf8')) as JWK;
-  delete jwk.d;
-  return JSON.stringify(jwk);
+  return readFileSync(new URL('../dev-keys/public-key.jwk', import.meta.url), 'utf8').trim();
 }

@@ -22,14 +22,13 @@
  */
 import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import mysql from 'mysql2/promise';
 // The sources, run as they are: the list needs no build.
 import { readServiceList } from '../shared/src/platform/services.ts';
-import { signDevToken } from './dev-token.ts';
+import { devPublicKey, signDevToken } from './dev-token.ts';
 
 const run = randomBytes(3).toString('hex');
 const prefix = `rms-smoke-${run}`;
@@ -194,7 +193,7 @@ async function startContainers(databases: Record<'users' | 'products', ServiceDa
     // A Redis database of its own, so no other gateway's list pages meet this one's.
     '--env', `REDIS_URL=redis://127.0.0.1:6379/${1 + (randomBytes(1)[0]! % 15)}`,
     // Authentication on, with the development key (as Compose runs it).
-    '--env', `AUTH_PUBLIC_KEY=${readFileSync(new URL('../dev-keys/public-key.jwk', import.meta.url), 'utf8').trim()}`,
+    '--env', `AUTH_PUBLIC_KEY=${devPublicKey()}`,
     tag('gateway'));
   const started = performance.now();
   await Promise.all([
