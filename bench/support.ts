@@ -6,11 +6,11 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import mysql from 'mysql2/promise';
 import { devPublicKey, signDevToken } from '../scripts/dev-token.ts';
 import { deployedNodeOptions as startOptions } from '../test/support/process.ts';
+import { closedPort as freePort } from '../test/support/tcp-proxy.ts';
 import { countFromEnv } from '../test/support/env.ts';
 
 export { startOptions };
@@ -54,13 +54,8 @@ export function pinned(core: string | undefined, command: string, args: string[]
   return core === undefined ? [command, args] : ['taskset', ['-c', core, command, ...args]];
 }
 
-export async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+/** A free port on 127.0.0.1 for a server the bench starts: the tests' own helper. */
+export { freePort };
 
 export interface Server {
   name: string;
