@@ -272,10 +272,13 @@ async function expectConsistent(resource: Resource, targets: string[]) {
 
 const serviceOf = (resource: Resource) => stack.services[resource.name]!.url;
 
-/** The unique field's value in a written representation, to check the list filtered by it. */
+/**
+ * The unique field's value in a written representation, to check the list filtered by it. A
+ * string with a lone surrogate (JSON's `"\ud800"`) has no UTF-8 form, so no filtered URL names it.
+ */
 const uniqueOf = (resource: Resource, body: unknown): string | undefined => {
   const value = resource.unique === undefined ? undefined : (body as Record<string, unknown> | null)?.[resource.unique];
-  return typeof value === 'string' ? value : undefined;
+  return typeof value === 'string' && value.isWellFormed() ? value : undefined;
 };
 
 /** Sends one generated request through the gateway and checks the answer, and the cache after a write. */
