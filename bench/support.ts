@@ -67,47 +67,51 @@ export interface Server {
 
 const running = new Set<ChildProcess>();
 
-/** Counts `child` among the processes `stopAll` stops (and so Ctrl-C, `cleanUpOnSignals`): for a process started without `startServer`. */
-export function stopWithTheRest(child: ChildProcess): void {
-  running.add(child);
+/** Stops `child`: SIGTERM, then SIGKILL after 5 s. */
+function stop(child: ChildProcess): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    const kill = setTimeout(() => child.kill('SIGKILL'), 5_000);
+    child.once('exit', () => {
+      clearTimeout(kill);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+/** Stops one server, for a bench that stops its servers in an order of its own. */
+export async function stopServer(server: Server): Promise<void> {
+  await stop(server.child);
+  running.delete(server.child);
 }
 
 /** Stops every process this bench started (SIGTERM, then SIGKILL after 5 s). */
 export async function stopAll(): Promise<void> {
-  await Promise.all(
-    [...running].map(
-      (child) =>
-        new Promise<void>((resolve) => {
-          if (child.exitCode !== null || child.signalCode !== null) return resolve();
-          const kill = setTimeout(() => child.kill('SIGKILL'), 5_000);
-          child.once('exit', () => {
-            clearTimeout(kill);
-            resolve();
-          });
-          child.kill('SIGTERM');
-        }),
-    ),
-  );
+  await Promise.all([...running].map(stop));
   running.clear();
 }
 
-/** Starts `command args` pinned to the servers' core and waits until `readyPath` answers 2xx. */
+/**
+ * Starts `command args` and waits until `readyPath` answers 2xx (for 20 s at most). Pinned to
+ * `core`, the servers' by default; `ipc` opens a channel to the process (the load curve's
+ * event-loop probe answers on it). `env` goes over the defaults: quiet logs, metrics on any port.
+ */
 export async function startServer(
   name: string,
   command: string,
   args: string[],
-  options: { env?: Record<string, string>; port: number; readyPath?: string; childPids?: (pid: number) => number[] },
+  options: { env?: Record<string, string>; port: number; readyPath?: string; childPids?: (pid: number) => number[]; core?: string; ipc?: boolean },
 ): Promise<Server> {
-  const [file, argv] = pinned(pinning?.server, command, args);
+  const [file, argv] = pinned('core' in options ? options.core : pinning?.server, command, args);
   const child = spawn(file, argv, {
     cwd: ROOT,
-    // A gateway's metrics port is any free one: nothing here reads it.
     env: { PATH: process.env.PATH, PORT: String(options.port), METRICS_PORT: '0', LOG_LEVEL: 'warn', ...options.env },
-    stdio: ['ignore', 'inherit', 'inherit'],
+    stdio: ['ignore', 'inherit', 'inherit', ...(options.ipc ? (['ipc'] as const) : [])],
   });
   running.add(child);
   const url = `http://127.0.0.1:${options.port}`;
-  for (let attempt = 0; attempt < 150; attempt++) {
+  for (let attempt = 0; attempt < 200; attempt++) {
     if (child.exitCode !== null) break;
     if (await fetch(`${url}${options.readyPath ?? '/healthz'}`).then((r) => r.ok, () => false)) {
       // taskset execs the command: the child's pid is the server's.
@@ -184,9 +188,8 @@ function coreTicks(core: string | undefined): { busy: number; total: number } {
 /**
  * Waits until the servers' core has been nearly idle (under 5% busy) for half a second, at most
  * `maxMs`: a run then starts on a quiet core, not in the tail of the run before it (the server just
- * measured collecting its garbage once its allocation stops, a few seconds later). Without it, the
- * target that ran second of a pair paid for the first's tail, and two identical gateways differed.
- * At most 5 s: a tail is over by then, and a core busy with someone else's work (another bench on a
+ * measured collecting its garbage once its allocation stops, a few seconds later), so that the
+ * second target of a pair does not pay for the first's tail. At most 5 s: a tail is over by then, and a core busy with someone else's work (another bench on a
  * shared machine) stays busy however long the bench waits. Returns how long it waited.
  */
 export async function settle(maxMs = 5_000): Promise<number> {
@@ -211,16 +214,20 @@ export async function measuredRun(server: Server, load: () => Promise<LoadResult
   return { result, cpuMicros: cpuMicros(server.pids()) - before };
 }
 
+/** Fields of /proc/<pid>/status counted in kB (VmRSS, VmHWM, …), in KiB; undefined when the process is gone. */
+export function statusKiB(pid: number, fields: string[]): Record<string, number> | undefined {
+  let status: string;
+  try {
+    status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  return Object.fromEntries(fields.map((field) => [field, Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0)]));
+}
+
 /** Resident memory of `pids`, in MiB. */
 export function rssMiB(pids: number[]): number {
-  let kib = 0;
-  for (const pid of pids) {
-    try {
-      kib += Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
-    } catch {
-      // gone
-    }
-  }
+  const kib = pids.reduce((sum, pid) => sum + (statusKiB(pid, ['VmRSS'])?.VmRSS ?? 0), 0);
   return Math.round((kib / 1024) * 10) / 10;
 }
 
@@ -266,6 +273,24 @@ export function parseWrk(output: string): LoadResult {
   };
 }
 
+/**
+ * Starts wrk with `args` on `core` (the load generator's by default): its pid, to sample it while it
+ * runs, and its output once it has exited 0.
+ */
+export function spawnWrk(args: string[], core: string | undefined = pinning?.load): { pid: number | undefined; output: Promise<string> } {
+  const [file, argv] = pinned(core, 'wrk', args);
+  const child = spawn(file, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
+  let text = '';
+  child.stdout.on('data', (chunk: Buffer) => (text += chunk.toString()));
+  const output = new Promise<string>((resolve, reject) => {
+    child.once('error', reject);
+    // 'close', not 'exit': 'exit' may come before the last of wrk's output, all written at its end,
+    // has been read from the pipe.
+    child.once('close', (code) => (code === 0 ? resolve(text) : reject(new Error(`wrk exited with ${code}:\n${text}`))));
+  });
+  return { pid: child.pid, output };
+}
+
 /** One wrk run against `url`, on the load generator's core. */
 export async function wrk(url: string, options: { seconds: number; connections: number; headers?: Record<string, string>; script?: string; scriptArgs?: string[] }): Promise<LoadResult> {
   const args = ['-t1', `-c${options.connections}`, `-d${options.seconds}s`, '--latency', '--timeout', '5s'];
@@ -273,18 +298,7 @@ export async function wrk(url: string, options: { seconds: number; connections: 
   if (options.script) args.push('-s', options.script);
   args.push(url);
   if (options.scriptArgs) args.push('--', ...options.scriptArgs);
-  const [file, argv] = pinned(pinning?.load, 'wrk', args);
-  const output = await new Promise<string>((resolve, reject) => {
-    const child = spawn(file, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
-    let text = '';
-    child.stdout.on('data', (chunk: Buffer) => (text += chunk.toString()));
-    child.once('error', reject);
-    // 'close', not 'exit': 'exit' may come before the last of wrk's output has been read from its
-    // pipe, and wrk writes it all at the end; read then, the output had no latency distribution
-    // ("cannot read wrk latency NaNms"), most often with two wrk ending at once (measurePairs).
-    child.once('close', (code) => (code === 0 ? resolve(text) : reject(new Error(`wrk exited with ${code}: ${text}`))));
-  });
-  return parseWrk(output);
+  return parseWrk(await spawnWrk(args).output);
 }
 
 export const median = (values: number[]) => {
