@@ -1,7 +1,8 @@
 import { jest } from '@jest/globals';
 import { EventEmitter } from 'node:events';
 import { createLogger } from '@app/shared/platform/logger';
-import { HEARTBEAT_MS, MemoryTier } from '../src/cache/memory-tier.js';
+import { MemoryTier } from '../src/cache/memory-tier.js';
+import { HEARTBEAT_MS } from '../src/cache/memory-tier/node-tracking.js';
 import type { CachedResponse } from '../src/cache/entry.js';
 import type { Redis } from '../src/redis.js';
 

@@ -1,7 +1,8 @@
 import { EventEmitter } from 'node:events';
 import { createLogger } from '@app/shared/platform/logger';
 import type { Cluster } from 'ioredis';
-import { MemoryTier, type NodeConnections } from '../src/cache/memory-tier.js';
+import { MemoryTier } from '../src/cache/memory-tier.js';
+import type { NodeConnections } from '../src/cache/memory-tier/node-tracking.js';
 import type { Redis } from '../src/redis.js';
 
 /**

@@ -1,274 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '@app/shared/platform/logger';
-import { LRUCache } from 'lru-cache';
-import {
-  createCacheClient,
-  createClusterClient,
-  createNodeClient,
-  createSubscriberClient,
-  isCluster,
-  nodeCredentials,
-  type CacheClient,
-  type CacheClientOptions,
-  type Cluster,
-  type ClusterTarget,
-  type NodeAddress,
-  type Redis,
-  type RedisTarget,
-} from '../redis.js';
-import { CONTENT_CODINGS } from './compression.js';
-import { headerList, type CachedResponse, type Representation, type Variants } from './entry.js';
+import type { CacheClient, CacheClientOptions, Cluster } from '../redis.js';
+import type { CachedResponse } from './entry.js';
+import { followTopology } from './memory-tier/cluster-topology.js';
+import { heldEntry } from './memory-tier/held-entry.js';
+import { HeldStore, type ScopeRead } from './memory-tier/held-store.js';
+import type { NodeEvents } from './memory-tier/node-tracking.js';
+import { TrackedNodes } from './memory-tier/tracked-nodes.js';
+import { trackingConnections, type TierTarget, type TrackingSource } from './memory-tier/tracking-connections.js';
+import { barrierChannels, WriteBarriers } from './memory-tier/write-barrier.js';
 import { generationKeyOfHold, type ReadScope, type WriteScope } from './scope.js';
-
-/** The channel Redis publishes invalidations on for a client tracking keys in RESP2 redirect mode. */
-const INVALIDATIONS = '__redis__:invalidate';
-
-/** The share of the tier's bytes its generations may take; a forgotten generation is a trip to Redis. */
-const GENERATIONS_SHARE = 0.25;
-
-/**
- * The subscriber is pinged this often; a ping unanswered for HEARTBEAT_TIMEOUT_MS means its
- * connection is gone even if TCP has not said so (a silent network loss): it is dropped and opened
- * again, and so is everything in memory. This bounds how long invalidations can go missing unnoticed.
- */
-export const HEARTBEAT_MS = 500;
-export const HEARTBEAT_TIMEOUT_MS = 1_500;
-
-/**
- * How long an answered ping on the subscriber lets the tier serve from memory: what a ping sent then
- * brought back, it has, every invalidation Redis sent before that ping. Renewed in the background
- * by the hits of a busy tier; an idle one lets it lapse (its first hit then asks Redis).
- */
-const LEASE_MS = 200;
-/** A write's barrier waits at most this long for every tier's acknowledgement: beyond the lease. */
-const BARRIER_WAIT_MS = LEASE_MS + 50;
-
-/**
- * What an entry or a generation costs besides the bytes of its strings and body: the objects,
- * the body's own ArrayBuffer, the map slot and lru-cache's bookkeeping arrays.
- */
-const ENTRY_OVERHEAD_BYTES = 512;
-const GENERATION_OVERHEAD_BYTES = 160;
-
-/** An entry held here: with its header list made once, and its own copy of its scope's generation key (see `held`). */
-interface HeldEntry extends CachedResponse {
-  headerList: readonly string[];
-  generationKey: string;
-}
-
-/** The reads of one scope's hold and generation under way, and how many invalidations of the scope came meanwhile. */
-interface ScopeWatch {
-  reads: number;
-  invalidations: number;
-}
-
-/** A read of a scope's hold and generation, sent while the tier tracked (see `watch`). */
-export interface ScopeRead {
-  readonly generationKey: string;
-  readonly session: number;
-  /** The scope's invalidations counted when the read was sent: any more when it ends spoil it. */
-  readonly invalidations: number;
-  readonly watch: ScopeWatch;
-}
-
-/** One Redis node's two connections: one that turns tracking on, one that hears the node's invalidations. */
-export interface NodeConnections {
-  tracked: Redis;
-  subscriber: Redis;
-}
-
-/**
- * Every master of a cluster: `cluster` says which they are (a client of the tier's own, which also
- * reads generations), `connect` opens a master's two connections from its address there.
- */
-export interface ClusterTracking {
-  cluster: Cluster;
-  connect(nodeKey: string): NodeConnections;
-}
-
-/** Where a tier hears invalidations: one Redis, or each master of a cluster. */
-export type TrackingSource = NodeConnections | ClusterTracking;
-
-/** What a node's tracking tells its tier. */
-interface NodeEvents {
-  invalidated(keys: Buffer[] | null): void;
-  /** Another tier's barrier, published on `node`. */
-  barrier(message: string, node: NodeTracking): void;
-  acknowledged(nonce: string): void;
-  /** A connection was lost: invalidations may have been missed. */
-  lost(reason: string): void;
-  trackingOn(): void;
-}
-
-/** The channel names every tier shares (the barrier's) and this tier's own (its acknowledgements'). */
-interface ChannelNames {
-  barrier: string;
-  ack: string;
-}
-
-/**
- * Tracking on one Redis node (the only one, or a cluster master): `CLIENT TRACKING … BCAST` on the
- * tracked connection, redirected to the subscriber on the same node, which hears the node's
- * invalidations and the barriers published there; the subscriber's heartbeat and lease. A PUBLISH
- * on a cluster reaches the subscribers of every node, so there each channel carries the node's id:
- * a barrier is heard only on the node it was published on, behind that node's invalidations.
- */
-class NodeTracking {
-  tracking = false;
-  /** The channels on this node, once its subscriber listens. */
-  channels: ChannelNames | undefined;
-  /** The subscriber's client id once it listens on its current connection. */
-  #redirectTo: number | undefined;
-  /** Bumped whenever either connection is lost. */
-  #epoch = 0;
-  #closed = false;
-  /** When the unanswered ping was sent (performance.now()), if one is. */
-  #pingSentAt: number | undefined;
-  /** When the last ping answered on the subscriber was sent (performance.now()): the lease. */
-  #leaseFrom: number | undefined;
-  #leaseEpoch = 0;
-  #leasing = false;
-
-  constructor(
-    readonly connections: NodeConnections,
-    private readonly settings: { names: ChannelNames; clustered: boolean; keyPrefix: string },
-    private readonly events: NodeEvents,
-    private readonly logger: Logger,
-  ) {
-    const { tracked, subscriber } = connections;
-    subscriber.on('messageBuffer', (channel: Buffer, message: Buffer | Buffer[] | null) => {
-      if (this.#closed) return;
-      const name = channel.toString();
-      if (name === INVALIDATIONS) events.invalidated(message as Buffer[] | null);
-      else if (name === this.channels?.barrier) events.barrier(String(message), this);
-      else if (name === this.channels?.ack) events.acknowledged(String(message));
-    });
-    subscriber.on('ready', () => void this.#listen());
-    subscriber.on('close', () => {
-      this.#pingSentAt = undefined;
-      this.#redirectTo = undefined;
-      this.#lost('the invalidation subscriber lost its connection');
-    });
-    tracked.on('ready', () => void this.#track());
-    tracked.on('close', () => this.#lost('the tracking connection was lost'));
-    if (subscriber.status === 'ready') void this.#listen();
-  }
-
-  /** How long ago the ping holding this node's lease was sent (ms); renewed in the background once half spent. */
-  leaseAge(): number {
-    const age = this.#leaseFrom === undefined ? Infinity : performance.now() - this.#leaseFrom;
-    if (age > LEASE_MS / 2 && !this.#leasing) this.#renewLease();
-    return age;
-  }
-
-  /** What the lease said no longer holds (the tier forgot everything). */
-  endLease(): void {
-    this.#leaseFrom = undefined;
-    this.#leaseEpoch += 1;
-  }
-
-  /** Pings the subscriber; one unanswered for HEARTBEAT_TIMEOUT_MS drops its connection. */
-  beat(): void {
-    const { subscriber } = this.connections;
-    if (subscriber.status !== 'ready') return;
-    if (this.#pingSentAt !== undefined) {
-      if (performance.now() - this.#pingSentAt > HEARTBEAT_TIMEOUT_MS) {
-        this.#pingSentAt = undefined;
-        subscriber.disconnect(true);
-      }
-      return;
-    }
-    const sentAt = performance.now();
-    this.#pingSentAt = sentAt;
-    subscriber.ping().then(
-      () => {
-        if (this.#pingSentAt === sentAt) this.#pingSentAt = undefined;
-      },
-      () => undefined,
-    );
-  }
-
-  /**
-   * Closes its connections. Their events may still come (a `close` after a topology change
-   * dropped this node): they say nothing of the tier any more, so they reach it no more.
-   */
-  close(): void {
-    this.#closed = true;
-    this.#epoch += 1;
-    this.tracking = false;
-    this.connections.tracked.disconnect();
-    this.connections.subscriber.disconnect();
-  }
-
-  #lost(reason: string): void {
-    if (this.#closed) return;
-    this.#epoch += 1;
-    this.tracking = false;
-    this.events.lost(reason);
-  }
-
-  #renewLease(): void {
-    this.#leasing = true;
-    const sentAt = performance.now();
-    const epoch = this.#leaseEpoch;
-    this.connections.subscriber.ping().then(
-      () => {
-        this.#leasing = false;
-        if (epoch === this.#leaseEpoch) this.#leaseFrom = sentAt;
-      },
-      () => (this.#leasing = false),
-    );
-  }
-
-  /** This node's channels: in a cluster, named after its node id. */
-  async #channels(): Promise<ChannelNames> {
-    const { names, clustered } = this.settings;
-    if (!clustered) return names;
-    const id = String(await this.connections.subscriber.call('CLUSTER', 'MYID'));
-    return { barrier: `${names.barrier}:${id}`, ack: `${names.ack}:${id}` };
-  }
-
-  /** SUBSCRIBEs the subscriber on each new connection (it does not resubscribe by itself: its id changes). */
-  async #listen(): Promise<void> {
-    const epoch = this.#epoch;
-    const { subscriber } = this.connections;
-    try {
-      const channels = await this.#channels();
-      this.channels = channels;
-      // Both in one round trip (Redis answers CLIENT ID before it enters subscriber mode).
-      const [id] = await Promise.all([subscriber.client('ID'), subscriber.subscribe(INVALIDATIONS, channels.barrier, channels.ack)]);
-      if (epoch !== this.#epoch) return;
-      this.#redirectTo = Number(id);
-      await this.#track();
-    } catch (error) {
-      this.logger.warn({ err: error }, 'could not subscribe to cache invalidations: the in-memory cache is off until Redis is back');
-    }
-  }
-
-  /** Turns tracking on (again), redirected to the current subscriber. */
-  async #track(): Promise<void> {
-    const redirect = this.#redirectTo;
-    const { tracked } = this.connections;
-    if (redirect === undefined || tracked.status !== 'ready') return;
-    const epoch = this.#epoch;
-    try {
-      // Redis names the keys with the prefix in front; ioredis adds it to key arguments only. Off
-      // first, in the same round trip: a connection still tracking (a new subscriber) refuses the
-      // same prefixes again.
-      const prefix = this.settings.keyPrefix;
-      await Promise.all([
-        tracked.call('CLIENT', 'TRACKING', 'OFF'),
-        tracked.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', String(redirect), 'BCAST', 'PREFIX', `${prefix}g:{`, 'PREFIX', `${prefix}h:{`),
-      ]);
-    } catch (error) {
-      this.logger.warn({ err: error }, 'could not turn on Redis client tracking: the in-memory cache is off');
-      return;
-    }
-    if (epoch !== this.#epoch || redirect !== this.#redirectTo || this.tracking) return;
-    this.tracking = true;
-    this.events.trackingOn();
-  }
-}
 
 /**
  * Hot cache entries in this gateway's memory, in front of Redis, exactly as correct as Redis itself:
@@ -307,32 +48,24 @@ class NodeTracking {
  * trips until every one is back and tracking is on again: invalidations sent meanwhile may be lost,
  * so nothing learnt before is trusted. A Redis flush (an invalidation without keys) drops everything too.
  *
- * lru-cache bounds the entries by bytes (maxSize), least recently used first.
+ * Each of these jobs has a module in memory-tier/: a node's tracking, heartbeat and lease
+ * (node-tracking.ts), every node's (tracked-nodes.ts), the cluster's masters (cluster-topology.ts),
+ * the barrier (write-barrier.ts), what is held, bounded by bytes (held-store.ts, held-bytes.ts,
+ * held-entry.ts), and the connections (tracking-connections.ts).
  */
 export class MemoryTier {
-  readonly #entries: LRUCache<string, HeldEntry>;
-  /** The current generation of each scope (by generation key) known to be current and not held. */
-  readonly #generations: LRUCache<string, string>;
-  /** By generation key, while reads of the scope are under way. */
-  readonly #watches = new Map<string, ScopeWatch>();
+  readonly #store: HeldStore;
   /** This tier's own generation reads under way (`learn`), one per scope, by generation key. */
   readonly #reads = new Map<string, Promise<void>>();
-  /** Bumped whenever what was learnt can no longer be trusted (a connection lost, a flush, a new topology). */
-  #session = 0;
   #tracking = false;
-  /** Each node tracked, by its address (`host:port` in a cluster; '' for a single Redis). */
-  readonly #nodes = new Map<string, NodeTracking>();
+  readonly #nodes: TrackedNodes;
   /** Where the tier reads generations itself: the single Redis's tracked connection, or the cluster. */
   readonly #reader: CacheClient;
   readonly #cluster: Cluster | undefined;
-  /** What the tier listens to on its cluster client (`#followTopology`), taken off when it closes. */
-  #topologyListeners: (readonly [string, () => void])[] = [];
+  /** Stops following the cluster's topology (`followTopology`). */
+  readonly #unfollowTopology: () => void = () => undefined;
   readonly #invalidationListeners: ((keys: readonly string[]) => void)[] = [];
-  /** This tier's barriers (`barrier`) waiting for acknowledgements, by nonce. */
-  readonly #barriers = new Map<string, { acks: number; expected: number; done: () => void }>();
-  #nonce = 0;
-  readonly #names: ChannelNames;
-  readonly #heartbeat: NodeJS.Timeout;
+  readonly #barriers = new WriteBarriers();
 
   constructor(
     source: TrackingSource,
@@ -340,29 +73,24 @@ export class MemoryTier {
     private readonly logger: Logger,
     private readonly keyPrefix = '',
   ) {
-    // Counted by what each holds, keys included: a flood of distinct keys (query strings, ids) can
-    // fill the tier, never grow it past its bytes.
-    const generationBytes = Math.max(1, Math.floor(maxBytes * GENERATIONS_SHARE));
-    this.#entries = new LRUCache<string, HeldEntry>({
-      maxSize: Math.max(1, maxBytes - generationBytes),
-      sizeCalculation: (entry, key) => entrySize(key, entry),
-    });
-    this.#generations = new LRUCache<string, string>({
-      maxSize: generationBytes,
-      sizeCalculation: (generation, key) => GENERATION_OVERHEAD_BYTES + stringBytes(key) + stringBytes(generation),
-    });
-    this.#names = { barrier: `${keyPrefix}gateway:barrier`, ack: `${keyPrefix}gateway:barrier-ack:${randomBytes(8).toString('hex')}` };
+    this.#store = new HeldStore(maxBytes);
+    const events: NodeEvents = {
+      invalidated: (keys) => this.#invalidated(keys),
+      barrier: (message, node) => this.#barriers.acknowledge(message, node),
+      acknowledged: (nonce) => this.#barriers.acknowledged(nonce),
+      lost: (reason) => this.#reset(reason),
+      trackingOn: () => this.#trackingOn(),
+    };
+    const names = barrierChannels(keyPrefix, randomBytes(8).toString('hex'));
+    this.#nodes = new TrackedNodes({ names, clustered: 'cluster' in source, keyPrefix }, events, logger);
     if ('cluster' in source) {
       this.#cluster = source.cluster;
       this.#reader = source.cluster;
-      this.#followTopology(source);
+      this.#unfollowTopology = followTopology(source, this.#nodes, { reset: (reason) => this.#reset(reason), trackingOn: () => this.#trackingOn() }, logger);
     } else {
       this.#reader = source.tracked;
-      this.#addNode('', source);
+      this.#nodes.add('', source);
     }
-    this.#heartbeat = setInterval(() => {
-      for (const node of this.#nodes.values()) node.beat();
-    }, HEARTBEAT_MS).unref();
   }
 
   /** Every connection is up and every node tracks what this tier reads: it may serve and learn. */
@@ -372,19 +100,13 @@ export class MemoryTier {
 
   /** Bytes of entries and generations held now. */
   get heldBytes(): number {
-    return this.#entries.calculatedSize + this.#generations.calculatedSize;
+    return this.#store.heldBytes;
   }
 
-  /**
-   * The entry for `scope`, if held and its generation is still the current one. No I/O. Its
-   * generation is looked up by the entry's own generation key, hashed once, rather than the scope's,
-   * a new string on every request that each lookup would hash again.
-   */
+  /** The entry for `scope`, if held, its generation still the current one, and every node's lease holds. No I/O. */
   held(scope: ReadScope): CachedResponse | undefined {
-    if (!this.#tracking || !this.#leased()) return undefined;
-    const entry = this.#entries.get(scope.entryKey);
-    if (entry === undefined || this.#generations.get(entry.generationKey) !== entry.generation) return undefined;
-    return entry;
+    if (!this.#tracking || !this.#nodes.leased()) return undefined;
+    return this.#store.current(scope.entryKey);
   }
 
   /**
@@ -394,14 +116,7 @@ export class MemoryTier {
    */
   watch(scope: WriteScope): ScopeRead | undefined {
     if (!this.#tracking) return undefined;
-    const key = scope.generationKey;
-    let watch = this.#watches.get(key);
-    if (watch === undefined) {
-      watch = { reads: 0, invalidations: 0 };
-      this.#watches.set(key, watch);
-    }
-    watch.reads += 1;
-    return { generationKey: key, session: this.#session, invalidations: watch.invalidations, watch };
+    return this.#store.watch(scope.generationKey);
   }
 
   /**
@@ -409,12 +124,7 @@ export class MemoryTier {
    * null (held, none, or the read failed). Installed only if nothing spoilt the read meanwhile.
    */
   learnGeneration(read: ScopeRead, generation: string | null): void {
-    const { watch, generationKey } = read;
-    watch.reads -= 1;
-    if (watch.reads === 0 && this.#watches.get(generationKey) === watch) this.#watches.delete(generationKey);
-    if (generation !== null && this.#tracking && read.session === this.#session && read.invalidations === watch.invalidations) {
-      this.#generations.set(generationKey, generation);
-    }
+    this.#store.endRead(read, this.#tracking ? generation : null);
   }
 
   /**
@@ -426,12 +136,9 @@ export class MemoryTier {
     if (!this.#tracking) return;
     const install = () => {
       // Checked again now: an invalidation may have come in since the generation was read.
-      if (this.#tracking && this.#generations.get(scope.generationKey) === entry.generation) {
-        // The header list is made once here rather than on every hit.
-        this.#entries.set(scope.entryKey, { ...entry, body: ownCopy(entry.body), headerList: headerList(entry.headers), variants: ownVariants(entry.variants), generationKey: scope.generationKey });
-      }
+      if (this.#tracking && this.#store.generation(scope.generationKey) === entry.generation) this.#store.keep(scope.entryKey, heldEntry(entry, scope.generationKey));
     };
-    if (this.#generations.get(scope.generationKey) === entry.generation) install();
+    if (this.#store.generation(scope.generationKey) === entry.generation) install();
     else void this.#readGeneration(scope).then(install);
   }
 
@@ -441,27 +148,17 @@ export class MemoryTier {
    * invalidation arrives.
    */
   forget(scopes: readonly WriteScope[]): void {
-    for (const scope of scopes) this.#forgetScope(scope.generationKey);
+    for (const scope of scopes) this.#store.forgetScope(scope.generationKey);
   }
 
   /**
    * Resolves once every tier (every gateway replica's) has applied the invalidations Redis sent
-   * before now (each master's, on a cluster), or BARRIER_WAIT_MS later, when a tier that did not say
-   * so has let its lease lapse. Called after a write's renewals, before its response leaves.
+   * before now (each master's, on a cluster), or a wait later when a tier that did not say so has
+   * let its lease lapse (`WriteBarriers.barrier`). Called after a write's renewals, before its
+   * response leaves.
    */
-  async barrier(): Promise<void> {
-    const nonces: string[] = [];
-    let waited: NodeJS.Timeout | undefined;
-    const timeUp = new Promise<void>((resolve) => (waited = setTimeout(resolve, BARRIER_WAIT_MS)));
-    // With no node known (a cluster client not ready yet) nothing can be published: the wait is
-    // what makes every other tier's lease lapse.
-    const acknowledged = this.#nodes.size === 0 ? timeUp : Promise.all([...this.#nodes.values()].map((node) => this.#barrierOn(node, nonces)));
-    try {
-      await Promise.race([acknowledged, timeUp]);
-    } finally {
-      clearTimeout(waited);
-      for (const nonce of nonces) this.#barriers.delete(nonce);
-    }
+  barrier(): Promise<void> {
+    return this.#barriers.barrier(this.#nodes.all());
   }
 
   /** Runs `listener` with the keys of every invalidation Redis sends (for measurements), until the function it returns is called. */
@@ -474,37 +171,10 @@ export class MemoryTier {
   }
 
   async close(): Promise<void> {
-    clearInterval(this.#heartbeat);
-    // Before the cluster client disconnects: its last events must not open connections again. Only
-    // the tier's own listeners: ioredis ends a closing client through listeners of its own.
-    for (const [event, listener] of this.#topologyListeners) this.#cluster?.off(event, listener);
+    this.#unfollowTopology();
     this.#reset();
-    for (const node of this.#nodes.values()) node.close();
-    this.#nodes.clear();
+    this.#nodes.close();
     this.#cluster?.disconnect();
-  }
-
-  /**
-   * Resolves once every tier listening on `node` has acknowledged a barrier published there; never
-   * when it cannot be published (`barrier` waits out its time then).
-   */
-  #barrierOn(node: NodeTracking, nonces: string[]): Promise<void> {
-    const channels = node.channels;
-    if (channels === undefined) return new Promise(() => undefined);
-    const nonce = String(++this.#nonce);
-    nonces.push(nonce);
-    return new Promise<void>((done) => {
-      const barrier = { acks: 0, expected: Infinity, done };
-      this.#barriers.set(nonce, barrier);
-      // Redis says how many subscribers it went to (this tier's own included): on a cluster, on this node.
-      node.connections.tracked.publish(channels.barrier, `${channels.ack} ${nonce}`).then(
-        (expected) => {
-          barrier.expected = expected;
-          if (barrier.acks >= expected) done();
-        },
-        () => undefined,
-      );
-    });
   }
 
   /** One read per scope at a time (on the tier's own connection, which lookups do not use). */
@@ -525,88 +195,10 @@ export class MemoryTier {
     return settled;
   }
 
-  /** Whether every node's lease lets the tier serve now (each renewed in the background once half spent). */
-  #leased(): boolean {
-    let leased = true;
-    for (const node of this.#nodes.values()) if (node.leaseAge() > LEASE_MS) leased = false;
-    return leased;
-  }
-
-  #addNode(key: string, connections: NodeConnections): void {
-    const events: NodeEvents = {
-      invalidated: (keys) => this.#invalidated(keys),
-      barrier: (message, node) => this.#acknowledge(message, node),
-      acknowledged: (nonce) => this.#acknowledged(nonce),
-      lost: (reason) => this.#reset(reason),
-      trackingOn: () => this.#trackingOn(),
-    };
-    const settings = { names: this.#names, clustered: this.#cluster !== undefined, keyPrefix: this.keyPrefix };
-    this.#nodes.set(key, new NodeTracking(connections, settings, events, this.logger));
-  }
-
-  /** Keeps one node tracking per master of the cluster, as its client sees them. */
-  #followTopology(source: ClusterTracking): void {
-    const follow = () => this.#updateTopology(source);
-    const lost = () => this.#reset('the cluster client lost its connections');
-    this.#topologyListeners = [
-      ...['ready', 'refresh', '+node', '-node'].map((event) => [event, follow] as const),
-      ['close', lost] as const,
-    ];
-    for (const [event, listener] of this.#topologyListeners) source.cluster.on(event, listener);
-    // An outage makes one a reconnection: logged once a minute at most, not dropped unseen.
-    let loggedAt = -Infinity;
-    source.cluster.on('error', (error: Error) => {
-      if (performance.now() - loggedAt < 60_000) return;
-      loggedAt = performance.now();
-      this.logger.warn({ err: error }, 'the cluster client of the in-memory cache reported an error (logged once a minute at most)');
-    });
-  }
-
-  #updateTopology(source: ClusterTracking): void {
-    const masters = new Set<string>();
-    for (const nodes of source.cluster.slots) if (nodes?.[0] !== undefined) masters.add(nodes[0]);
-    if (masters.size === this.#nodes.size && [...masters].every((key) => this.#nodes.has(key))) return;
-    this.#reset('the cluster topology changed');
-    for (const [key, node] of this.#nodes) {
-      if (masters.has(key)) continue;
-      this.#nodes.delete(key);
-      node.close();
-    }
-    for (const key of masters) if (!this.#nodes.has(key)) this.#addNode(key, source.connect(key));
-    this.logger.info({ masters: [...masters] }, 'the in-memory cache tracks the cluster masters');
-    // The masters that stayed still track; with none new (one only left), no event of theirs
-    // would turn the tier on again.
-    this.#trackingOn();
-  }
-
   #trackingOn(): void {
-    if (this.#tracking || this.#nodes.size === 0) return;
-    for (const node of this.#nodes.values()) if (!node.tracking) return;
+    if (this.#tracking || !this.#nodes.allTracking()) return;
     this.#tracking = true;
     this.logger.info('redis tracks the cache generations: the in-memory cache is on');
-  }
-
-  /** Another tier's barrier reached this one on `node`: everything the node sent before it has been applied. */
-  #acknowledge(message: string, node: NodeTracking): void {
-    const [replyTo, nonce] = message.split(' ');
-    if (replyTo !== undefined && nonce !== undefined) node.connections.tracked.publish(replyTo, nonce).catch(() => undefined);
-  }
-
-  #acknowledged(nonce: string): void {
-    const barrier = this.#barriers.get(nonce);
-    if (barrier && ++barrier.acks >= barrier.expected) barrier.done();
-  }
-
-  /** Forgets what is known of a scope (by its generation key), and spoils its reads under way. */
-  #forgetScope(generationKey: string): void {
-    this.#generations.delete(generationKey);
-    const watch = this.#watches.get(generationKey);
-    if (watch) watch.invalidations += 1;
-  }
-
-  /** A key Redis says changed: a generation key, or a hold key (which stands for its scope). */
-  #forgetKey(key: string): void {
-    this.#forgetScope(generationKeyOfHold(key) ?? key);
   }
 
   /** Redis names keys with the client's REDIS_KEY_PREFIX in front; the tier knows them without it. */
@@ -615,13 +207,16 @@ export class MemoryTier {
     return name.startsWith(this.keyPrefix) ? name.slice(this.keyPrefix.length) : name;
   }
 
+  /** Keys Redis says changed: generation keys, or hold keys (each stands for its scope); none for a flush. */
   #invalidated(keys: Buffer[] | null): void {
     if (keys === null) {
       // FLUSHALL / FLUSHDB: every key may have changed.
-      this.#dropAll();
-      this.#session += 1;
+      this.#forgetAll();
     } else {
-      for (const key of keys) this.#forgetKey(this.#unprefixed(key));
+      for (const key of keys) {
+        const name = this.#unprefixed(key);
+        this.#store.forgetScope(generationKeyOfHold(name) ?? name);
+      }
     }
     if (this.#invalidationListeners.length > 0) {
       const names = keys?.map((key) => this.#unprefixed(key)) ?? [];
@@ -633,106 +228,18 @@ export class MemoryTier {
   #reset(outage?: string): void {
     const wasTracking = this.#tracking;
     this.#tracking = false;
-    this.#session += 1;
-    for (const node of this.#nodes.values()) node.endLease();
-    this.#dropAll();
+    this.#nodes.endLeases();
+    this.#forgetAll();
     if (wasTracking && outage !== undefined) this.logger.warn({ reason: outage }, 'the in-memory cache is off (everything in it dropped) until Redis tracking is back');
   }
 
-  #dropAll(): void {
-    this.#entries.clear();
-    this.#generations.clear();
-    // Reads under way keep their watch: the session they were sent in is over, which spoils them.
-    this.#watches.clear();
+  #forgetAll(): void {
+    this.#store.forgetAll();
     this.#reads.clear();
   }
 }
 
-/** A string's bytes in V8: one a character, two if any is beyond Latin-1. */
-function stringBytes(text: string): number {
-  // eslint-disable-next-line no-control-regex
-  return /[^\u0000-\u00ff]/.test(text) ? 2 * text.length : text.length;
-}
-
-function entrySize(key: string, entry: HeldEntry): number {
-  let size = ENTRY_OVERHEAD_BYTES + stringBytes(key) + stringBytes(entry.generationKey) + entry.generation.length + representationSize(entry);
-  for (const variant of Object.values(entry.variants ?? {})) size += ENTRY_OVERHEAD_BYTES + representationSize(variant);
-  return size;
-}
-
-function representationSize(representation: Representation): number {
-  let size = representation.body.length;
-  for (const name in representation.headers) size += 16 + stringBytes(name) + stringBytes(representation.headers[name] ?? '');
-  return size;
-}
-
-/** Each variant's body in a buffer of its own (see `ownCopy`), with its header list made once. */
-function ownVariants(variants: Variants | undefined): Variants | undefined {
-  if (!variants) return undefined;
-  const own: Variants = {};
-  for (const coding of CONTENT_CODINGS) {
-    const variant = variants[coding];
-    if (variant) own[coding] = { headers: variant.headers, body: ownCopy(variant.body), headerList: headerList(variant.headers) };
-  }
-  return own;
-}
-
-/**
- * The body in a buffer of its own. A slice of a larger buffer would keep all of it alive: a reply
- * from Redis, or one of Node's 8 KiB pool slabs, which `Buffer.from` uses for small copies.
- */
-function ownCopy(body: Buffer): Buffer {
-  const copy = Buffer.allocUnsafeSlow(body.length);
-  body.copy(copy);
-  return copy;
-}
-
-/**
- * The tier's connections: a cache client (which fails fast) and a subscriber on `where`, or, on a
- * cluster, a client of its own and the two on every master. `where` may name the tracked and the
- * subscriber connections apart (a test cuts one of them).
- */
-export function createMemoryTier(
-  where: RedisTarget | { tracked: RedisTarget; subscriber: RedisTarget },
-  maxBytes: number,
-  logger: Logger,
-  options: CacheClientOptions = {},
-): MemoryTier {
-  const { tracked, subscriber } = typeof where === 'object' && 'tracked' in where ? where : { tracked: where, subscriber: where };
-  const keyPrefix = options.keyPrefix ?? '';
-  if (!isCluster(tracked) && !isCluster(subscriber)) {
-    return new MemoryTier({ tracked: createCacheClient(tracked, logger, options), subscriber: createSubscriberClient(subscriber) }, maxBytes, logger, keyPrefix);
-  }
-  if (!isCluster(tracked) || !isCluster(subscriber)) throw new Error('the tracked and subscriber connections go to one kind of Redis: both a cluster or both not');
-  return new MemoryTier(clusterTracking(tracked, subscriber, options), maxBytes, logger, keyPrefix);
-}
-
-/** `host:port` as a node address (the host may be an IPv6 address, colons and all). */
-function addressOf(nodeKey: string): NodeAddress {
-  const colon = nodeKey.lastIndexOf(':');
-  return { host: nodeKey.slice(0, colon), port: Number(nodeKey.slice(colon + 1)) };
-}
-
-/**
- * A cluster client that learns the masters, and each master's connections: the tracked one where
- * the client reaches the master, the subscriber where `subscriber`'s natMap says the address the
- * master announces is reached (the same place, unless a test relays them apart).
- */
-function clusterTracking(tracked: ClusterTarget, subscriber: ClusterTarget, options: CacheClientOptions): ClusterTracking {
-  const announcedAs = new Map<string, string>();
-  const natMap = (announced: string) => {
-    const mapped = tracked.natMap?.[announced];
-    if (mapped) announcedAs.set(`${mapped.host}:${mapped.port}`, announced);
-    return mapped ?? null;
-  };
-  return {
-    cluster: createClusterClient(tracked, options, natMap),
-    connect: (nodeKey) => {
-      const announced = announcedAs.get(nodeKey) ?? nodeKey;
-      return {
-        tracked: createNodeClient({ ...addressOf(nodeKey), ...nodeCredentials(tracked) }, options),
-        subscriber: createSubscriberClient({ ...(subscriber.natMap?.[announced] ?? addressOf(announced)), ...nodeCredentials(subscriber) }),
-      };
-    },
-  };
+/** A tier of `maxBytes` on `where` (see `trackingConnections`). */
+export function createMemoryTier(where: TierTarget, maxBytes: number, logger: Logger, options: CacheClientOptions = {}): MemoryTier {
+  return new MemoryTier(trackingConnections(where, logger, options), maxBytes, logger, options.keyPrefix ?? '');
 }
