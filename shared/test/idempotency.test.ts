@@ -265,9 +265,9 @@ describe('idempotent (the write handler)', () => {
   });
 });
 
-/** The idempotency_keys table as the services' migrations make it (0002, then 0003). */
-const KEYS_TABLE_MIGRATIONS = ['0002_create_idempotency_keys.sql', '0003_bound_idempotency_keys_per_caller.sql'].map((file) =>
-  readFileSync(new URL(`../../users-service/migrations/${file}`, import.meta.url), 'utf8'),
+/** The idempotency_keys table as the resource engine's migrations make it. */
+const KEYS_TABLE_MIGRATIONS = ['0001_create_idempotency_keys.sql', '0002_bound_idempotency_keys_per_caller.sql'].map((file) =>
+  readFileSync(new URL(`../migrations/${file}`, import.meta.url), 'utf8'),
 );
 
 describe('MySqlIdempotencyStore', () => {

@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import mysql from 'mysql2/promise';
-import { migrate, schemaOf } from '@app/shared/platform/migrate';
+import { migrate, schemaOf, type MigrationSource } from '@app/shared/platform/migrate';
 import { dropSchema, testLogger, throwawayDatabaseUrl } from '../../test/support/stack.js';
 
 /**
@@ -22,7 +22,7 @@ async function writeMigrations(files: Record<string, string>): Promise<void> {
   for (const [name, sql] of Object.entries(files)) await writeFile(path.join(directory, name), sql);
 }
 
-const run = () => migrate({ databaseUrl, directory, logger: testLogger });
+const run = () => migrate({ databaseUrl, sources: [{ directory }], logger: testLogger });
 
 /** Rows of `sql`, run on the server of the test schema (`?` values bound). */
 async function query(sql: string, values: unknown[] = []): Promise<mysql.RowDataPacket[]> {
@@ -148,6 +148,80 @@ describe('migrate', () => {
     await expect(run()).rejects.toThrow();
     const [lock] = await query('SELECT IS_FREE_LOCK(?) AS free', [`migrate:${schema()}`]);
     expect(lock?.free).toBe(1);
+  });
+});
+
+describe('migrate from several folders', () => {
+  /** A folder whose files apply before the service's own, as the resource engine's do. */
+  let engineDirectory: string;
+  const ENGINE_LOG = 'CREATE TABLE log (step INT NOT NULL PRIMARY KEY, what VARCHAR(40) NOT NULL) ENGINE=InnoDB;';
+  const engine = (formerVersions?: Record<string, string>): MigrationSource => ({ directory: engineDirectory, versionPrefix: 'engine/', formerVersions });
+  const runBoth = (formerVersions?: Record<string, string>) => migrate({ databaseUrl, sources: [engine(formerVersions), { directory }], logger: testLogger });
+
+  beforeEach(async () => {
+    directory = await mkdtemp(path.join(os.tmpdir(), 'migrations-'));
+    engineDirectory = await mkdtemp(path.join(os.tmpdir(), 'engine-migrations-'));
+    databaseUrl = throwawayDatabaseUrl('migrate');
+  });
+
+  afterEach(async () => {
+    await dropSchema(databaseUrl);
+    await rm(directory, { recursive: true, force: true });
+    await rm(engineDirectory, { recursive: true, force: true });
+  });
+
+  it('applies the folders one after another, each in name order, each version under its prefix', async () => {
+    // Numbered after the service's files, which need its table: the folders' order puts it first, not its number.
+    await writeFile(path.join(engineDirectory, '0009_create_log.sql'), ENGINE_LOG);
+    await writeMigrations({ '0001_create_widgets.sql': MIGRATIONS['0001_create_widgets.sql'], '0002_seed.sql': MIGRATIONS['0003_seed.sql'] });
+
+    expect(await runBoth()).toEqual(['engine/0009_create_log.sql', '0001_create_widgets.sql', '0002_seed.sql']);
+
+    expect(await appliedVersions()).toEqual(['0001_create_widgets.sql', '0002_seed.sql', 'engine/0009_create_log.sql']);
+    expect(await runBoth()).toEqual([]);
+  });
+
+  it('reads a file recorded under its former version as applied, and leaves its record as it was', async () => {
+    // The old layout: the engine's table as the service's own 0002.
+    await writeMigrations({ '0001_create_widgets.sql': MIGRATIONS['0001_create_widgets.sql'], '0002_create_log.sql': ENGINE_LOG });
+    await run();
+    const before = await query(`SELECT version, checksum, applied_at FROM \`${schema()}\`.schema_migrations ORDER BY version`);
+    // The new one: the file moved to the engine's folder, and the service adds its own 0002.
+    await rm(path.join(directory, '0002_create_log.sql'));
+    await writeFile(path.join(engineDirectory, '0001_create_log.sql'), ENGINE_LOG);
+    await writeMigrations({ '0002_seed.sql': MIGRATIONS['0003_seed.sql'] });
+
+    expect(await runBoth({ '0001_create_log.sql': '0002_create_log.sql' })).toEqual(['0002_seed.sql']);
+
+    const after = await query(`SELECT version, checksum, applied_at FROM \`${schema()}\`.schema_migrations WHERE version <> '0002_seed.sql' ORDER BY version`);
+    expect(after).toEqual(before);
+  });
+
+  it('throws when a file recorded under its former version was changed since', async () => {
+    await writeMigrations({ '0002_create_log.sql': ENGINE_LOG });
+    await run();
+    await rm(path.join(directory, '0002_create_log.sql'));
+    await writeFile(path.join(engineDirectory, '0001_create_log.sql'), `${ENGINE_LOG}\n-- edited after the fact`);
+
+    await expect(runBoth({ '0001_create_log.sql': '0002_create_log.sql' })).rejects.toThrow(/engine\/0001_create_log\.sql was changed/);
+  });
+
+  it('throws, naming both files, when a folder still holds a file another now records under its former version', async () => {
+    await writeFile(path.join(engineDirectory, '0001_create_log.sql'), ENGINE_LOG);
+    await writeMigrations({ '0002_create_log.sql': ENGINE_LOG });
+
+    const failure = runBoth({ '0001_create_log.sql': '0002_create_log.sql' });
+
+    await expect(failure).rejects.toThrow('would both be recorded as 0002_create_log.sql');
+    await expect(failure).rejects.toThrow(path.join(engineDirectory, '0001_create_log.sql'));
+    await expect(failure).rejects.toThrow(path.join(directory, '0002_create_log.sql'));
+    expect(await appliedVersions()).toEqual([]);
+  });
+
+  it('throws when a former version names a file its folder does not hold', async () => {
+    await writeFile(path.join(engineDirectory, '0001_create_log.sql'), ENGINE_LOG);
+    await expect(runBoth({ '0001_create_logs.sql': '0002_create_log.sql' })).rejects.toThrow('0001_create_logs.sql');
+    expect(await appliedVersions()).toEqual([]);
   });
 });
 

@@ -15,13 +15,62 @@ export function schemaOf(databaseUrl: string): string {
   return schema;
 }
 
+/** A folder of migrations, applied in name order. */
+export interface MigrationSource {
+  directory: string;
+  /** Put before each file name to make its version in `schema_migrations`: '' (the default) for a service's own. */
+  versionPrefix?: string;
+  /** The version a file of this folder was recorded under before it moved here, by file name. */
+  formerVersions?: Readonly<Record<string, string>>;
+}
+
+interface Migration {
+  version: string;
+  formerVersion: string | undefined;
+  path: string;
+  sql: string;
+  checksum: string;
+}
+
 /**
- * Applies the versioned SQL files of `directory` that the schema's `schema_migrations` table does
- * not record yet, in name order. Creates the schema when missing (if the user may). A MySQL named
- * lock serialises replicas that start together; a changed, already-applied file is an error.
+ * The migrations of `sources`, in the order they apply. A version is its folder's prefix and its
+ * file name, so two folders never share one however each numbers its files, and a new file in one
+ * never renumbers the other's: the order is the sources' order, then name order within each.
  */
-export async function migrate(options: { databaseUrl: string; directory: string; logger: Logger }): Promise<string[]> {
-  const { databaseUrl, directory, logger } = options;
+async function readMigrations(sources: MigrationSource[]): Promise<Migration[]> {
+  const migrations: Migration[] = [];
+  for (const { directory, versionPrefix = '', formerVersions = {} } of sources) {
+    const files = (await readdir(directory)).filter((name) => name.endsWith('.sql')).sort();
+    const misnamed = files.filter((name) => !MIGRATION_FILE.test(name));
+    if (misnamed.length > 0) throw new Error(`migration files must be named NNNN_lower_case.sql: ${misnamed.join(', ')}`);
+    const strays = Object.keys(formerVersions).filter((file) => !files.includes(file));
+    if (strays.length > 0) throw new Error(`former versions name files ${directory} does not hold: ${strays.join(', ')}`);
+    for (const file of files) {
+      const sql = await readFile(path.join(directory, file), 'utf8');
+      const checksum = createHash('sha256').update(sql).digest('hex');
+      migrations.push({ version: versionPrefix + file, formerVersion: formerVersions[file], path: path.join(directory, file), sql, checksum });
+    }
+  }
+  const claimedBy = new Map<string, string>();
+  for (const migration of migrations) {
+    for (const version of [migration.version, migration.formerVersion]) {
+      if (version === undefined) continue;
+      const other = claimedBy.get(version);
+      if (other !== undefined) throw new Error(`migrations ${other} and ${migration.path} would both be recorded as ${version}`);
+      claimedBy.set(version, migration.path);
+    }
+  }
+  return migrations;
+}
+
+/**
+ * Applies the migrations of `sources` that the schema's `schema_migrations` table does not record
+ * yet (under their version or their former one), in order; returns the versions it applied.
+ * Creates the schema when missing (if the user may). A MySQL named lock serialises replicas that
+ * start together; a changed, already-applied file is an error.
+ */
+export async function migrate(options: { databaseUrl: string; sources: MigrationSource[]; logger: Logger }): Promise<string[]> {
+  const { databaseUrl, sources, logger } = options;
   const schema = schemaOf(databaseUrl);
   const server = new URL(databaseUrl);
   server.pathname = '/';
@@ -38,38 +87,39 @@ export async function migrate(options: { databaseUrl: string; directory: string;
     const [[granted]] = await connection.query<mysql.RowDataPacket[]>('SELECT GET_LOCK(?, ?) AS ok', [lock, LOCK_WAIT_SECONDS]);
     if (granted?.ok !== 1) throw new Error(`could not take the migration lock "${lock}" within ${LOCK_WAIT_SECONDS}s`);
     try {
-      await connection.query(
-        `CREATE TABLE IF NOT EXISTS schema_migrations (
-           version VARCHAR(255) NOT NULL PRIMARY KEY,
-           checksum CHAR(64) NOT NULL,
-           applied_at DATETIME(3) NOT NULL
-         ) ENGINE=InnoDB`,
-      );
-      const [rows] = await connection.query<mysql.RowDataPacket[]>('SELECT version, checksum FROM schema_migrations');
-      const applied = new Map(rows.map((row) => [row.version as string, row.checksum as string]));
-      const files = (await readdir(directory)).filter((name) => name.endsWith('.sql')).sort();
-      const misnamed = files.filter((name) => !MIGRATION_FILE.test(name));
-      if (misnamed.length > 0) throw new Error(`migration files must be named NNNN_lower_case.sql: ${misnamed.join(', ')}`);
-      const newlyApplied: string[] = [];
-      for (const file of files) {
-        const sql = await readFile(path.join(directory, file), 'utf8');
-        const checksum = createHash('sha256').update(sql).digest('hex');
-        const known = applied.get(file);
-        if (known !== undefined) {
-          if (known !== checksum) throw new Error(`migration ${file} was changed after it was applied to ${schema}`);
-          continue;
-        }
-        logger.info({ schema, migration: file }, 'applying migration');
-        await connection.query(sql);
-        await connection.query('INSERT INTO schema_migrations (version, checksum, applied_at) VALUES (?, ?, ?)', [file, checksum, new Date()]);
-        newlyApplied.push(file);
-      }
-      logger.info({ schema, applied: newlyApplied.length, total: files.length }, 'schema is up to date');
-      return newlyApplied;
+      return await applyPending(connection, schema, sources, logger);
     } finally {
       await connection.query('SELECT RELEASE_LOCK(?)', [lock]);
     }
   } finally {
     await connection.end();
   }
+}
+
+async function applyPending(connection: mysql.Connection, schema: string, sources: MigrationSource[], logger: Logger): Promise<string[]> {
+  await connection.query(
+    `CREATE TABLE IF NOT EXISTS schema_migrations (
+       version VARCHAR(255) NOT NULL PRIMARY KEY,
+       checksum CHAR(64) NOT NULL,
+       applied_at DATETIME(3) NOT NULL
+     ) ENGINE=InnoDB`,
+  );
+  const [rows] = await connection.query<mysql.RowDataPacket[]>('SELECT version, checksum FROM schema_migrations');
+  const applied = new Map(rows.map((row) => [row.version as string, row.checksum as string]));
+  const migrations = await readMigrations(sources);
+  const newlyApplied: string[] = [];
+  for (const { version, formerVersion, sql, checksum } of migrations) {
+    // The row of a file that moved keeps its former version, so a replica of the old layout still reads it as applied.
+    const known = applied.get(version) ?? (formerVersion === undefined ? undefined : applied.get(formerVersion));
+    if (known !== undefined) {
+      if (known !== checksum) throw new Error(`migration ${version} was changed after it was applied to ${schema}`);
+      continue;
+    }
+    logger.info({ schema, migration: version }, 'applying migration');
+    await connection.query(sql);
+    await connection.query('INSERT INTO schema_migrations (version, checksum, applied_at) VALUES (?, ?, ?)', [version, checksum, new Date()]);
+    newlyApplied.push(version);
+  }
+  logger.info({ schema, applied: newlyApplied.length, total: migrations.length }, 'schema is up to date');
+  return newlyApplied;
 }
