@@ -17,9 +17,8 @@ import { MySqlStore, type TableMapping } from '@app/shared/resource/store';
 import { encodeCursor } from '@app/shared/resource/rules';
 import { productsTable } from '../products-service/dist/data/products-table.js';
 import { usersTable } from '../users-service/dist/data/users-table.js';
-import { service as productsService } from '../products-service/dist/app.js';
-import { service as usersService } from '../users-service/dist/app.js';
 import { seed } from '../scripts/seed.ts';
+import { serviceModules, type ServiceModule } from '../scripts/services.ts';
 import {
   cleanUpOnSignals,
   dropSchemas,
@@ -34,6 +33,7 @@ import {
   throwawaySchema,
   wrk,
   type LoadResult,
+  type Server,
 } from './support.ts';
 import { countFromEnv, countsFromEnv } from '../test/support/env.ts';
 
@@ -49,10 +49,14 @@ const uuidOf = (bin: Buffer) => {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 };
 
+/** The services measured, by their names in services.json: the ones whose data layers ENDPOINTS ask. */
+type Subject = 'products' | 'users';
+const SUBJECTS: Subject[] = ['products', 'users'];
+
 interface Endpoint {
   key: string;
   label: string;
-  service: 'products' | 'users';
+  service: Subject;
   /** The request paths, one picked at random per request. */
   paths: (sample: Sample) => string[];
   /** What the endpoint asks the data layer (to record its SQL). */
@@ -87,7 +91,7 @@ const ENDPOINTS: Endpoint[] = [
   },
 ];
 
-async function sampleOf(products: string, users: string): Promise<Sample> {
+async function sampleOf({ products, users }: Record<Subject, string>): Promise<Sample> {
   const connection = await mysql.createConnection(schemaUrl(products));
   try {
     const [rows] = await connection.query<RowDataPacket[]>(`SELECT id, sku FROM products ORDER BY RAND() LIMIT ${SAMPLES}`);
@@ -114,7 +118,7 @@ async function statementsOf(sample: Sample): Promise<Record<string, { sql: strin
   return statements;
 }
 
-async function explain(schemas: { products: string; users: string }, statements: Awaited<ReturnType<typeof statementsOf>>) {
+async function explain(schemas: Record<Subject, string>, statements: Awaited<ReturnType<typeof statementsOf>>) {
   const plans: Record<string, { sql: string; plan: RowDataPacket[] }> = {};
   for (const endpoint of ENDPOINTS) {
     const connection = await mysql.createConnection(schemaUrl(schemas[endpoint.service]));
@@ -143,101 +147,136 @@ async function readEveryTarget(url: string, paths: string[]): Promise<void> {
   );
 }
 
+/** The subjects' entries and definitions, from services.json; throws when one is not listed. */
+async function subjectModules(): Promise<Record<Subject, ServiceModule>> {
+  const modules = await serviceModules();
+  return Object.fromEntries(
+    SUBJECTS.map((name) => {
+      const found = modules.find(({ entry }) => entry.name === name);
+      if (!found) throw new Error(`services.json lists no ${name} service, which --scale measures`);
+      return [name, found];
+    }),
+  ) as Record<Subject, ServiceModule>;
+}
+
+/** One table size: its schemas, a sample of what is in them, its running services, and each endpoint's file of paths. */
+interface Sized {
+  rows: number;
+  schemas: Record<Subject, string>;
+  sample: Sample;
+  servers: Record<Subject, Server>;
+  files: Record<string, string>;
+}
+
+/** Starts the subjects on `schemas`, writes each endpoint's paths to a file in `directory`, and runs each once (a warm-up). */
+async function startSized(rows: number, schemas: Record<Subject, string>, modules: Record<Subject, ServiceModule>, directory: string): Promise<Sized> {
+  const sample = await sampleOf(schemas);
+  const servers = {} as Record<Subject, Server>;
+  for (const name of SUBJECTS) {
+    const { workspace } = modules[name].entry;
+    servers[name] = await startNode(workspace, `${workspace}/dist/main.js`, { DATABASE_URL: schemaUrl(schemas[name]) }, await freePort());
+  }
+  const files: Record<string, string> = {};
+  for (const endpoint of ENDPOINTS) {
+    files[endpoint.key] = path.join(directory, `${rows}-${endpoint.key}.txt`);
+    await writeFile(files[endpoint.key]!, `${endpoint.paths(sample).join('\n')}\n`);
+    await wrk(servers[endpoint.service].url, { seconds: 1, connections: CONNECTIONS, script: LUA, scriptArgs: [files[endpoint.key]!] });
+  }
+  return { rows, schemas, sample, servers, files };
+}
+
+type Measured = LoadResult & { runs: LoadResult[] };
+
+/** RUNS runs of `endpoint` at every size, alternating between sizes; the medians per size. */
+async function measure(endpoint: Endpoint, sized: Sized[]): Promise<Map<number, Measured>> {
+  // The database's buffer pool (128 MiB by default, shared) is smaller than a table of 1M rows
+  // and its indexes, and the endpoints measured before this one have filled it with their own
+  // pages: without this, the first run at 1M rows reads this endpoint's pages from disk, which
+  // 10k rows (a few MB) never do, and that says how big the pool is, not how the query scales.
+  for (const { servers, sample } of sized) await readEveryTarget(servers[endpoint.service].url, endpoint.paths(sample));
+  const runs = new Map<number, LoadResult[]>(sized.map(({ rows }) => [rows, []]));
+  for (let run = 0; run < RUNS; run++) {
+    for (const { rows, servers, files } of sized) {
+      runs.get(rows)!.push(await wrk(servers[endpoint.service].url, { seconds: SECONDS, connections: CONNECTIONS, script: LUA, scriptArgs: [files[endpoint.key]!] }));
+    }
+  }
+  const measured = new Map<number, Measured>();
+  for (const [rows, results] of runs) {
+    const result = {
+      requestsPerSecond: median(results.map((r) => r.requestsPerSecond)),
+      p50Ms: median(results.map((r) => r.p50Ms)),
+      p99Ms: median(results.map((r) => r.p99Ms)),
+      requests: results.reduce((sum, r) => sum + r.requests, 0),
+      non2xx: results.reduce((sum, r) => sum + r.non2xx, 0),
+      socketErrors: results.reduce((sum, r) => sum + r.socketErrors, 0),
+      runs: results,
+    };
+    measured.set(rows, result);
+    console.log(`  ${endpoint.label.padEnd(30)} ${String(rows).padStart(8)} rows ${String(result.requestsPerSecond).padStart(6)} req/s  p50 ${result.p50Ms} ms  p99 ${result.p99Ms} ms  non-2xx ${result.non2xx}`);
+  }
+  return measured;
+}
+
+/** Prints each endpoint's p99 at the smallest and largest size with their ratio, and the plans; writes bench/results/scale.json. */
+async function report(p99s: Record<string, Record<number, Measured>>, plans: Awaited<ReturnType<typeof explain>>): Promise<void> {
+  const [small, large] = [Math.min(...SIZES), Math.max(...SIZES)];
+  const ratios = Object.fromEntries(ENDPOINTS.map((e) => [e.label, Math.round((p99s[e.key]![large]!.p99Ms / p99s[e.key]![small]!.p99Ms) * 100) / 100]));
+  console.log();
+  console.table(
+    Object.fromEntries(
+      ENDPOINTS.map((e) => {
+        const [a, b] = [p99s[e.key]![small]!, p99s[e.key]![large]!];
+        return [e.label, { [`p99 ms, ${small}`]: a.p99Ms, [`p99 ms, ${large}`]: b.p99Ms, ratio: ratios[e.label], [`req/s, ${small}`]: a.requestsPerSecond, [`req/s, ${large}`]: b.requestsPerSecond, 'non-2xx': a.non2xx + b.non2xx }];
+      }),
+    ),
+  );
+  console.log(`EXPLAIN at ${large} rows:`);
+  for (const endpoint of ENDPOINTS) {
+    const { sql, plan } = plans[endpoint.key]!;
+    console.log(`\n${endpoint.label}\n  ${sql}`);
+    for (const row of plan) console.log(`  type=${row.type} key=${row.key} key_len=${row.key_len} ref=${row.ref} rows=${row.rows} Extra=${row.Extra}`);
+  }
+  const out = new URL('results/', import.meta.url);
+  await mkdir(out, { recursive: true });
+  const results = {
+    date: new Date().toISOString(),
+    command: 'npm run bench -- --scale',
+    machine: machine(),
+    settings: { sizes: SIZES, connections: CONNECTIONS, runs: RUNS, seconds: SECONDS, samples: SAMPLES, pinned: Boolean(pinning) },
+    endpoints: Object.fromEntries(ENDPOINTS.map((e) => [e.label, p99s[e.key]])),
+    ratios,
+    explain: Object.fromEntries(ENDPOINTS.map((e) => [e.label, plans[e.key]])),
+  };
+  await writeFile(new URL('scale.json', out), `${JSON.stringify(results, null, 2)}\n`);
+  console.log('\nwritten to bench/results/scale.json');
+}
+
 export async function runScale(publish: boolean): Promise<void> {
   ensureDebianTools({ wrk: 'wrk' });
-  const schemas = SIZES.map((rows) => ({ rows, products: throwawaySchema(`${rows}_products`), users: throwawaySchema(`${rows}_users`) }));
-  const all = schemas.flatMap((s) => [s.products, s.users]);
+  const modules = await subjectModules();
+  const sizes = SIZES.map((rows) => ({ rows, schemas: Object.fromEntries(SUBJECTS.map((name) => [name, throwawaySchema(`${rows}_${name}`)])) as Record<Subject, string> }));
+  const all = sizes.flatMap(({ schemas }) => Object.values(schemas));
   cleanUpOnSignals(all);
   const directory = await mkdtemp(path.join(os.tmpdir(), 'bench-scale-'));
-  const p99s: Record<string, Record<number, LoadResult & { runs: LoadResult[] }>> = {};
-  let plans: Awaited<ReturnType<typeof explain>> = {};
   try {
-    for (const { rows, products, users } of schemas) {
-      for (const [table, service, schema] of [['products', productsService, products], ['users', usersService, users]] as const) {
-        const ms = await seed({ databaseUrl: schemaUrl(schema), service, rows });
-        console.log(`seeded ${rows} ${table} in ${(ms / 1000).toFixed(1)} s`);
+    for (const { rows, schemas } of sizes) {
+      for (const name of SUBJECTS) {
+        const ms = await seed({ databaseUrl: schemaUrl(schemas[name]), service: modules[name].service, rows });
+        console.log(`seeded ${rows} ${name} in ${(ms / 1000).toFixed(1)} s`);
       }
     }
     // Both sizes' services run side by side and every endpoint's runs alternate between the sizes,
     // so a burst of other work on the machine falls on both alike.
-    const sized = [];
-    for (const { rows, products, users } of schemas) {
-      const sample = await sampleOf(products, users);
-      const servers = {
-        products: await startNode('products-service', 'products-service/dist/main.js', { DATABASE_URL: schemaUrl(products) }, await freePort()),
-        users: await startNode('users-service', 'users-service/dist/main.js', { DATABASE_URL: schemaUrl(users) }, await freePort()),
-      };
-      const files: Record<string, string> = {};
-      for (const endpoint of ENDPOINTS) {
-        files[endpoint.key] = path.join(directory, `${rows}-${endpoint.key}.txt`);
-        await writeFile(files[endpoint.key]!, `${endpoint.paths(sample).join('\n')}\n`);
-        await wrk(servers[endpoint.service].url, { seconds: 1, connections: CONNECTIONS, script: LUA, scriptArgs: [files[endpoint.key]!] });
-      }
-      sized.push({ rows, products, users, sample, servers, files });
-    }
+    const sized: Sized[] = [];
+    for (const { rows, schemas } of sizes) sized.push(await startSized(rows, schemas, modules, directory));
     console.log(
       `wrk -t1 -c${CONNECTIONS}, median of ${RUNS} × ${SECONDS} s per size, runs alternating between sizes; each request one of ${SAMPLES} targets at random, every target read once at both sizes just before an endpoint's runs`,
     );
-    for (const endpoint of ENDPOINTS) {
-      // The database's buffer pool (128 MiB by default, shared) is smaller than a table of 1M rows
-      // and its indexes, and the endpoints measured before this one have filled it with their own
-      // pages: without this, the first run at 1M rows reads this endpoint's pages from disk, which
-      // 10k rows (a few MB) never do, and that says how big the pool is, not how the query scales.
-      for (const { servers, sample } of sized) await readEveryTarget(servers[endpoint.service].url, endpoint.paths(sample));
-      const runs = new Map<number, LoadResult[]>(sized.map(({ rows }) => [rows, []]));
-      for (let run = 0; run < RUNS; run++) {
-        for (const { rows, servers, files } of sized) {
-          runs.get(rows)!.push(await wrk(servers[endpoint.service].url, { seconds: SECONDS, connections: CONNECTIONS, script: LUA, scriptArgs: [files[endpoint.key]!] }));
-        }
-      }
-      for (const [rows, results] of runs) {
-        const result = {
-          requestsPerSecond: median(results.map((r) => r.requestsPerSecond)),
-          p50Ms: median(results.map((r) => r.p50Ms)),
-          p99Ms: median(results.map((r) => r.p99Ms)),
-          requests: results.reduce((sum, r) => sum + r.requests, 0),
-          non2xx: results.reduce((sum, r) => sum + r.non2xx, 0),
-          socketErrors: results.reduce((sum, r) => sum + r.socketErrors, 0),
-          runs: results,
-        };
-        (p99s[endpoint.key] ??= {})[rows] = result;
-        console.log(`  ${endpoint.label.padEnd(30)} ${String(rows).padStart(8)} rows ${String(result.requestsPerSecond).padStart(6)} req/s  p50 ${result.p50Ms} ms  p99 ${result.p99Ms} ms  non-2xx ${result.non2xx}`);
-      }
-    }
+    const p99s: Record<string, Record<number, Measured>> = {};
+    for (const endpoint of ENDPOINTS) p99s[endpoint.key] = Object.fromEntries(await measure(endpoint, sized));
     await stopAll();
     const largest = sized.find(({ rows }) => rows === Math.max(...SIZES))!;
-    plans = await explain(largest, await statementsOf(largest.sample));
-
-    const [small, large] = [Math.min(...SIZES), Math.max(...SIZES)];
-    const ratios = Object.fromEntries(ENDPOINTS.map((e) => [e.label, Math.round((p99s[e.key]![large]!.p99Ms / p99s[e.key]![small]!.p99Ms) * 100) / 100]));
-    console.log();
-    console.table(
-      Object.fromEntries(
-        ENDPOINTS.map((e) => {
-          const [a, b] = [p99s[e.key]![small]!, p99s[e.key]![large]!];
-          return [e.label, { [`p99 ms, ${small}`]: a.p99Ms, [`p99 ms, ${large}`]: b.p99Ms, ratio: ratios[e.label], [`req/s, ${small}`]: a.requestsPerSecond, [`req/s, ${large}`]: b.requestsPerSecond, 'non-2xx': a.non2xx + b.non2xx }];
-        }),
-      ),
-    );
-    console.log(`EXPLAIN at ${large} rows:`);
-    for (const endpoint of ENDPOINTS) {
-      const { sql, plan } = plans[endpoint.key]!;
-      console.log(`\n${endpoint.label}\n  ${sql}`);
-      for (const row of plan) console.log(`  type=${row.type} key=${row.key} key_len=${row.key_len} ref=${row.ref} rows=${row.rows} Extra=${row.Extra}`);
-    }
-    const out = new URL('results/', import.meta.url);
-    await mkdir(out, { recursive: true });
-    const results = {
-      date: new Date().toISOString(),
-      command: 'npm run bench -- --scale',
-      machine: machine(),
-      settings: { sizes: SIZES, connections: CONNECTIONS, runs: RUNS, seconds: SECONDS, samples: SAMPLES, pinned: Boolean(pinning) },
-      endpoints: Object.fromEntries(ENDPOINTS.map((e) => [e.label, p99s[e.key]])),
-      ratios,
-      explain: Object.fromEntries(ENDPOINTS.map((e) => [e.label, plans[e.key]])),
-    };
-    await writeFile(new URL('scale.json', out), `${JSON.stringify(results, null, 2)}\n`);
-    console.log('\nwritten to bench/results/scale.json');
+    await report(p99s, await explain(largest.schemas, await statementsOf(largest.sample)));
     if (publish) console.log('(--publish has no chart to copy for --scale)');
   } finally {
     await stopAll();
