@@ -38,7 +38,9 @@ COPY --from=build /app/shared/package.json /app/shared/
 COPY --from=build /app/shared/dist /app/shared/dist
 COPY --from=build /app/$WORKSPACE/package.json /app/$WORKSPACE/
 COPY --from=build /app/$WORKSPACE/dist /app/$WORKSPACE/dist
-# Read at run time, relative to dist/, by the migrations that run on start and by dist/migrate.js.
+# Read at run time, relative to dist/, by the migrations that run on start and by dist/migrate.js:
+# the resource engine's, then the service's own.
+COPY shared/migrations /app/shared/migrations
 COPY $WORKSPACE/migrations /app/$WORKSPACE/migrations
 # The files above stay owned by root: the process can read them, not change them.
 USER node

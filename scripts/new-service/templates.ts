@@ -3,21 +3,16 @@
  * users-service and products-service are, so the three read alike. `name` is the plural the path
  * uses (`orders`); the sample resource is one of them (`order`).
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 
-/** Every migration of products-service after its own table's: the idempotency keys' (the resource engine needs them). */
-const ENGINE_MIGRATIONS_FROM = new URL('../../products-service/migrations/', import.meta.url);
-const engineMigrations = () =>
-  Object.fromEntries(
-    readdirSync(ENGINE_MIGRATIONS_FROM)
-      .filter((file) => file.endsWith('.sql') && !file.startsWith('0001_'))
-      .map((file) => [`migrations/${file}`, readFileSync(new URL(file, ENGINE_MIGRATIONS_FROM), 'utf8')]),
-  );
 /** The start script a service runs with (its Node options, the telemetry preload): users-service's. */
 const START_SCRIPT = (JSON.parse(readFileSync(new URL('../../users-service/package.json', import.meta.url), 'utf8')) as { scripts: { start: string } }).scripts.start;
 
-/** The deployment files a new service starts from: users-service's, with its name replaced. */
-const DEPLOY_FILES = ['compose.env', 'mysql.env', 'k8s/kustomization.yaml', 'k8s/service.yaml', 'k8s/network-policies.yaml', 'k8s/dev/kustomization.yaml', 'k8s/dev/database-secret.yaml'];
+/**
+ * The deployment files a new service starts from: users-service's, with its name replaced. In k8s only
+ * what sets a service apart (its name, image and dev credentials): k8s/components/service makes the rest.
+ */
+const DEPLOY_FILES = ['compose.env', 'mysql.env', 'k8s/kustomization.yaml', 'k8s/service.yaml', 'k8s/dev/kustomization.yaml', 'k8s/dev/database-secret.yaml'];
 
 function deployFiles(name: string): Record<string, string> {
   const renamed = (text: string) => text.replaceAll('USERS_DB_PASSWORD', `${name.toUpperCase()}_DB_PASSWORD`).replaceAll(/\busers\b/g, name);
@@ -171,7 +166,6 @@ CREATE TABLE ${name} (
   UNIQUE KEY uq_${name}_reference (reference)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 `,
-    ...engineMigrations(),
     'test/api-case.ts': `import type { ResourceCase } from '../../test/support/resource-case.js';
 
 /** ${Many}, for the per-resource suites (test/support/resource-case.ts). */

@@ -21,6 +21,7 @@ import { UUID_V7 } from './platform/request-target.js';
 import { serve } from './platform/server.js';
 import { configureServerSpans } from './telemetry/spans.js';
 import { MySqlIdempotencyStore } from './resource/idempotency-store.js';
+import { resourceEngineMigrations } from './resource/migrations.js';
 import { DEFAULT_IDEMPOTENCY_SCOPE_BYTES, DEFAULT_IDEMPOTENCY_TTL_SECONDS, type IdempotencyStore } from './resource/idempotency.js';
 import type { ResourceRoutes } from './resource/routes.js';
 import { apiDocument, describe, documentEndpoint, probeEndpoints, routerOf, type Endpoint, type OpenApiDocument } from './api-description/openapi.js';
@@ -143,8 +144,9 @@ export function createServiceApp(service: ServiceDefinition, { db, logger, lifec
   return withItemReads(app, resource, logger);
 }
 
+/** The resource engine's migrations, then the service's own. */
 export function migrateSchema(service: ServiceDefinition, databaseUrl: string, logger: Logger): Promise<string[]> {
-  return migrate({ databaseUrl, directory: fileURLToPath(service.migrations), logger });
+  return migrate({ databaseUrl, sources: [resourceEngineMigrations, { directory: fileURLToPath(service.migrations) }], logger });
 }
 
 /** How often a replica deletes expired idempotency keys (each replica does; the DELETE is idempotent). */

@@ -37,7 +37,7 @@ describe.each(deployables)('$name, from $dockerfile', ({ name, configSchema, mig
       ]),
     );
     const migrationCopies = copies.filter((copy) => copy.includes('migrations'));
-    expect(migrationCopies).toEqual(migrates ? [`${name}/migrations /app/${name}/migrations`] : []);
+    expect(migrationCopies).toEqual(migrates ? ['shared/migrations /app/shared/migrations', `${name}/migrations /app/${name}/migrations`] : []);
     if (migrates) expect(existsSync(repoPath(name, 'migrations'))).toBe(true);
   });
 
