@@ -12,13 +12,13 @@
  * ratios compare one core with one core. Each target: a warm-up, then BENCH_RUNS runs of
  * BENCH_SECONDS with `wrk -t1 -c64`, in rounds over all targets, each run started on a quiet core
  * (`settle`); the median run counts. Each gateway configuration runs as three processes, measured
- * alike: two identical gateway processes once differed by 12% in throughput for their whole life,
- * enough to decide a ratio between two configurations. What the protections cost is then measured
- * in pairs as well (`measurePairs`): each process of a protected configuration at once with each
- * of the same configuration unprotected, both on core 0, each with its own wrk. Prints
- * requests/s, p50/p99, non-2xx, each server's CPU time per request and memory, and the ratios the
- * project's speed claims rest on; writes bench/results/latest.json and bench/results/latest.svg
- * (`--publish`: also docs/bench.svg, the chart the README shows).
+ * alike: two identical gateway processes can differ in throughput for their whole life by enough
+ * to decide a ratio between two configurations (docs/benchmarks/2026-11-27.md). What the
+ * protections cost is then measured in pairs as well (`measurePairs`): each process of a protected
+ * configuration at once with each of the same configuration unprotected, both on core 0, each
+ * with its own wrk. Prints requests/s, p50/p99, non-2xx, each server's CPU time per request and
+ * memory, and the ratios the project's speed claims rest on; writes bench/results/latest.json and
+ * bench/results/latest.svg (`--publish`: also docs/bench.svg, the chart the README shows).
  *
  * `npm run bench -- --scale`: the read endpoints at 10k and at 1M rows instead (see scale.ts).
  * `npm run bench -- --tracing`: what tracing costs the gateway instead (see tracing.ts).
