@@ -2,6 +2,7 @@
  * A token signed with the development key (dev-keys/signing-key.jwk), as the gateway's default
  * rules accept it: `npm run token`, the image smoke and the benches sign theirs here.
  */
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { importJWK, SignJWT, type JWK } from 'jose';
 // The sources, run as they are.
@@ -16,9 +17,11 @@ export interface DevTokenClaims {
   issuer?: string;
   audience?: string;
   keyFile?: string;
+  /** Its `jti`, by which it can be revoked: a new UUID unless given. */
+  tokenId?: string;
 }
 
-export async function signDevToken({ scopes, subject, ttlSeconds, issuer = DEV_ISSUER, audience = DEV_AUDIENCE, keyFile = DEV_SIGNING_KEY_FILE }: DevTokenClaims): Promise<string> {
+export async function signDevToken({ scopes, subject, ttlSeconds, issuer = DEV_ISSUER, audience = DEV_AUDIENCE, keyFile = DEV_SIGNING_KEY_FILE, tokenId = randomUUID() }: DevTokenClaims): Promise<string> {
   const jwk = JSON.parse(readFileSync(keyFile, 'utf8')) as JWK;
   const algorithm = jwk.alg ?? 'ES256';
   return new SignJWT({ scope: scopes.join(' ') })
@@ -27,6 +30,7 @@ export async function signDevToken({ scopes, subject, ttlSeconds, issuer = DEV_I
     .setIssuer(issuer)
     .setAudience(audience)
     .setIssuedAt()
+    .setJti(tokenId)
     .setExpirationTime(`${ttlSeconds}s`)
     .sign(await importJWK(jwk, algorithm));
 }

@@ -4,18 +4,20 @@
  * is alone on stdout (`TOKEN=$(npm run -s token -- --scope users:read)`); what it grants goes to
  * stderr. The scopes are those of the services in services.json; all of them by default.
  */
+import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 // The sources, run as they are: the token needs no build.
 import { DEV_AUDIENCE, DEV_ISSUER } from '../shared/src/platform/dev-auth.ts';
-import { readServiceList } from '../shared/src/platform/services.ts';
+import { GATEWAY_ADMIN_SCOPE, readServiceList } from '../shared/src/platform/services.ts';
 import { DEV_SIGNING_KEY_FILE, signDevToken } from './dev-token.ts';
 
 const SCOPES = readServiceList().flatMap(({ scopes }) => [scopes.read, scopes.write]);
-const USAGE = `usage: npm run token -- [--scope ${SCOPES.join(',')}] [--sub dev-user] [--ttl 3600]
-  --scope  comma-separated scopes to grant (default: all of the above)
+const KNOWN_SCOPES = [...SCOPES, GATEWAY_ADMIN_SCOPE];
+const USAGE = `usage: npm run token -- [--scope ${KNOWN_SCOPES.join(',')}] [--sub dev-user] [--ttl 3600]
+  --scope  comma-separated scopes to grant (default: all but ${GATEWAY_ADMIN_SCOPE})
   --sub    the token's subject (default: dev-user)
   --ttl    seconds until it expires (default: 3600)
-Prints the token alone on stdout, what it grants on stderr.`;
+Prints the token alone on stdout, what it grants and its id (jti, for npm run revoke) on stderr.`;
 
 const { values } = parseArgs({
   options: {
@@ -34,12 +36,13 @@ if (values.help) {
   process.exit(0);
 }
 const scopes = values.scope.split(',').map((scope) => scope.trim()).filter((scope) => scope !== '');
-const unknown = scopes.filter((scope) => !SCOPES.includes(scope));
+const unknown = scopes.filter((scope) => !KNOWN_SCOPES.includes(scope));
 const ttl = Number(values.ttl);
 if (unknown.length > 0 || !Number.isInteger(ttl) || ttl < 1) {
   console.error(`${USAGE}${unknown.length > 0 ? `\nunknown scopes: ${unknown.join(', ')}` : ''}`);
   process.exit(2);
 }
-const token = await signDevToken({ scopes, subject: values.sub, ttlSeconds: ttl, issuer: values.issuer, audience: values.audience, keyFile: values.key });
-console.error(`subject ${values.sub}, scopes ${scopes.join(' ') || '(none)'}, expires in ${ttl} s`);
+const tokenId = randomUUID();
+const token = await signDevToken({ scopes, subject: values.sub, ttlSeconds: ttl, issuer: values.issuer, audience: values.audience, keyFile: values.key, tokenId });
+console.error(`subject ${values.sub}, scopes ${scopes.join(' ') || '(none)'}, expires in ${ttl} s, id ${tokenId}`);
 console.log(token);

@@ -109,6 +109,8 @@ export const configSchema = z.object({
   AUTH_AUDIENCE: z.preprocess(unsetIfEmpty, z.string().default(DEV_AUDIENCE)),
   AUTH_ALGORITHMS: list('ES256,RS256,EdDSA', z.enum(ASYMMETRIC_ALGORITHMS), `must be a comma-separated list of ${ASYMMETRIC_ALGORITHMS.join(', ')}`),
   AUTH_CLOCK_TOLERANCE_SECONDS: seconds(30, 0),
+  /** The longest life (`exp` − `iat`) a token may have; a revocation is kept this long in Redis and in memory. */
+  AUTH_MAX_TOKEN_LIFETIME_SECONDS: seconds(86_400, 60),
   /** Services whose reads need no token (a public catalogue): only those services.json allows it for. */
   AUTH_PUBLIC_READS: list('', z.string(), 'must be a comma-separated list of service names'),
   RATE_LIMIT_ENABLED: flag(true),

@@ -1,4 +1,5 @@
 import type { RequestListener } from 'node:http';
+import { routerOf, type Endpoint } from '@app/shared/api-description/openapi';
 import { ConfigError } from '@app/shared/platform/config';
 import { baseApp } from '@app/shared/platform/http/app';
 import { problemHandler } from '@app/shared/platform/http/failures';
@@ -8,6 +9,8 @@ import { exposeObservation, requestContext } from '@app/shared/platform/http/obs
 import { allowOnly, notFound as expressNotFound } from '@app/shared/platform/http/routing';
 import { createLogger, type Logger } from '@app/shared/platform/logger';
 import { configureServerSpans } from '@app/shared/telemetry/spans';
+import { revocationEndpoint } from './auth/revocation-endpoint.js';
+import { recordRevocation, RevocationFeed, RevocationList } from './auth/revocations.js';
 import { TokenVerifier } from './auth/tokens.js';
 import { Fills } from './cache/fills.js';
 import { createMemoryTier, type MemoryTier } from './cache/memory-tier.js';
@@ -50,6 +53,8 @@ export interface GatewayParts {
   limits?: RateLimits | null;
   /** The cache's clock (ms), for tests of expiry. */
   now?: () => number;
+  /** How often the revocations are read from Redis (ms): 250 unless given. */
+  revocationPollMs?: number;
 }
 
 export interface Gateway {
@@ -61,6 +66,8 @@ export interface Gateway {
   cache: ResponseCache | undefined;
   /** What it says about itself when it starts listening. */
   details: Record<string, unknown>;
+  /** Resolves once the revocations Redis holds have been read (or could not be): listen after it. */
+  ready: Promise<void>;
   /** Closes its connections to the services, stops its timers and listeners, and closes the clients it made (not those it was given). */
   release(): Promise<void>;
 }
@@ -96,8 +103,9 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
   const hops = serviceHops(config, upstreams, { writer, metrics, cache: redis.cache, resolveReplicas: parts.resolveReplicas });
   if (redis.cache) metrics.observeCache(redis.cache);
   const cors = config.CORS_ORIGINS.length > 0 ? corsStages(config.CORS_ORIGINS, writer) : undefined;
-  const auth = authStages({ tokens, writer, traceSubject: config.TRACE_RECORD_SUBJECT });
-  const app = ownEndpointsApp(upstreams, config, lifecycle);
+  const revocations = tokens && redis.client && { client: redis.client, feed: revocationFeed(config, redis.client, logger, parts.revocationPollMs) };
+  const auth = authStages({ tokens, revocations: revocations?.feed.list, writer, traceSubject: config.TRACE_RECORD_SUBJECT });
+  const app = ownEndpointsApp(upstreams, config, lifecycle, revocations && adminEndpoints(config, revocations.client, revocations.feed));
   // The order a request meets them in: docs/architecture.md draws it.
   const stages: (Stage | undefined)[] = [
     cors?.headers,
@@ -121,7 +129,9 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
     lifecycle,
     cache: redis.cache,
     details: describe(config, upstreams, redis, tokens),
+    ready: revocations ? revocations.feed.start() : Promise.resolve(),
     release: async () => {
+      revocations?.feed.stop();
       for (const hop of hops.values()) hop.close();
       redis.cache?.close();
       await redis.release();
@@ -132,7 +142,8 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
 /** The Redis-backed parts: the cache with its memory tier, and the rate limits; and how to close what was made here. */
 function redisParts(config: GatewayConfig, logger: Logger, parts: GatewayParts) {
   const clientOptions = { commandTimeoutMs: 2 * config.REDIS_COMMAND_TIMEOUT_MS, keyPrefix: config.REDIS_KEY_PREFIX };
-  const needsRedis = config.CACHE_ENABLED || (config.RATE_LIMIT_ENABLED && parts.limits === undefined);
+  // Revocations are read from Redis whenever tokens are checked.
+  const needsRedis = config.CACHE_ENABLED || config.AUTH_ENABLED || (config.RATE_LIMIT_ENABLED && parts.limits === undefined);
   const target = redisTarget(config);
   // One client for the cache and the rate limits' counters. Its own timeout is a hard stop for every
   // command; the cache judges lateness itself, after the event loop has caught up (RedisHealth), so
@@ -167,7 +178,22 @@ function redisParts(config: GatewayConfig, logger: Logger, parts: GatewayParts) 
     made?.disconnect();
     await madeMemory?.close();
   };
-  return { cache, memory, limits, release };
+  return { client: redis, cache, memory, limits, release };
+}
+
+/** The administration endpoints: revocations, recorded in Redis and known here at once. */
+function adminEndpoints(config: GatewayConfig, redis: CacheClient, feed: RevocationFeed): Endpoint[] {
+  const keepForMs = config.AUTH_MAX_TOKEN_LIFETIME_SECONDS * 1000;
+  return [revocationEndpoint(async (revocation) => {
+    await recordRevocation(redis, revocation, keepForMs);
+    await feed.caughtUp();
+  })];
+}
+
+/** The revoked tokens, in memory, kept in step with Redis. */
+function revocationFeed(config: GatewayConfig, redis: CacheClient, logger: Logger, pollMs = 250): RevocationFeed {
+  const list = new RevocationList(config.AUTH_MAX_TOKEN_LIFETIME_SECONDS * 1000);
+  return new RevocationFeed(redis, list, { pollMs, logger });
 }
 
 function tokenVerifier(config: GatewayConfig): TokenVerifier {
@@ -178,6 +204,7 @@ function tokenVerifier(config: GatewayConfig): TokenVerifier {
     audience: config.AUTH_AUDIENCE,
     algorithms: config.AUTH_ALGORITHMS,
     clockToleranceSeconds: config.AUTH_CLOCK_TOLERANCE_SECONDS,
+    maxLifetimeSeconds: config.AUTH_MAX_TOKEN_LIFETIME_SECONDS,
   });
 }
 
@@ -206,10 +233,11 @@ function serviceHops(
 }
 
 /** Express, for the gateway's own endpoints only: API traffic never goes through its router. */
-function ownEndpointsApp(upstreams: readonly ServedUpstream[], config: GatewayConfig, lifecycle: Lifecycle): RequestListener {
+function ownEndpointsApp(upstreams: readonly ServedUpstream[], config: GatewayConfig, lifecycle: Lifecycle, admin: Endpoint[] = []): RequestListener {
   const app = baseApp();
   app.use(exposeObservation);
   app.use(openApiRoutes({ upstreams, deadlines: deadlinesOf(config) }));
+  app.use(routerOf(admin));
   // Ready while not shutting down: an upstream's health is its own readiness probe's business.
   app.use(healthRoutes(lifecycle));
   app.use(expressNotFound);

@@ -14,6 +14,8 @@ try {
 }
 const { logger } = gateway;
 process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled rejection'));
+// A token revoked before this replica started is refused by its first request.
+await gateway.ready;
 await serve({
   name: 'gateway',
   handler: gateway.handler,

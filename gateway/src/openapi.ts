@@ -4,6 +4,7 @@ import { etagMatches } from '@app/shared/resource/rules';
 import type { RequestHandler, Router } from 'express';
 import { z } from 'zod';
 import { negotiateCoding } from './cache/compression.js';
+import { revocationEndpoint } from './auth/revocation-endpoint.js';
 import { ASSETS, DOCS_FILES, sendDocsFile, sendDocsPage } from './docs-page.js';
 import { KeptDescription } from './kept-description.js';
 import { kindOf } from './method-kind.js';
@@ -152,7 +153,7 @@ ${problemTypesTable()}`;
 /** The document clients use: the gateway's own endpoints, and each upstream's paths as the gateway answers them. */
 export function gatewayDocument(parts: readonly { upstream: Upstream; document: OpenApiDocument }[], deadlines: Deadlines): OpenApiDocument {
   const upstreams = parts.map(({ upstream }) => upstream);
-  const own = [...probeEndpoints, ...gatewayEndpoints(upstreams[0]?.name ?? '')];
+  const own = [...probeEndpoints, ...gatewayEndpoints(upstreams[0]?.name ?? ''), revocationEndpoint()];
   const schemas: Record<string, oas31.SchemaObject | oas31.ReferenceObject> = {};
   for (const [name, schema] of parts.flatMap(({ document }) => Object.entries(document.components?.schemas ?? {}))) {
     if (name in schemas && JSON.stringify(schemas[name]) !== JSON.stringify(schema)) throw new Error(`Two different definitions of components.schemas.${name}`);

@@ -1,4 +1,5 @@
 import type { RequestTarget } from '@app/shared/platform/request-target';
+import { GATEWAY_ADMIN_SCOPE } from '@app/shared/platform/services';
 import { readScopeOf, writeScopeOf, type ReadScope, type WriteScope } from './cache/scope.js';
 import type { ServedUpstream } from './config.js';
 import { kindOf } from './method-kind.js';
@@ -84,3 +85,11 @@ export class Routing {
 /** Whether an upstream's API description's `path` is its own: its prefix and everything below it (not `/api/usersx`). */
 export const servesPath = ({ prefix }: Pick<Upstream, 'prefix'>, path: string) =>
   path.startsWith(prefix) && (path.length === prefix.length || path.charCodeAt(prefix.length) === 0x2f); // '/'; no string made per request
+
+/** The gateway's administration endpoints, outside /api: authenticated like the API, with their own scope. */
+export const ADMIN_PATH = '/admin';
+export const ADMIN_SCOPE = GATEWAY_ADMIN_SCOPE;
+
+/** The scope a request to one of the gateway's own endpoints needs: ADMIN_SCOPE under ADMIN_PATH (but OPTIONS), none elsewhere. */
+export const ownEndpointScope = (path: string, method: string): string | undefined =>
+  kindOf(method) !== 'options' && (path === ADMIN_PATH || path.startsWith(`${ADMIN_PATH}/`)) ? ADMIN_SCOPE : undefined;

@@ -4,15 +4,18 @@ import type { AddressInfo } from 'node:net';
 import { exportJWK, SignJWT } from 'jose';
 import { InvalidToken, type KeySource, KeysUnavailable, TokenVerifier } from '../src/auth/tokens.js';
 
-const rules = { issuer: 'https://issuer.test', audience: 'api', algorithms: ['ES256'], clockToleranceSeconds: 30 };
+const rules = { issuer: 'https://issuer.test', audience: 'api', algorithms: ['ES256'], clockToleranceSeconds: 30, maxLifetimeSeconds: 86_400 };
+
+/** When `sign` issues its tokens, in seconds (`iat`). */
+const now = Math.floor(Date.now() / 1000);
 
 function sign(key: KeyObject, options: { kid?: string; expiresIn?: number } = {}) {
-  const now = Math.floor(Date.now() / 1000);
   return new SignJWT({ scope: 'users:read' })
     .setProtectedHeader({ alg: 'ES256', ...(options.kid ? { kid: options.kid } : {}) })
     .setSubject('alice')
     .setIssuer(rules.issuer)
     .setAudience(rules.audience)
+    .setIssuedAt(now)
     .setExpirationTime(now + (options.expiresIn ?? 3600))
     .sign(key);
 }
@@ -24,8 +27,9 @@ describe('TokenVerifier', () => {
     const verifier = new TokenVerifier({ publicKey }, rules);
     const header = `Bearer ${await sign(privateKey)}`;
     expect(verifier.remembered(header)).toBeUndefined();
-    expect(await verifier.verify(header)).toEqual({ subject: 'alice', forwardedSubject: 'alice', caller: 'sub:alice', scopes: new Set(['users:read']) });
-    expect(verifier.remembered(header)).toEqual({ subject: 'alice', forwardedSubject: 'alice', caller: 'sub:alice', scopes: new Set(['users:read']) });
+    const alice = { subject: 'alice', forwardedSubject: 'alice', caller: 'sub:alice', scopes: new Set(['users:read']), tokenId: undefined, issuedAt: now * 1000 };
+    expect(await verifier.verify(header)).toStrictEqual(alice);
+    expect(verifier.remembered(header)).toStrictEqual(alice);
     // Expired 10 s ago: still inside the clock tolerance, so accepted, but not remembered.
     const almostExpired = `Bearer ${await sign(privateKey, { expiresIn: -10 })}`;
     await verifier.verify(almostExpired);
@@ -86,23 +90,33 @@ describe('TokenVerifier', () => {
       .setSubject('alice')
       .setIssuer(rules.issuer)
       .setAudience(rules.audience)
+      .setIssuedAt()
       .setExpirationTime('1h')
       .sign(privateKey);
     expect((await verifier.verify(`Bearer ${token}`))?.scopes).toEqual(new Set(['users:read', 'users:write']));
-    const unscoped = await new SignJWT({}).setProtectedHeader({ alg: 'ES256' }).setSubject('bob').setIssuer(rules.issuer).setAudience(rules.audience).setExpirationTime('1h').sign(privateKey);
+    const unscoped = await new SignJWT({}).setProtectedHeader({ alg: 'ES256' }).setSubject('bob').setIssuer(rules.issuer).setAudience(rules.audience).setIssuedAt().setExpirationTime('1h').sign(privateKey);
     expect((await verifier.verify(`Bearer ${unscoped}`))?.scopes).toEqual(new Set());
+  });
+
+  it("carries the token's id (jti) and issue time, for revocations", async () => {
+    const verifier = new TokenVerifier({ publicKey }, rules);
+    const token = await new SignJWT({}).setProtectedHeader({ alg: 'ES256' }).setSubject('bob').setIssuer(rules.issuer).setAudience(rules.audience).setJti('t-1').setIssuedAt(now - 60).setExpirationTime(now + 600).sign(privateKey);
+    expect(await verifier.verify(`Bearer ${token}`)).toMatchObject({ tokenId: 't-1', issuedAt: (now - 60) * 1000 });
   });
 
   it('says why it refuses a token, in words the client can act on', async () => {
     const other = generateKeyPairSync('ec', { namedCurve: 'P-256' });
     const p384 = generateKeyPairSync('ec', { namedCurve: 'P-384' });
     const claims = (payload: Record<string, unknown> = {}) =>
-      new SignJWT({ sub: 'alice', iss: rules.issuer, aud: rules.audience, exp: Math.floor(Date.now() / 1000) + 600, ...payload }).setProtectedHeader({ alg: 'ES256' });
+      new SignJWT({ sub: 'alice', iss: rules.issuer, aud: rules.audience, iat: now, exp: now + 600, ...payload }).setProtectedHeader({ alg: 'ES256' });
     const cases: [string, string, KeySource?][] = [
       [await sign(privateKey, { expiresIn: -120 }), 'The access token has expired'],
       [await claims({ nbf: Math.floor(Date.now() / 1000) + 600 }).sign(privateKey), 'The access token is not valid yet'],
       [await claims({ aud: 'elsewhere' }).sign(privateKey), "The access token's aud claim is not accepted here"],
-      [await claims({ exp: undefined }).sign(privateKey), "The access token's exp claim is not accepted here"],
+      [await claims({ exp: undefined }).sign(privateKey), 'The access token has no exp claim'],
+      [await claims({ iat: undefined }).sign(privateKey), 'The access token has no iat claim'],
+      [await claims({ iat: 'then' }).sign(privateKey), "The access token's iat claim is not accepted here"],
+      [await claims({ exp: now + 86_401 }).sign(privateKey), 'The access token lives longer than this gateway accepts'],
       [await claims({ sub: '' }).sign(privateKey), "The access token's sub claim is not accepted here"],
       [await claims({ sub: 'a\uD800' }).sign(privateKey), "The access token's sub claim is not accepted here"],
       [await new SignJWT({ sub: 'alice' }).setProtectedHeader({ alg: 'ES384' }).sign(p384.privateKey), "The access token's signature algorithm is not accepted"],
@@ -161,8 +175,7 @@ describe('a token whose header names another allowed algorithm than the key is f
   const cases = Object.entries(keys).flatMap(([keyAlg, key]) => algorithms.filter((alg) => alg !== keyAlg && !(keyAlg === 'EdDSA' && alg === 'Ed25519') && !(keyAlg === 'RS256' && alg === 'PS256')).map((alg) => [alg, keyAlg, key] as const));
 
   it.each(cases)('%s against a %s key (alone, and in a key set) is an invalid token, never "keys unavailable"', async (alg, keyAlg, key) => {
-    const now = Math.floor(Date.now() / 1000);
-    const signed = await new SignJWT({}).setProtectedHeader({ alg: keyAlg }).setSubject('mallory').setIssuer(rules.issuer).setAudience(rules.audience).setExpirationTime(now + 600).sign(key.privateKey);
+    const signed = await new SignJWT({}).setProtectedHeader({ alg: keyAlg }).setSubject('mallory').setIssuer(rules.issuer).setAudience(rules.audience).setIssuedAt(now).setExpirationTime(now + 600).sign(key.privateKey);
     const [, claims, signature] = signed.split('.');
     const forged = `Bearer ${base64url({ alg, typ: 'JWT' })}.${claims}.${signature}`;
     for (const source of [{ publicKey: key.publicKey }, { publicKey: { keys: [key.publicKey.export({ format: 'jwk' })] } }]) {

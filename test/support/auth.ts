@@ -1,5 +1,5 @@
 import { readServiceList } from '@app/shared/platform/services';
-import { generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import { SignJWT } from 'jose';
 import { TokenVerifier, type TokenRules } from '../../gateway/src/auth/tokens.js';
 
@@ -8,7 +8,7 @@ import { TokenVerifier, type TokenRules } from '../../gateway/src/auth/tokens.js
  * gateway trusts this key; `client()` sends a token with every scope unless told otherwise.
  */
 export const ALL_SCOPES = readServiceList().flatMap(({ scopes }) => [scopes.read, scopes.write]);
-export const TEST_RULES: TokenRules = { issuer: 'https://issuer.test', audience: 'rest-microservices-test', algorithms: ['ES256'], clockToleranceSeconds: 30 };
+export const TEST_RULES: TokenRules = { issuer: 'https://issuer.test', audience: 'rest-microservices-test', algorithms: ['ES256'], clockToleranceSeconds: 30, maxLifetimeSeconds: 86_400 };
 
 const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
 export const testPublicKeyPem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
@@ -26,6 +26,8 @@ export interface TokenOptions {
   /** Another key (a KeyObject or secret bytes) and its algorithm. */
   key?: Parameters<SignJWT['sign']>[0];
   algorithm?: string;
+  /** Its `jti` (a new UUID unless given). */
+  tokenId?: string;
 }
 
 /** A token signed with the test key (or `key`): by default every scope, subject `test-client`, one hour. */
@@ -37,6 +39,7 @@ export function testToken(options: TokenOptions = {}): Promise<string> {
     .setIssuer(options.issuer ?? TEST_RULES.issuer)
     .setAudience(options.audience ?? TEST_RULES.audience)
     .setIssuedAt(now)
+    .setJti(options.tokenId ?? randomUUID())
     .setExpirationTime(now + (options.expiresIn ?? 3600));
   if (options.notBefore !== undefined) jwt.setNotBefore(now + options.notBefore);
   return jwt.sign(options.key ?? privateKey);

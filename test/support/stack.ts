@@ -129,6 +129,8 @@ export interface GatewayGuardOptions {
   rateLimits?: false | (Partial<RateLimitSettings> & { redisUrl?: RedisTarget });
   corsOrigins?: string[];
   trustedProxyHops?: number;
+  /** How often it reads the revocations from Redis (ms; the gateway's default unless given). */
+  revocationPollMs?: number;
 }
 
 export async function startGateway(options: {
@@ -156,6 +158,9 @@ export async function startGateway(options: {
     AUTH_PUBLIC_READS: (guardOptions.publicReads ?? []).join(','),
     AUTH_ENABLED: String(guardOptions.auth !== false),
     CACHE_ENABLED: String(options.cache !== undefined),
+    // The revocations are read from the test Redis, under this run's prefix, with the cache off too.
+    REDIS_URL: process.env.TEST_REDIS_URL,
+    REDIS_KEY_PREFIX: process.env.TEST_REDIS_KEY_PREFIX,
     CORS_ORIGINS: (guardOptions.corsOrigins ?? []).join(','),
     TRUSTED_PROXY_HOPS: guardOptions.trustedProxyHops,
     UPSTREAM_TIMEOUT_MS: options.upstreamTimeoutMs,
@@ -176,7 +181,9 @@ export async function startGateway(options: {
     memory: memory ?? null,
     limits: limits ?? null,
     now: options.cache?.now,
+    revocationPollMs: guardOptions.revocationPollMs,
   });
+  await gateway.ready;
   const running = await listen(gateway.handler, 0, '127.0.0.1');
   const metricsServer = await listen(gateway.metricsHandler, 0, '127.0.0.1');
   return {

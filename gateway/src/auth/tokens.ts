@@ -3,9 +3,10 @@ import { createLocalJWKSet, createRemoteJWKSet, errors, jwtVerify, type JWTVerif
 import { LRUCache } from 'lru-cache';
 import type { VerificationKey } from '../config.js';
 import { encodeSubject } from '@app/shared/platform/subject';
+import type { RevocableToken } from './revocations.js';
 
 /** Who a verified token speaks for, and what it may do. */
-export interface Principal {
+export interface Principal extends RevocableToken {
   subject: string;
   /** `subject` as X-Auth-Subject carries it to the services: percent-encoded, so that any subject is a legal header value. */
   forwardedSubject: string;
@@ -36,6 +37,11 @@ export interface TokenRules {
   /** Public-key algorithms only (the config allows nothing else). */
   algorithms: string[];
   clockToleranceSeconds: number;
+  /**
+   * The longest a token may live (`exp` − `iat`): a revocation is kept this long, so a token that
+   * lived longer could outlive the revocation that names it.
+   */
+  maxLifetimeSeconds: number;
 }
 
 /** A key given in the config, or a JWKS URL (`refetchCooldownMs`: at most one fetch per this long, 30 s by default). */
@@ -67,7 +73,8 @@ function keysFrom(source: KeySource): KeyObject | JWTVerifyGetKey {
 function reason(error: unknown): string {
   if (error instanceof errors.JWTExpired) return 'The access token has expired';
   if (error instanceof errors.JWTClaimValidationFailed) {
-    return error.claim === 'nbf' ? 'The access token is not valid yet' : `The access token's ${error.claim} claim is not accepted here`;
+    if (error.claim === 'nbf') return 'The access token is not valid yet';
+    return error.reason === 'missing' ? `The access token has no ${error.claim} claim` : `The access token's ${error.claim} claim is not accepted here`;
   }
   if (error instanceof errors.JOSEAlgNotAllowed) return "The access token's signature algorithm is not accepted";
   if (error instanceof errors.JWSSignatureVerificationFailed) return "The access token's signature is not valid";
@@ -138,7 +145,7 @@ export class TokenVerifier {
         audience: this.rules.audience,
         algorithms: this.rules.algorithms,
         clockTolerance: this.rules.clockToleranceSeconds,
-        requiredClaims: ['exp', 'sub'],
+        requiredClaims: ['exp', 'iat', 'sub'],
       };
       ({ payload } =
         typeof this.#keys === 'function' ? await jwtVerify(token, this.#keys, options) : await jwtVerify(token, this.#keys, options));
@@ -150,10 +157,19 @@ export class TokenVerifier {
     }
     // A lone surrogate has no UTF-8 form: it could be neither encoded for the services nor compared as text.
     if (typeof payload.sub !== 'string' || payload.sub === '' || !payload.sub.isWellFormed()) throw new InvalidToken("The access token's sub claim is not accepted here");
-    const scope = typeof payload.scope === 'string' ? payload.scope : '';
-    const principal: Principal = { subject: payload.sub, forwardedSubject: encodeSubject(payload.sub), caller: `sub:${payload.sub}`, scopes: new Set(scope.split(' ').filter((s) => s !== '')) };
-    // `exp` is a required claim: jose refused the token without it.
+    // `exp` and `iat` are required claims: jose refused the token without them.
+    const issuedAt = (payload.iat ?? 0) * 1000;
     const expiresAt = (payload.exp ?? 0) * 1000;
+    if (expiresAt - issuedAt > this.rules.maxLifetimeSeconds * 1000) throw new InvalidToken('The access token lives longer than this gateway accepts');
+    const scope = typeof payload.scope === 'string' ? payload.scope : '';
+    const principal: Principal = {
+      subject: payload.sub,
+      forwardedSubject: encodeSubject(payload.sub),
+      caller: `sub:${payload.sub}`,
+      scopes: new Set(scope.split(' ').filter((s) => s !== '')),
+      tokenId: typeof payload.jti === 'string' && payload.jti !== '' ? payload.jti : undefined,
+      issuedAt,
+    };
     if (expiresAt > this.now()) this.#verified.set(authorization.slice(-FINGERPRINT_CHARS), { authorization, principal, expiresAt });
     return principal;
   }

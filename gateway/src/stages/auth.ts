@@ -2,9 +2,11 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { HttpProblem, problems } from '@app/shared/platform/problem';
 import { SUBJECT_HEADER } from '@app/shared/platform/subject';
 import { currentServerSpan } from '@app/shared/telemetry/spans';
+import type { RevocationList } from '../auth/revocations.js';
 import { InvalidToken, KeysUnavailable, type Principal, type TokenVerifier } from '../auth/tokens.js';
 import type { Exchange } from '../exchange.js';
 import type { Stage } from '../pipeline.js';
+import { ownEndpointScope } from '../routing.js';
 import type { ResponseWriter } from '../respond.js';
 
 /** A Bearer challenge (RFC 6750) for WWW-Authenticate: the realm, then `params`. */
@@ -12,6 +14,10 @@ const challenge = (params: string) => `Bearer realm="api", ${params}`;
 
 const unauthorized = (detail: string, wwwAuthenticate: string) => new HttpProblem('unauthorized', detail, { headers: { 'WWW-Authenticate': wwwAuthenticate } });
 const quoted = (text: string) => `"${text.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"`;
+const insufficientScope = (scope: string) =>
+  new HttpProblem('insufficient-scope', `This request needs the ${scope} scope, which the access token does not grant`, {
+    headers: { 'WWW-Authenticate': challenge(`error="insufficient_scope", scope="${scope}"`) },
+  });
 const missingToken = (scope: string) => unauthorized(`This request needs an access token with the ${scope} scope (Authorization: Bearer <token>)`, challenge(`scope="${scope}"`));
 
 /**
@@ -40,18 +46,22 @@ function tokenProblem(error: unknown): HttpProblem {
  * resource is the same for every caller, so the cache serves authorised requests like any other.
  * A remembered token is decided synchronously, with no closure or promise made for it.
  */
-export function authStages(options: { tokens: TokenVerifier | undefined; writer: ResponseWriter; traceSubject: boolean }): { identify: Stage; enforce: Stage } {
-  const { tokens, writer, traceSubject } = options;
+export function authStages(options: {
+  tokens: TokenVerifier | undefined;
+  /** The revoked tokens, checked on every request (a remembered token too). */
+  revocations?: RevocationList;
+  writer: ResponseWriter;
+  traceSubject: boolean;
+}): { identify: Stage; enforce: Stage } {
+  const { tokens, revocations, writer, traceSubject } = options;
 
   /** The verified caller, with its subject for the services; a refusal when its token lacks the scope. */
   const admit = (exchange: Exchange, principal: Principal, scope: string | undefined): void => {
     exchange.req.headers[SUBJECT_HEADER] = principal.forwardedSubject;
     exchange.caller = principal.caller;
     if (traceSubject) currentServerSpan()?.setAttribute('enduser.id', principal.subject);
-    if (scope === undefined || principal.scopes.has(scope)) return;
-    exchange.refusal = new HttpProblem('insufficient-scope', `This request needs the ${scope} scope, which the access token does not grant`, {
-      headers: { 'WWW-Authenticate': challenge(`error="insufficient_scope", scope="${scope}"`) },
-    });
+    if (revocations?.refuses(principal)) exchange.refusal = tokenProblem(new InvalidToken('The access token has been revoked'));
+    else if (scope !== undefined && !principal.scopes.has(scope)) exchange.refusal = insufficientScope(scope);
   };
   const anonymous = (exchange: Exchange, scope: string | undefined): false => {
     if (scope !== undefined) exchange.refusal = missingToken(scope);
@@ -64,8 +74,11 @@ export function authStages(options: { tokens: TokenVerifier | undefined; writer:
       const { req } = exchange;
       // Only the gateway says who the caller is.
       if (req.headers[SUBJECT_HEADER] !== undefined) req.headers = without(req.headers, SUBJECT_HEADER);
-      if (!tokens || !exchange.underApi || exchange.preflight) return false;
-      const scope = exchange.service?.requiredScope(req.method ?? 'GET');
+      if (!tokens || exchange.preflight) return false;
+      const method = req.method ?? 'GET';
+      const scope = exchange.underApi ? exchange.service?.requiredScope(method) : ownEndpointScope(exchange.path, method);
+      // The gateway's other endpoints take no token.
+      if (!exchange.underApi && scope === undefined) return false;
       const header = req.headers.authorization;
       if (header === undefined) return anonymous(exchange, scope);
       // The token stops here: the services get the verified subject instead.

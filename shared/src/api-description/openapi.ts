@@ -136,8 +136,9 @@ export function mount(router: Router, endpoints: readonly Endpoint[]): Router {
 export const routerOf = (endpoints: readonly Endpoint[]) => mount(express.Router({ strict: true, caseSensitive: true }), endpoints);
 
 /**
- * The path items of `endpoints`: each operation with X-Request-Id, HEAD as GET without bodies, and
- * OPTIONS as `allowOnly` answers it (its id from GET's: `getUser` → `optionsUser`).
+ * The path items of `endpoints`: each operation with X-Request-Id, HEAD as GET without bodies (where
+ * there is a GET), and OPTIONS as `allowOnly` answers it (its id from GET's, or else the first
+ * operation's: `getUser` → `optionsUser`, `createRevocation` → `optionsRevocation`).
  */
 export function describe(endpoints: readonly Endpoint[]): ZodOpenApiPathsObject {
   const paths: ZodOpenApiPathsObject = {};
@@ -150,11 +151,14 @@ export function describe(endpoints: readonly Endpoint[]): ZodOpenApiPathsObject 
       item[method.toLowerCase() as 'get'] = described;
     }
     const { get } = item;
-    if (!get?.operationId) throw new Error(`${path} has no GET with an operationId`);
-    const responses = Object.fromEntries(Object.entries(get.responses).map(([status, { content: _body, ...response }]) => [status, response]));
-    item.head = { ...get, operationId: get.operationId.replace(/^./, (first) => `head${first.toUpperCase()}`), summary: `${get.summary} (headers only)`, description: 'As GET, without a body.', responses };
+    const first = get ?? item[Object.keys(operations)[0]?.toLowerCase() as 'post'];
+    if (!first?.operationId) throw new Error(`${path} has no operation with an operationId`);
+    if (get) {
+      const responses = Object.fromEntries(Object.entries(get.responses).map(([status, { content: _body, ...response }]) => [status, response]));
+      item.head = { ...get, operationId: `head${first.operationId.replace(/^./, (letter: string) => letter.toUpperCase())}`, summary: `${get.summary} (headers only)`, description: 'As GET, without a body.', responses };
+    }
     item.options = tagged({
-      operationId: get.operationId.replace(/^(get|list)/, 'options'),
+      operationId: first.operationId.replace(/^(get|list|create)/, 'options'),
       summary: 'List the allowed methods',
       description: 'Any other method is answered 405 with the same `Allow` header (without `OPTIONS`).',
       responses: {

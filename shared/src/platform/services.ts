@@ -29,6 +29,9 @@ const listFile = z.object({
     .refine((services) => new Set(services.map(({ port }) => port)).size === services.length, 'ports must be unique'),
 });
 
+/** The scope of the gateway's own administration (revoking tokens), beside the services' scopes. */
+export const GATEWAY_ADMIN_SCOPE = 'gateway:admin';
+
 /** One service as everything else sees it: its entry and the names derived from it. */
 export interface ServiceEntry extends z.infer<typeof entry> {
   /** Its workspace folder, package, image, Compose service and Kubernetes name: `users-service`. */

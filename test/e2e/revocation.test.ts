@@ -1,0 +1,169 @@
+/**
+ * Revoking access tokens, as an operator and the clients see it: `POST /admin/revocations` with the
+ * `gateway:admin` scope revokes one token (its `jti`) or every token of a subject; two gateway
+ * replicas sharing a Redis then refuse it within a second on a warm cache hit, a miss and a write;
+ * a replica started afterwards refuses it from its first request; other tokens go on working.
+ * `npm run revoke` does the same from a shell.
+ */
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { promisify } from 'node:util';
+import { testToken } from '../support/auth.js';
+import { client, expectProblem, type TestResponse } from '../support/http.js';
+import { ROOT } from '../support/process.js';
+import { startGateway, startStack, type RunningGateway } from '../support/stack.js';
+
+const WITHIN_MS = 1_000;
+
+let stack: Awaited<ReturnType<typeof startStack>>;
+let replica: RunningGateway;
+let later: RunningGateway | undefined;
+let productPath: string;
+let otherProductPath: string;
+let admin: string;
+
+beforeAll(async () => {
+  stack = await startStack({ cache: {} });
+  replica = await startGateway({ upstreams: stack.urls, cache: {} });
+  admin = await testToken({ scopes: ['gateway:admin'], subject: `admin-${randomUUID()}` });
+  const api = client(stack.gateway.url);
+  const created = await Promise.all(
+    ['A', 'B'].map((n) => api.post('/api/products', { sku: `REVOKE-${n}-${Date.now()}`, name: 'Revocable', price: { amount: '1.00', currency: 'EUR' } })),
+  );
+  [productPath, otherProductPath] = created.map((response) => response.headers.get('location')!) as [string, string];
+});
+afterAll(async () => {
+  await later?.close();
+  await replica.close();
+  await stack.close();
+});
+
+const revoke = (body: unknown, token: string | null = admin) => client(stack.gateway.url, { token }).post('/admin/revocations', body);
+
+const expectRevoked = (response: TestResponse) => {
+  expectProblem(response, 401, 'unauthorized');
+  expect(response.headers.get('www-authenticate')).toContain('error="invalid_token"');
+  expect(response.body).toMatchObject({ detail: 'The access token has been revoked' });
+};
+
+/** Asks until `gateway` refuses `token` on a read of `path`; how long that took (ms), failing past WITHIN_MS. */
+async function untilRefused(gateway: RunningGateway, token: string, path: string): Promise<number> {
+  const started = performance.now();
+  for (;;) {
+    const response = await client(gateway.url, { token }).get(path);
+    if (response.status === 401) return performance.now() - started;
+    expect(response.status).toBe(200);
+    if (performance.now() - started > WITHIN_MS) throw new Error(`${gateway.url} still served ${path} after ${WITHIN_MS} ms`);
+  }
+}
+
+/** Warms both replicas' cache with `token`'s read of `productPath`: the next read there is a HIT. */
+async function warm(token: string): Promise<void> {
+  for (const gateway of [stack.gateway, replica]) {
+    const api = client(gateway.url, { token });
+    await api.get(productPath);
+    expect((await api.get(productPath)).headers.get('x-cache')).toBe('HIT');
+  }
+}
+
+describe.each([
+  ['one token, by its jti', (subject: string, tokenId: string) => ({ tokenId }), false],
+  ['every token of a subject', (subject: string) => ({ subject }), true],
+])('revoking %s', (_, revocation, otherTokensOfSubjectRefused) => {
+  const subject = `client-${randomUUID()}`;
+  const tokenId = randomUUID();
+  let revoked: string;
+  let sameSubject: string;
+  let otherSubject: string;
+
+  beforeAll(async () => {
+    revoked = await testToken({ subject, tokenId });
+    sameSubject = await testToken({ subject });
+    otherSubject = await testToken({ subject: `other-${randomUUID()}` });
+    await warm(revoked);
+  });
+
+  it('is recorded (201) and refused within a second by both replicas, on a warm hit, a miss and a write', async () => {
+    const response = await revoke(revocation(subject, tokenId));
+    expect(response.status).toBe(201);
+    expect(response.body).toMatchObject(revocation(subject, tokenId));
+    for (const gateway of [stack.gateway, replica]) {
+      expect(await untilRefused(gateway, revoked, productPath)).toBeLessThanOrEqual(WITHIN_MS);
+      const api = client(gateway.url, { token: revoked });
+      expectRevoked(await api.get(otherProductPath));
+      expectRevoked(await api.patch(productPath, { name: 'Not by a revoked token' }));
+    }
+    expect((await client(stack.gateway.url).get(productPath)).body).toMatchObject({ name: 'Revocable' });
+  });
+
+  it('is refused by a replica started after it, from its first request', async () => {
+    await later?.close();
+    later = await startGateway({ upstreams: stack.urls, cache: {} });
+    expectRevoked(await client(later.url, { token: revoked }).get(productPath));
+  });
+
+  it(`leaves other subjects' tokens working${otherTokensOfSubjectRefused ? '' : ", and the subject's other tokens"}`, async () => {
+    for (const gateway of [stack.gateway, replica]) {
+      expect((await client(gateway.url, { token: otherSubject }).get(productPath)).status).toBe(200);
+      const ofSubject = await client(gateway.url, { token: sameSubject }).get(productPath);
+      if (otherTokensOfSubjectRefused) expectRevoked(ofSubject);
+      else expect(ofSubject.status).toBe(200);
+    }
+  });
+});
+
+describe('a subject revoked until a time', () => {
+  it('keeps the tokens issued after that time', async () => {
+    const subject = `client-${randomUUID()}`;
+    const token = await testToken({ subject });
+    const response = await revoke({ subject, issuedBefore: new Date(Date.now() - 60_000).toISOString() });
+    expect(response.status).toBe(201);
+    expect((await client(replica.url, { token }).get(productPath)).status).toBe(200);
+  });
+});
+
+describe('the revocation endpoint', () => {
+  let userToken: string;
+  beforeAll(async () => {
+    userToken = await testToken();
+  });
+
+  it('needs a token (401) with the gateway:admin scope (403)', async () => {
+    expectProblem(await revoke({ tokenId: 'x' }, null), 401, 'unauthorized');
+    const refused = await revoke({ tokenId: 'x' }, userToken);
+    expectProblem(refused, 403, 'insufficient-scope');
+    expect(refused.headers.get('www-authenticate')).toContain('scope="gateway:admin"');
+  });
+
+  it.each([
+    ['an empty body', {}],
+    ['both kinds at once', { tokenId: 'x', subject: 'y' }],
+    ['an empty token id', { tokenId: '' }],
+    ['a time that is not RFC 3339', { subject: 'y', issuedBefore: 'yesterday' }],
+    ['a member it does not know', { tokenId: 'x', reason: 'leaked' }],
+  ])('refuses %s with a 400 naming the problem', async (_, body) => {
+    expectProblem(await revoke(body), 400, 'validation');
+  });
+});
+
+describe('npm run revoke', () => {
+  const revokeCommand = (args: string[]) =>
+    promisify(execFile)(process.execPath, ['scripts/revoke.ts', ...args], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH, REDIS_URL: process.env.TEST_REDIS_URL, REDIS_KEY_PREFIX: process.env.TEST_REDIS_KEY_PREFIX ?? '' },
+      timeout: 20_000,
+    });
+
+  it('revokes a token by its id for the running replicas', async () => {
+    const tokenId = randomUUID();
+    const token = await testToken({ tokenId });
+    expect((await client(replica.url, { token }).get(productPath)).status).toBe(200);
+    const { stdout } = await revokeCommand(['--jti', tokenId]);
+    expect(stdout).toContain(`revoked token ${tokenId}`);
+    expect(await untilRefused(replica, token, productPath)).toBeLessThanOrEqual(WITHIN_MS);
+  });
+
+  it('refuses arguments that name no revocation, with its usage (exit 2)', async () => {
+    await expect(revokeCommand(['--jti', 'x', '--sub', 'y'])).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('usage: npm run revoke') });
+  });
+});
