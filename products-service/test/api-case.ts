@@ -1,4 +1,5 @@
 import type { ResourceCase } from '../../test/support/resource-case.js';
+import { productFilter } from '../src/domain/products.js';
 
 /** Products, for the per-resource suites (test/support/resource-case.ts). */
 export const apiCase: ResourceCase = {
@@ -7,9 +8,9 @@ export const apiCase: ResourceCase = {
   invalid: { body: { sku: 'has space', name: 'x', price: { amount: 19.99, currency: 'eur' } }, paths: ['sku', 'price.amount', 'price.currency'] },
   required: 'name',
   patch: { body: { price: { amount: '5.5' } }, expected: { price: { amount: '5.50', currency: 'EUR' } } },
+  filters: productFilter,
   unique: {
     field: 'sku',
-    filter: (body) => `sku=${encodeURIComponent(String(body.sku))}`,
     duplicateOf: (body, n) => ({ sku: body.sku, name: `Other ${n}`, price: { amount: '1', currency: 'USD' } }),
   },
 };

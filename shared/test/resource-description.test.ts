@@ -4,6 +4,7 @@ import { apiDocument, describe as describePaths, type OpenApiDocument } from '@a
 import type { HttpProblem } from '@app/shared/platform/problem';
 import { UUID_V7 } from '@app/shared/platform/request-target';
 import { EXAMPLE_ID, resourceSchemas, validationExample } from '@app/shared/resource/description';
+import { filters } from '@app/shared/resource/filters';
 import { resourceEndpoints } from '@app/shared/resource/routes';
 import { encodeCursor } from '@app/shared/resource/rules';
 
@@ -19,7 +20,7 @@ const fields = z.strictObject({
   note: z.string().optional(),
   size: z.strictObject({ width: z.number(), unit: z.string().default('mm') }),
 });
-const definition = { name: 'widget', fields, filter: { name: z.string().optional() }, example: { name: 'Gear', stock: 3, size: { width: 2 } } };
+const definition = { name: 'widget', fields, filter: { name: filters.exact('name', z.string()) }, example: { name: 'Gear', stock: 3, size: { width: 2 } } };
 const AT = `/api/widgets/${EXAMPLE_ID}`;
 const EXAMPLE_TIME = '2026-11-21T10:00:00.000Z';
 
@@ -165,7 +166,7 @@ describe("a resource's operations", () => {
   it("gives each list filter the definition's example, and each body and response the resource's", () => {
     const document = widgetsDocument();
     const collection = document.paths!['/api/widgets']!;
-    expect(collection.get!.parameters).toContainEqual({ in: 'query', name: 'name', schema: { type: 'string' }, example: 'Gear' });
+    expect(collection.get!.parameters).toContainEqual({ in: 'query', name: 'name', schema: { type: 'string', description: 'Only items whose `name` is this.' }, example: 'Gear' });
     const widget = { id: EXAMPLE_ID, name: 'Gear', stock: 3, size: { width: 2, unit: 'mm' }, createdAt: EXAMPLE_TIME, updatedAt: EXAMPLE_TIME };
     expect(collection.get!.responses!['200']).toMatchObject({ content: { 'application/json': { schema: { $ref: '#/components/schemas/WidgetPage' }, example: { items: [widget], nextCursor: encodeCursor(EXAMPLE_ID) } } } });
     expect(collection.post!.requestBody).toEqual({

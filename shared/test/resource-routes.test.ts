@@ -6,6 +6,7 @@ import { problemHandler } from '@app/shared/platform/http/failures';
 import { requestContext } from '@app/shared/platform/http/observation';
 import { createLogger } from '@app/shared/platform/logger';
 import { idempotencyProblems, type IdempotencyStore, type IdempotentRequest, type StoredResponse } from '@app/shared/resource/idempotency';
+import { filters } from '@app/shared/resource/filters';
 import { resourceRoutes } from '@app/shared/resource/routes';
 import { encodeCursor, ResourceService, type ResourceStore, type Stored } from '@app/shared/resource/rules';
 
@@ -19,7 +20,7 @@ type Widget = z.infer<typeof fields>;
 interface WidgetFilter {
   name?: string;
 }
-const definition = { name: 'widget', fields, filter: { name: z.string().optional() }, example: { name: 'Gear', stock: 3 } };
+const definition = { name: 'widget', fields, filter: { name: filters.exact('name', z.string()) }, example: { name: 'Gear', stock: 3 } };
 const PATH = '/api/widgets';
 
 function memoryStore(): ResourceStore<Widget, WidgetFilter> & { rows: Map<string, Stored<Widget>> } {

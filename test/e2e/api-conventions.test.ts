@@ -5,6 +5,8 @@
  */
 import { capturingLogger, startStack } from '../support/stack.js';
 import { client, expectProblem, type Client } from '../support/http.js';
+import { valueAt } from '@app/shared/resource/filters';
+import { encodeCursor } from '@app/shared/resource/rules';
 import { resourceCases } from '../support/resource-case.js';
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -264,14 +266,23 @@ describe.each(cases)('$name through the gateway', (resource) => {
       expect(response.body).toHaveProperty('nextCursor');
     });
 
-    const { unique } = resource;
-    if (unique) {
-      it(`filters exactly (by ${unique.field})`, async () => {
-        const created = await create();
-        const response = await api.get(`${resource.path}?${unique.filter(created.body)}`);
-        expect(response.body).toEqual({ items: [created.body], nextCursor: null });
-      });
-    }
+    it('describes every filter the case lists, and no other', async () => {
+      const list = (await api.get('/openapi.json')).body.paths[resource.path].get;
+      const described = list.parameters.filter((parameter: { in?: string }) => parameter.in === 'query').map(({ name }: { name: string }) => name);
+      expect(described.sort()).toEqual(['cursor', 'limit', ...Object.keys(resource.filters)].sort());
+    });
+
+    it.each(Object.entries(resource.filters))('filters exactly by ?%s=', async (parameter, { field, comparison }) => {
+      // Items created after `mark` only: the filter must find the one of the two it holds for.
+      const mark = await create();
+      const [a, b] = [(await create()).body, (await create()).body];
+      const of = (body: unknown) => valueAt(body, field) as string | number;
+      expect({ field, value: of(a) }).not.toEqual({ field, value: of(b) });
+      const [low, high] = of(a) < of(b) ? [a, b] : [b, a];
+      const expected = comparison === '>=' ? high : low;
+      const response = await api.get(`${resource.path}?${parameter}=${encodeURIComponent(String(of(expected)))}&cursor=${encodeCursor(mark.body.id)}`);
+      expect(response.body).toEqual({ items: [expected], nextCursor: null });
+    });
 
     it('answers 400 to a bad limit, a bad cursor or an unknown parameter', async () => {
       for (const query of ['limit=0', 'limit=201', 'limit=abc', 'limit=1&limit=2', 'cursor=bm9wZQ', 'sort=name']) {

@@ -1,4 +1,5 @@
 import { readServiceList } from '@app/shared/platform/services';
+import type { FilterSet } from '@app/shared/resource/filters';
 
 /**
  * What the per-resource suites (api-conventions, hostile-input) need to know about a resource
@@ -14,11 +15,14 @@ export interface ResourceCase {
   /** A field the resource cannot do without: a patch that removes it is refused. */
   required: string;
   patch: { body: Record<string, unknown>; expected: Record<string, unknown> };
-  /** The resource's unique field, if it has one: what the list filters by, and a clash with it. */
+  /**
+   * The resource's list filters (its definition's `filter`): the shared suites list by each. Two
+   * bodies `valid(n)` and `valid(n + 1)` must differ in every filtered field.
+   */
+  filters: FilterSet;
+  /** The resource's unique field, if it has one, and a clash with it. */
   unique?: {
     field: string;
-    /** A query string that finds exactly `body` by its filter. */
-    filter(body: Record<string, unknown>): string;
     /** A different resource whose unique field collides with `body`'s. */
     duplicateOf(body: Record<string, unknown>, n: number): Record<string, unknown>;
   };

@@ -1,4 +1,5 @@
 import type { ResourceCase } from '../../test/support/resource-case.js';
+import { userFilter } from '../src/domain/users.js';
 
 /** Users, for the per-resource suites (test/support/resource-case.ts). */
 export const apiCase: ResourceCase = {
@@ -7,9 +8,9 @@ export const apiCase: ResourceCase = {
   invalid: { body: { email: 'not-an-email', name: '   ' }, paths: ['email', 'name'] },
   required: 'name',
   patch: { body: { name: 'Renamed' }, expected: { name: 'Renamed' } },
+  filters: userFilter,
   unique: {
     field: 'email',
-    filter: (body) => `email=${encodeURIComponent(String(body.email).toUpperCase())}`,
     duplicateOf: (body, n) => ({ email: String(body.email).toUpperCase(), name: `Other ${n}` }),
   },
 };

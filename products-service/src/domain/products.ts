@@ -1,3 +1,4 @@
+import { filters, type FilterValues } from '@app/shared/resource/filters';
 import { ResourceService, type ResourceDefinition, type ResourceStore } from '@app/shared/resource/rules';
 import { text } from '@app/shared/platform/validation';
 import { z } from 'zod';
@@ -41,15 +42,13 @@ export const productFields = z.strictObject({
 export type ProductFields = z.infer<typeof productFields>;
 
 /** `?sku=`: exact. Held to the sku rule: the column is ASCII, and MySQL refuses to compare it with other text. */
-export const productFilter = { sku: sku.meta({ description: 'Only the product with this sku.' }).optional() };
+export const productFilter = { sku: filters.exact('sku', sku.meta({ description: 'Only the product with this sku.' })) };
 
-export interface ProductFilter {
-  sku?: string;
-}
+export type ProductFilter = FilterValues<typeof productFilter>;
 
 export type ProductsService = ResourceService<ProductFields, ProductFilter>;
 
-export const productsResource: ResourceDefinition<ProductFields> = {
+export const productsResource: ResourceDefinition<ProductFields, typeof productFilter> = {
   name: 'product',
   fields: productFields,
   filter: productFilter,

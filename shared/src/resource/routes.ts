@@ -1,6 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request, RequestHandler, Response, Router } from 'express';
-import type { z } from 'zod';
 import { headers, json, parameters, problemResponse, routerOf, type Endpoint, type Operation } from '../api-description/openapi.js';
 import { EXAMPLE_ID, resourceSchemas, validationExample } from './description.js';
 import { BODY_LIMIT } from '../platform/http/bodies.js';
@@ -69,8 +68,7 @@ function describedResource<F extends Record<string, unknown>>(path: string, defi
     at: `${path}/${EXAMPLE_ID}`,
     tag: { name: plural, description: `${Plural}: list and create at \`${path}\`; read, replace, patch and delete at \`${item}\`.` },
     firstField: Object.keys(definition.example)[0] ?? 'id',
-    // The filters, with the definition's example as theirs.
-    query: listQuerySchema(Object.fromEntries(Object.entries(definition.filter).map(([name, schema]) => [name, (schema as z.ZodType).meta({ param: { example: definition.example[name] } })]))),
+    query: listQuerySchema(definition.filter, definition.example),
   };
 }
 

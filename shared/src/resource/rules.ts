@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { HttpProblem, problems } from '../platform/problem.js';
 import { UUID_V7 } from '../platform/request-target.js';
 import { mergePatch, parseOrThrow } from '../platform/validation.js';
+import { valueAt, type FilterSet } from './filters.js';
 
 /**
  * The rules every resource of this API shares: ids, versions and ETags, full replacement, merge
@@ -146,20 +147,28 @@ export const limit = z
   });
 
 /** What a resource is, apart from where it is stored: the API description is generated from it too. */
-export interface ResourceDefinition<F extends Record<string, unknown>> {
+export interface ResourceDefinition<F extends Record<string, unknown>, Filters extends FilterSet = FilterSet> {
   /** Singular, lower case: `user`. */
   name: string;
-  /** The writable fields: request bodies are validated with it, responses are shaped by its output. */
+  /**
+   * The writable fields: request bodies are validated with it, responses are shaped by its output,
+   * and the table's columns are named and read from it (columns.ts).
+   */
   fields: z.ZodType<F> & Pick<z.ZodObject, 'shape'>;
-  /** The list filters, one optional query parameter each. */
-  filter: z.ZodRawShape;
+  /** The list filters by query parameter, from `filters` (filters.ts). */
+  filter: Filters;
   /** A valid request body: the API description's examples start from it. */
   example: Record<string, unknown>;
 }
 
-/** The query a list accepts: `limit`, `cursor` and the filters; anything else is a 400. */
-export function listQuerySchema(filter: z.ZodRawShape) {
-  return z.strictObject({ limit: limit.optional(), cursor: cursor.optional(), ...filter });
+/**
+ * The query a list accepts: `limit`, `cursor` and the filters (each optional); anything else is a
+ * 400. With `example`, each filter's example in the API description is the value of its field there.
+ */
+export function listQuerySchema(filter: FilterSet, example?: Record<string, unknown>) {
+  const described = (field: string, schema: z.ZodType) => (example === undefined ? schema : schema.meta({ param: { example: valueAt(example, field) } }));
+  const filterParameters = Object.fromEntries(Object.entries(filter).map(([parameter, { field, schema }]) => [parameter, described(field, schema.optional())]));
+  return z.strictObject({ limit: limit.optional(), cursor: cursor.optional(), ...filterParameters });
 }
 
 export class ResourceService<F extends Record<string, unknown>, Filter> {

@@ -1,7 +1,9 @@
 import type { RowDataPacket } from 'mysql2';
 import { isDuplicateKey, type Database, type SqlValue } from '../platform/mysql.js';
 import { problems } from '../platform/problem.js';
-import type { ResourceStore, Stored } from './rules.js';
+import { columnsOf } from './columns.js';
+import type { FilterSet, FilterValues } from './filters.js';
+import type { ResourceDefinition, ResourceStore, Stored } from './rules.js';
 
 /**
  * How a resource's table looks. Every table has `id BINARY(16)` (UUIDv7, so id order is creation
@@ -16,7 +18,50 @@ export interface TableMapping<F, Filter> {
   /** SQL conditions (with their values) for a list filter. */
   where(filter: Filter): { sql: string; values: SqlValue[] }[];
   /** Unique index name → the field it guards, for 409 answers. */
-  uniqueIndexes: Record<string, { field: string; message: string }>;
+  uniqueIndexes?: UniqueIndexes;
+}
+
+/** Unique index name → the field it guards and what a 409 says of it. */
+export type UniqueIndexes = Record<string, { field: string; message: string }>;
+
+/** What a resource's table adds to its definition: everything else derives from the fields and filters. */
+export interface TableDeclaration<Filters extends FilterSet> {
+  table: string;
+  /**
+   * A filter's condition when it is not `<column> <comparison> ?`: SQL with one `?` for the value
+   * (`email_lower = LOWER(?)` to compare with a stored lower-case copy).
+   */
+  conditions?: Partial<Record<keyof Filters, string>>;
+  uniqueIndexes?: UniqueIndexes;
+}
+
+/**
+ * The mapping of `definition`'s resource to `declaration.table`: a column per field (columns.ts
+ * says how they are named and read), and each filter as a condition on its field's column.
+ */
+export function tableOf<F extends Record<string, unknown>, Filters extends FilterSet>(
+  definition: ResourceDefinition<F, Filters>,
+  declaration: TableDeclaration<Filters>,
+): TableMapping<F, FilterValues<Filters>> {
+  const { columns, toRow, fromRow } = columnsOf<F>(definition.fields.shape);
+  const conditions = Object.entries(definition.filter).map(([parameter, { field, comparison }]) => {
+    const column = columns.find((candidate) => candidate.field === field);
+    if (!column) throw new Error(`The filter ${parameter} names ${field}, which is not a field of a ${definition.name}`);
+    const sql = declaration.conditions?.[parameter] ?? `${column.name} ${comparison} ?`;
+    return { parameter, sql };
+  });
+  return {
+    table: declaration.table,
+    columns: columns.map(({ name }) => name),
+    toRow: toRow as (fields: F) => SqlValue[],
+    fromRow,
+    where: (filter) =>
+      conditions.flatMap(({ parameter, sql }) => {
+        const value = filter[parameter];
+        return value === undefined ? [] : [{ sql, values: [value as SqlValue] }];
+      }),
+    uniqueIndexes: declaration.uniqueIndexes,
+  };
 }
 
 const uuidToBin = (id: string) => Buffer.from(id.replaceAll('-', ''), 'hex');
@@ -84,7 +129,7 @@ export class MySqlStore<F, Filter> implements ResourceStore<F, Filter> {
     try {
       return await this.db.execute(sql, values);
     } catch (error) {
-      for (const [index, { field, message }] of Object.entries(this.mapping.uniqueIndexes)) {
+      for (const [index, { field, message }] of Object.entries(this.mapping.uniqueIndexes ?? {})) {
         if (isDuplicateKey(error, index)) throw problems.conflict(field, message);
       }
       throw error;

@@ -1,15 +1,13 @@
-import type { TableMapping } from '@app/shared/resource/store';
+import { tableOf } from '@app/shared/resource/store';
 import type { SeedColumns } from '@app/shared/service';
-import type { UserFields, UserFilter } from '../domain/users.js';
+import { usersResource } from '../domain/users.js';
 
-export const usersTable: TableMapping<UserFields, UserFilter> = {
+export const usersTable = tableOf(usersResource, {
   table: 'users',
-  columns: ['email', 'name'],
-  toRow: (user) => [user.email, user.name],
-  fromRow: (row) => ({ email: row.email as string, name: row.name as string }),
-  where: (filter) => (filter.email === undefined ? [] : [{ sql: 'email_lower = LOWER(?)', values: [filter.email] }]),
+  // The stored lower-case copy (indexed), against the value lowered by MySQL as the copy was.
+  conditions: { email: 'email_lower = LOWER(?)' },
   uniqueIndexes: { uq_users_email: { field: 'email', message: 'is already taken' } },
-};
+});
 
 /** Generated rows for `npm run seed`: valid for the API, unique per run. */
 export const usersSeed: SeedColumns = { table: 'users', columns: {

@@ -1,3 +1,4 @@
+import { filters, type FilterValues } from '@app/shared/resource/filters';
 import { ResourceService, type ResourceDefinition, type ResourceStore } from '@app/shared/resource/rules';
 import { text } from '@app/shared/platform/validation';
 import { z } from 'zod';
@@ -19,18 +20,16 @@ export const userFields = z.strictObject({
 
 export type UserFields = z.infer<typeof userFields>;
 
-/** `?email=`: exact, ignoring case. */
+/** `?email=`: exact, ignoring case (the data layer compares lower-case copies). */
 export const userFilter = {
-  email: z.string().max(254, 'must be at most 254 characters').meta({ description: 'Only the user with this email, ignoring case.' }).optional(),
+  email: filters.exact('email', z.string().max(254, 'must be at most 254 characters').meta({ description: 'Only the user with this email, ignoring case.' })),
 };
 
-export interface UserFilter {
-  email?: string;
-}
+export type UserFilter = FilterValues<typeof userFilter>;
 
 export type UsersService = ResourceService<UserFields, UserFilter>;
 
-export const usersResource: ResourceDefinition<UserFields> = {
+export const usersResource: ResourceDefinition<UserFields, typeof userFilter> = {
   name: 'user',
   fields: userFields,
   filter: userFilter,
