@@ -1,7 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { IncomingMessage } from 'node:http';
 import type { FinishedRequest } from '@app/shared/platform/http/observation';
-import { connectionsWithoutRequest } from '@app/shared/platform/server';
+import { connectionsWithoutRequest } from '@app/shared/platform/http/request-head-deadline';
 import { currentServerSpan } from '@app/shared/telemetry/spans';
 import type { CacheOutcome } from './exchange.js';
 import type { Kind } from './concurrency-limit.js';

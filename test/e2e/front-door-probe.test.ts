@@ -7,7 +7,7 @@
  */
 import { readdirSync } from 'node:fs';
 import net from 'node:net';
-import { MAX_WAITING_REQUESTS } from '@app/shared/platform/server';
+import { MAX_WAITING_REQUESTS } from '@app/shared/platform/http/requests-in-turn';
 import { testToken } from '../support/auth.js';
 import { client, expectProblem, metricsOf, type Client } from '../support/http.js';
 import { readMetrics } from '../support/metrics.js';

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { DEFAULT_LISTEN_SOCKETS, DEFAULT_REQUEST_HEAD_TIMEOUT_MS } from './server.js';
+import { DEFAULT_LISTEN_SOCKETS } from './http/listening-sockets.js';
+import { DEFAULT_REQUEST_HEAD_TIMEOUT_MS } from './http/request-head-deadline.js';
 
 /**
  * Reads configuration from the environment once, at start-up. Every variable is validated; a bad
