@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { createLogger } from '@app/shared/platform/logger';
 import { HttpProblem } from '@app/shared/platform/problem';
 import { requestTarget } from '@app/shared/platform/request-target';
+import { RevocationList } from '../src/auth/revocations.js';
 import { InvalidToken, KeysUnavailable, type Principal, type TokenVerifier } from '../src/auth/tokens.js';
 import { Exchange } from '../src/exchange.js';
 import { ResponseWriter } from '../src/respond.js';
@@ -25,6 +26,8 @@ const principal = (subject: string, scopes: string[]): Principal => ({
   forwardedSubject: encodeURIComponent(subject),
   caller: `sub:${subject}`,
   scopes: new Set(scopes),
+  tokenId: `token-of-${subject}`,
+  issuedAt: 1_000,
 });
 
 /**
@@ -58,13 +61,46 @@ function exchangeOf(method: string, url: string, headers: IncomingHttpHeaders = 
 }
 
 /** Runs `identify` (awaiting it when it waits) and then `enforce`, as the pipeline does; says whether `enforce` answered. */
-async function decide(tokens: TokenVerifier | undefined, exchange: Exchange, traceSubject = false): Promise<boolean> {
-  const { identify, enforce } = authStages({ tokens, writer, traceSubject });
+async function decide(tokens: TokenVerifier | undefined, exchange: Exchange, traceSubject = false, revocations?: RevocationList): Promise<boolean> {
+  const { identify, enforce } = authStages({ tokens, revocations, writer, traceSubject });
   expect(await identify.run(exchange)).toBe(false);
   return enforce.run(exchange);
 }
 
 describe('authStages: identify', () => {
+  it('refuses with 401 invalid_token a revoked token, remembered or verified, still counting its caller', async () => {
+    const revocations = new RevocationList(3_600_000);
+    revocations.add({ tokenId: 'token-of-mallory' }, Date.now());
+    for (const options of [{ remembered: principal('mallory', ['users:read']) }, { verified: principal('mallory', ['users:read']) }]) {
+      const { exchange, answer } = exchangeOf('GET', `/api/users/${ID}`, { authorization: BEARER });
+      expect(await decide(verifier(options).tokens, exchange, false, revocations)).toBe(true);
+      expect(exchange.caller).toBe('sub:mallory');
+      expect(answer.status).toBe(401);
+      expect(answer.headers['www-authenticate']).toBe('Bearer realm="api", error="invalid_token", error_description="The access token has been revoked"');
+    }
+    const { exchange } = exchangeOf('GET', `/api/users/${ID}`, { authorization: BEARER });
+    expect(await decide(verifier({ verified: principal('alice', ['users:read']) }).tokens, exchange, false, revocations)).toBe(false);
+  });
+
+  it('asks the gateway:admin scope under /admin (but for OPTIONS), and no token on its other endpoints', async () => {
+    const reader = verifier({ verified: principal('carol', ['users:read']) });
+    const admin = exchangeOf('POST', '/admin/revocations', { authorization: BEARER });
+    expect(await decide(reader.tokens, admin.exchange)).toBe(true);
+    expect(admin.answer.status).toBe(403);
+    expect(admin.answer.headers['www-authenticate']).toContain('scope="gateway:admin"');
+    const anonymous = exchangeOf('POST', '/admin/revocations');
+    expect(await decide(reader.tokens, anonymous.exchange)).toBe(true);
+    expect(anonymous.answer.status).toBe(401);
+    const allowed = exchangeOf('POST', '/admin/revocations', { authorization: BEARER });
+    expect(await decide(verifier({ verified: principal('root', ['gateway:admin']) }).tokens, allowed.exchange)).toBe(false);
+    expect(allowed.exchange.req.headers).toEqual({ host: 'gateway', 'x-auth-subject': 'root' });
+    for (const [method, url] of [['OPTIONS', '/admin/revocations'], ['GET', '/healthz'], ['GET', '/administration']]) {
+      const { exchange } = exchangeOf(method!, url!, { authorization: BEARER });
+      expect(await decide(reader.tokens, exchange)).toBe(false);
+      expect(exchange.req.headers.authorization).toBe(BEARER);
+    }
+  });
+
   it('admits a verified token with the scope: the caller counted by subject, the services given the subject and not the token', async () => {
     const { tokens, asked } = verifier({ verified: principal('alice@example.com', ['users:read']) });
     const { exchange, answer } = exchangeOf('GET', '/api/users', { authorization: BEARER, accept: 'application/json' });
