@@ -1,19 +1,20 @@
 /**
  * `npm run image-smoke`: builds the images (the gateway's and one per service in services.json) from
- * their Dockerfiles, unchanged, with podman; runs
- * them read-only, as their non-root user, with every capability dropped, against the host's MySQL
- * (MariaDB) and Redis; and drives a smoke test through the containerised gateway, with two
- * products-service containers behind it. Prints build times, image sizes and each check.
+ * their Dockerfiles, unchanged, with podman; runs them all read-only, as their non-root user, with
+ * every capability dropped, against the host's MySQL (MariaDB) and Redis, two containers of each
+ * service behind one gateway; and drives a smoke test through the containerised gateway: products
+ * and users in depth, every service answering from both its containers. Prints build times, image
+ * sizes and each check.
  *
  * Everything it makes is its own and goes away at the end: containers named `rms-smoke-<run>-*`, a
  * throwaway schema and MySQL user per service (made by compose/mysql-init's own script), image tags
  * `…:smoke-<run>` (the layers stay cached for the next build). Only loopback addresses are used:
  * - the services run in their own network namespaces (slirp4netns), reaching the host's MySQL at
  *   10.0.2.2, which slirp4netns maps to the host's 127.0.0.1; each publishes its port on a loopback
- *   address of the host: users-service on 127.0.0.1, the two products-service replicas on two
- *   addresses of 127.x.y.0/24, the same port on both;
- * - the gateway runs in the host's network namespace, where the name `products-service` stands for
- *   both replica addresses (as Compose's DNS would answer), and Redis is 127.0.0.1:6379.
+ *   address of the host: a service's two replicas on two addresses of a 127.x.y.0/24 of its own,
+ *   the same port on both;
+ * - the gateway runs in the host's network namespace, where a service's name (`products-service`)
+ *   stands for both its replicas' addresses (as Compose's DNS would answer), and Redis is 127.0.0.1:6379.
  *
  * Needs root, podman, slirp4netns and a container runtime (Debian packages), and an image named
  * node:24-slim (the real one, or scripts/stand-in-node-image.sh where no registry is reachable).
@@ -32,8 +33,9 @@ import { devPublicKey, signDevToken } from './dev-token.ts';
 
 const run = randomBytes(3).toString('hex');
 const prefix = `rms-smoke-${run}`;
+const services = readServiceList();
 // Every service in services.json (from the root Dockerfile, WORKSPACE naming it) and the gateway.
-const deployables = [...readServiceList().map(({ workspace }) => workspace), 'gateway'];
+const deployables = [...services.map(({ workspace }) => workspace), 'gateway'];
 type Deployable = string;
 const dockerfileArgs = (name: Deployable) => (name === 'gateway' ? ['-f', 'gateway/Dockerfile'] : ['-f', 'Dockerfile', '--build-arg', `WORKSPACE=${name}`]);
 const tag = (name: Deployable) => `localhost/rest-microservices/${name}:smoke-${run}`;
@@ -115,11 +117,13 @@ async function withAdmin<T>(work: (connection: mysql.Connection) => Promise<T>):
   }
 }
 
-async function createDatabases(): Promise<Record<'users' | 'products', ServiceDatabase>> {
-  const databases = {
-    users: { schema: `t_${run}_smoke_users`, password: `${randomBytes(9).toString('base64url')}'\\%` },
-    products: { schema: `t_${run}_smoke_products`, password: `${randomBytes(9).toString('base64url')}'\\%` },
-  };
+/** One throwaway schema and user per service, by its name. */
+type Databases = Record<string, ServiceDatabase>;
+
+async function createDatabases(): Promise<Databases> {
+  const databases: Databases = Object.fromEntries(
+    services.map(({ name }) => [name, { schema: `t_${run}_smoke_${name}`, password: `${randomBytes(9).toString('base64url')}'\\%` }]),
+  );
   await withAdmin(async (connection) => {
     for (const { schema, password } of Object.values(databases)) await connection.query(initScriptSql(schema, password));
   });
@@ -159,37 +163,54 @@ async function buildImages(runtime: string[]): Promise<void> {
 
 // Running.
 
-interface Running {
-  gatewayUrl: string;
-  containers: Record<'users' | 'productsA' | 'productsB' | 'gateway', string>;
+/** A service's two containers: the same port on two loopback addresses, both behind its name. */
+interface ServiceReplicas {
+  name: string;
+  workspace: string;
+  port: number;
+  replicas: { address: string; container: string }[];
 }
 
-async function startContainers(databases: Record<'users' | 'products', ServiceDatabase>, runtime: string[]): Promise<Running> {
+interface Running {
+  gatewayUrl: string;
+  services: ServiceReplicas[];
+  /** Every container, the gateway's last. */
+  containers: string[];
+}
+
+/** Two loopback addresses of a 127.x.y.0/24 per service, and a port free on them. */
+async function placeReplicas(): Promise<ServiceReplicas[]> {
+  const x = 1 + (randomBytes(1)[0]! % 250);
+  const placed: ServiceReplicas[] = [];
+  for (const [index, { name, workspace }] of services.entries()) {
+    const addresses = [2, 3].map((host) => `127.${x}.${1 + index}.${host}`);
+    placed.push({
+      name,
+      workspace,
+      port: await freePort(addresses[0]),
+      replicas: addresses.map((address, replica) => ({ address, container: `${prefix}-${name}-${'ab'[replica]}` })),
+    });
+  }
+  return placed;
+}
+
+async function startContainers(databases: Databases, runtime: string[]): Promise<Running> {
   console.log('\n== run (read-only, non-root, no capabilities)');
-  // Two loopback addresses of their own for the products replicas: the same port on both.
-  const net24 = `127.${1 + (randomBytes(1)[0]! % 250)}.${1 + (randomBytes(1)[0]! % 250)}`;
-  const [replicaA, replicaB] = [`${net24}.2`, `${net24}.3`];
-  const usersPort = await freePort();
-  const productsPort = await freePort(replicaA);
+  const placed = await placeReplicas();
   const gatewayPort = await freePort();
-  const containers = {
-    users: `${prefix}-users`,
-    productsA: `${prefix}-products-a`,
-    productsB: `${prefix}-products-b`,
-    gateway: `${prefix}-gateway`,
-  };
+  const gateway = `${prefix}-gateway`;
   const common = [...runtime, ...HARDENED, '--detach', '--label', `rms-smoke=${run}`, '--env', 'LOG_LEVEL=info'];
-  const service = (name: string, publish: string, port: number, database: ServiceDatabase, image: string) =>
-    podman('run', ...common, '--name', name, '--network', 'slirp4netns:allow_host_loopback=true', '--publish', publish,
-      '--env', `PORT=${port}`, '--env', `DATABASE_URL=${databaseUrl(database)}`, image);
   // Each service image listens on 8080 (its ENV PORT), as in Compose and Kubernetes.
-  await service(containers.users, `127.0.0.1:${usersPort}:8080`, 8080, databases.users, tag('users-service'));
-  await service(containers.productsA, `${replicaA}:${productsPort}:8080`, 8080, databases.products, tag('products-service'));
-  await service(containers.productsB, `${replicaB}:${productsPort}:8080`, 8080, databases.products, tag('products-service'));
-  await podman('run', ...common, '--name', containers.gateway, '--network', 'host',
-    '--add-host', `products-service:${replicaA}`, '--add-host', `products-service:${replicaB}`,
+  for (const { name, workspace, port, replicas } of placed) {
+    for (const { address, container } of replicas) {
+      await podman('run', ...common, '--name', container, '--network', 'slirp4netns:allow_host_loopback=true', '--publish', `${address}:${port}:8080`,
+        '--env', 'PORT=8080', '--env', `DATABASE_URL=${databaseUrl(databases[name]!)}`, tag(workspace));
+    }
+  }
+  await podman('run', ...common, '--name', gateway, '--network', 'host',
+    ...placed.flatMap(({ workspace, replicas }) => replicas.flatMap(({ address }) => ['--add-host', `${workspace}:${address}`])),
     '--env', `PORT=${gatewayPort}`,
-    '--env', `GATEWAY_UPSTREAMS=users=http://127.0.0.1:${usersPort},products=http://products-service:${productsPort}`,
+    '--env', `GATEWAY_UPSTREAMS=${placed.map(({ name, workspace, port }) => `${name}=http://${workspace}:${port}`).join(',')}`,
     // A Redis database of its own, so no other gateway's list pages meet this one's.
     '--env', `REDIS_URL=redis://127.0.0.1:6379/${1 + (randomBytes(1)[0]! % 15)}`,
     // Authentication on, with the development key (as Compose runs it).
@@ -197,18 +218,17 @@ async function startContainers(databases: Record<'users' | 'products', ServiceDa
     tag('gateway'));
   const started = performance.now();
   await Promise.all([
-    waitUntilReady(`http://127.0.0.1:${usersPort}/readyz`, containers.users),
-    waitUntilReady(`http://${replicaA}:${productsPort}/readyz`, containers.productsA),
-    waitUntilReady(`http://${replicaB}:${productsPort}/readyz`, containers.productsB),
-    waitUntilReady(`http://127.0.0.1:${gatewayPort}/readyz`, containers.gateway),
+    ...placed.flatMap(({ port, replicas }) => replicas.map(({ address, container }) => waitUntilReady(`http://${address}:${port}/readyz`, container))),
+    waitUntilReady(`http://127.0.0.1:${gatewayPort}/readyz`, gateway),
   ]);
-  console.log(`  4 containers ready in ${seconds(performance.now() - started)} (migrations included)`);
-  return { gatewayUrl: `http://127.0.0.1:${gatewayPort}`, containers };
+  const containers = [...placed.flatMap(({ replicas }) => replicas.map(({ container }) => container)), gateway];
+  console.log(`  ${containers.length} containers ready in ${seconds(performance.now() - started)} (migrations included)`);
+  return { gatewayUrl: `http://127.0.0.1:${gatewayPort}`, services: placed, containers };
 }
 
 async function checkContainers({ containers }: Running): Promise<void> {
   console.log('\n== containers');
-  for (const container of Object.values(containers)) {
+  for (const container of containers) {
     const [user, readOnly, caps] = (await podman('inspect', '--format', '{{.Config.User}}|{{.HostConfig.ReadonlyRootfs}}|{{.EffectiveCaps}}', container)).split('|');
     const uid = await podman('exec', container, 'id', '-u');
     const write = await podman('exec', container, 'node', '-e', "try { require('fs').writeFileSync('/app/probe', 'x'); console.log('written') } catch (e) { console.log(e.code) }");
@@ -226,11 +246,12 @@ interface Answer {
   body: unknown;
 }
 
-async function smoke({ gatewayUrl, containers }: Running): Promise<void> {
-  // A token signed with the development key, as `npm run token` makes.
-  const token = await signDevToken({ scopes: ['users:read', 'users:write', 'products:read', 'products:write'], subject: 'image-smoke', ttlSeconds: 3_600 });
-  console.log('\n== smoke, through the containerised gateway');
-  const call = async (method: string, path: string, options: { json?: unknown; headers?: Record<string, string>; body?: string } = {}): Promise<Answer> => {
+type Call = (method: string, path: string, options?: { json?: unknown; headers?: Record<string, string>; body?: string }) => Promise<Answer>;
+
+/** Requests to the gateway with a token for every service, signed with the development key (as `npm run token` makes). */
+async function gatewayCaller(gatewayUrl: string): Promise<Call> {
+  const token = await signDevToken({ scopes: services.flatMap(({ scopes }) => [scopes.read, scopes.write]), subject: 'image-smoke', ttlSeconds: 3_600 });
+  return async (method, path, options = {}) => {
     const headers: Record<string, string> = { authorization: `Bearer ${token}`, ...options.headers };
     let body = options.body;
     if (options.json !== undefined) {
@@ -242,12 +263,16 @@ async function smoke({ gatewayUrl, containers }: Running): Promise<void> {
     const isJson = /json/.test(res.headers.get('content-type') ?? '');
     return { status: res.status, headers: res.headers, body: isJson && text ? JSON.parse(text) : text };
   };
+}
+
+const shown = (answer: Answer) => `${answer.status} ${answer.headers.get('x-cache') ?? ''} ${JSON.stringify(answer.body).slice(0, 120)}`;
+
+async function smoke(call: Call): Promise<void> {
+  console.log('\n== smoke, through the containerised gateway');
   const problem = (answer: Answer, status: number, type: string) =>
     answer.status === status &&
     answer.headers.get('content-type')?.startsWith('application/problem+json') === true &&
     (answer.body as { type?: string }).type === `https://problems.example/${type}`;
-  const shown = (answer: Answer) => `${answer.status} ${answer.headers.get('x-cache') ?? ''} ${JSON.stringify(answer.body).slice(0, 120)}`;
-
   const sku = `SMOKE-${run}`;
   const created = await call('POST', '/api/products', { json: { sku, name: 'Smoke', price: { amount: '19.9', currency: 'EUR' }, stock: 3 } });
   const product = created.body as { id: string; price: { amount: string } };
@@ -293,15 +318,23 @@ async function smoke({ gatewayUrl, containers }: Running): Promise<void> {
   const removed = await call('DELETE', `/api/users/${userId}`);
   check('users: create (name trimmed), find by email ignoring case, delete', user.status === 201 && (user.body as { name: string }).name === 'Ada' && (found.body as { items: { id: string }[] }).items[0]?.id === userId && removed.status === 204, `${shown(user)} / ${shown(found)} / ${removed.status}`);
 
-  // Both replicas: concurrent misses open several connections, each to the next replica.
-  const requestIds = Array.from({ length: 24 }, (_, index) => `${prefix}-spread-${index}`);
-  const spread = await Promise.all(requestIds.map((id, index) => call('GET', `/api/products?limit=${index + 1}`, { headers: { 'x-request-id': id } })));
-  const servedBy = async (container: string) => {
-    const logs = await podman('logs', container);
-    return requestIds.filter((id) => logs.includes(`"requestId":"${id}"`)).length;
-  };
-  const [byA, byB] = [await servedBy(containers.productsA), await servedBy(containers.productsB)];
-  check(`two products-service containers behind one gateway: ${byA} + ${byB} of ${requestIds.length} concurrent requests`, spread.every((answer) => answer.status === 200) && byA > 0 && byB > 0 && byA + byB === requestIds.length);
+}
+
+/** Every service answers through the gateway, from both its containers: concurrent misses open several connections, each to the next replica. */
+async function checkEveryServiceAnswers(call: Call, running: Running): Promise<void> {
+  console.log('\n== every service, from both its containers');
+  for (const { name, workspace, replicas } of running.services) {
+    const requestIds = Array.from({ length: 24 }, (_, index) => `${prefix}-${name}-spread-${index}`);
+    const answers = await Promise.all(requestIds.map((id, index) => call('GET', `/api/${name}?limit=${index + 1}`, { headers: { 'x-request-id': id } })));
+    const served = await Promise.all(replicas.map(async ({ container }) => {
+      const logs = await podman('logs', container);
+      return requestIds.filter((id) => logs.includes(`"requestId":"${id}"`)).length;
+    }));
+    const listed = answers.every((answer) => answer.status === 200 && Array.isArray((answer.body as { items?: unknown }).items));
+    check(`GET /api/${name}: 200 with its items, served by the two ${workspace} containers ${served.join(' + ')} of ${requestIds.length}`,
+      listed && served.every((count) => count > 0) && served.reduce((sum, count) => sum + count, 0) === requestIds.length,
+      listed ? undefined : shown(answers.find((answer) => answer.status !== 200) ?? answers[0]!));
+  }
 }
 
 async function cleanUp(databases: ServiceDatabase[]): Promise<void> {
@@ -313,14 +346,16 @@ async function cleanUp(databases: ServiceDatabase[]): Promise<void> {
 
 async function main(): Promise<number> {
   const started = performance.now();
-  let databases: Record<'users' | 'products', ServiceDatabase> | undefined;
+  let databases: Databases | undefined;
   try {
     const runtime = await containerRuntime();
     await buildImages(runtime);
     databases = await createDatabases();
     const running = await startContainers(databases, runtime);
     await checkContainers(running);
-    await smoke(running);
+    const call = await gatewayCaller(running.gatewayUrl);
+    await smoke(call);
+    await checkEveryServiceAnswers(call, running);
   } catch (error) {
     check('the smoke run', false, (error as Error).message);
   } finally {
