@@ -1,7 +1,7 @@
 import { createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto';
 import { commonConfig, count, flag, hasScheme, HTTP_SCHEMES, megabytes, milliseconds, optionalUrl, port, seconds, unsetIfEmpty, url } from '@app/shared/platform/config';
 import { DEV_AUDIENCE, DEV_ISSUER } from '@app/shared/platform/dev-auth';
-import { readServiceList, SERVICES_FILE, type ServiceEntry } from '@app/shared/platform/services';
+import { readServiceList, SERVICES_FILE, type Ownership, type ServiceEntry } from '@app/shared/platform/services';
 import { z } from 'zod';
 import { parseClusterNode } from './redis.js';
 import type { Upstream } from './upstream.js';
@@ -146,6 +146,8 @@ export interface ServedUpstream extends Upstream {
   cachedReads: boolean;
   /** Its GETs need no token. */
   publicReads: boolean;
+  /** Who may see and change its records (services.json); `none` when not given. */
+  owner?: Ownership;
 }
 
 type UpstreamConfig = Pick<GatewayConfig, 'SERVICES_FILE' | 'UPSTREAM_URL_TEMPLATE' | 'GATEWAY_UPSTREAMS' | 'AUTH_PUBLIC_READS'>;
@@ -175,6 +177,7 @@ export function upstreamSettings(config: UpstreamConfig): { upstreams: ServedUps
     url: urls.get(service.name) ?? config.UPSTREAM_URL_TEMPLATE.replaceAll('{service}', service.workspace).replaceAll('{port}', String(service.port)),
     cachedReads: service.cachedReads,
     publicReads: config.AUTH_PUBLIC_READS.includes(service.name),
+    owner: service.owner,
   }));
   return { upstreams, problems };
 }

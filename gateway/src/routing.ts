@@ -15,6 +15,10 @@ export class ServiceRoute {
   readonly #labels: { list: string; item: string };
   /** The scopes a token needs, made once: a string made per request is hashed anew by every lookup. */
   readonly #scopes: { read: string; write: string };
+  /** The scope that reads and writes every record, in place of the read and write scopes. */
+  readonly adminScope: string;
+  /** Whether a record is seen only by its owner: each caller then has cache entries of its own. */
+  readonly #ownedReads: boolean;
 
   constructor(
     readonly upstream: ServedUpstream,
@@ -23,6 +27,8 @@ export class ServiceRoute {
   ) {
     this.#labels = { list: `/api/${upstream.name}`, item: `/api/${upstream.name}/{id}` };
     this.#scopes = { read: `${upstream.name}:read`, write: `${upstream.name}:write` };
+    this.adminScope = `${upstream.name}:admin`;
+    this.#ownedReads = upstream.owner === 'all';
   }
 
   label(target: RequestTarget): string {
@@ -41,11 +47,16 @@ export class ServiceRoute {
     return this.publicReads ? undefined : this.#scopes.read;
   }
 
-  /** The cache entry a GET of `target` uses, or undefined when the service's reads are not cached. */
-  readScope(target: RequestTarget): ReadScope | undefined {
+  /**
+   * The cache entry a GET of `target` by `caller` (its forwarded subject, if any) uses, or undefined
+   * when the service's reads are not cached. Where a record is seen only by its owner, the entry is
+   * the caller's own: what the service answered one caller is never served to another.
+   */
+  readScope(target: RequestTarget, caller: string | undefined): ReadScope | undefined {
     const id = target.api?.id;
     if (!this.upstream.cachedReads) return undefined;
-    return readScopeOf(id === undefined ? this.upstream.name : `${this.upstream.name}:${id}`, target.query);
+    const tag = id === undefined ? this.upstream.name : `${this.upstream.name}:${id}`;
+    return readScopeOf(tag, target.query, this.#ownedReads ? (caller ?? '') : undefined);
   }
 
   /** The generations a write to `target` renews: the list pages, and the item if any. */

@@ -82,6 +82,22 @@ describe('authStages: identify', () => {
     expect(await decide(verifier({ verified: principal('alice', ['users:read']) }).tokens, exchange, false, revocations)).toBe(false);
   });
 
+  it("lets a service's admin scope stand for its read and write scopes, and tells the service (X-Auth-Role), which no client can", async () => {
+    const admin = verifier({ verified: principal('root', ['users:admin']) });
+    for (const method of ['GET', 'PATCH']) {
+      const { exchange } = exchangeOf(method, `/api/users/${ID}`, { authorization: BEARER, 'x-auth-role': 'owner' });
+      expect(await decide(admin.tokens, exchange)).toBe(false);
+      expect(exchange.req.headers).toEqual({ host: 'gateway', 'x-auth-subject': 'root', 'x-auth-role': 'admin' });
+    }
+    const reader = verifier({ verified: principal('carol', ['users:read', 'products:admin']) });
+    const { exchange } = exchangeOf('GET', `/api/users/${ID}`, { authorization: BEARER, 'x-auth-role': 'admin' });
+    expect(await decide(reader.tokens, exchange)).toBe(false);
+    expect(exchange.req.headers).toEqual({ host: 'gateway', 'x-auth-subject': 'carol' });
+    const writer = exchangeOf('DELETE', `/api/users/${ID}`, { authorization: BEARER });
+    expect(await decide(reader.tokens, writer.exchange)).toBe(true);
+    expect(writer.answer.status).toBe(403);
+  });
+
   it('asks the gateway:admin scope under /admin (but for OPTIONS), and no token on its other endpoints', async () => {
     const reader = verifier({ verified: principal('carol', ['users:read']) });
     const admin = exchangeOf('POST', '/admin/revocations', { authorization: BEARER });

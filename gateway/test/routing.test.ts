@@ -4,8 +4,15 @@ import { Routing } from '../src/routing.js';
 
 /** Where each request goes and what it touches: its service, route label, scope and cache keys. */
 const ID = '0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b';
-const upstream = (name: string, cachedReads: boolean, publicReads = false) => ({ name, url: `http://127.0.0.1/${name}`, prefix: `/api/${name}`, cachedReads, publicReads });
-const routing = new Routing([upstream('users', true), upstream('products', true, true), upstream('audit', false)]);
+const upstream = (name: string, cachedReads: boolean, publicReads = false, owner: 'none' | 'writes' | 'all' = 'none') => ({
+  name,
+  url: `http://127.0.0.1/${name}`,
+  prefix: `/api/${name}`,
+  cachedReads,
+  publicReads,
+  owner,
+});
+const routing = new Routing([upstream('users', true), upstream('products', true, true), upstream('audit', false), upstream('notes', true, false, 'all'), upstream('reviews', true, false, 'writes')]);
 
 function target(url: string): RequestTarget {
   const parsed = requestTarget(url);
@@ -14,8 +21,8 @@ function target(url: string): RequestTarget {
 }
 
 /** What the service routing names for a target says of it: undefined or none when no service serves it. */
-const readScope = (of: RequestTarget) => {
-  const scope = routing.service(of)?.readScope(of);
+const readScope = (of: RequestTarget, caller?: string) => {
+  const scope = routing.service(of)?.readScope(of, caller);
   // Its keys, read: the generation and hold keys are made on first use.
   return scope && { entryKey: scope.entryKey, generationKey: scope.generationKey, holdKey: scope.holdKey };
 };
@@ -45,6 +52,19 @@ describe('ServiceRoute.readScope', () => {
       generationKey: `g:{products:${ID}}`,
       holdKey: `h:{products:${ID}}`,
     });
+  });
+
+  it("keeps each caller's own entries where records are seen only by their owners, under the shared generation", () => {
+    expect(readScope(target(`/api/notes/${ID}?a=1`), 'alice')).toEqual({ entryKey: `c:{notes:${ID}}:a=1 alice`, generationKey: `g:{notes:${ID}}`, holdKey: `h:{notes:${ID}}` });
+    expect(readScope(target('/api/notes'), 'bob')?.entryKey).toBe('c:{notes}: bob');
+    expect(readScope(target('/api/notes'))?.entryKey).toBe('c:{notes}: ');
+    // Elsewhere one entry serves every caller.
+    expect(readScope(target('/api/reviews'), 'alice')?.entryKey).toBe('c:{reviews}:');
+    expect(readScope(target('/api/users'), 'alice')?.entryKey).toBe('c:{users}:');
+  });
+
+  it('names each service its admin scope', () => {
+    expect(routing.service(target('/api/notes'))?.adminScope).toBe('notes:admin');
   });
 
   it('makes one entry of every order of the same query parameters', () => {

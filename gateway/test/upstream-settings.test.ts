@@ -32,9 +32,9 @@ describe('upstreamSettings', () => {
       servicesFile,
       JSON.stringify({
         services: [
-          { name: 'users', port: 3001, cachedReads: true, publicReads: false },
-          { name: 'products', port: 3002, cachedReads: true, publicReads: true },
-          { name: 'audit', port: 3003, cachedReads: false, publicReads: false },
+          { name: 'users', port: 3001, cachedReads: true, publicReads: false, owner: 'all' },
+          { name: 'products', port: 3002, cachedReads: true, publicReads: true, owner: 'none' },
+          { name: 'audit', port: 3003, cachedReads: false, publicReads: false, owner: 'writes' },
         ],
       }),
     );
@@ -48,9 +48,9 @@ describe('upstreamSettings', () => {
     const { upstreams, problems } = settings({ UPSTREAM_URL_TEMPLATE: 'http://{service}:{port}' });
     expect(problems).toEqual([]);
     expect(upstreams).toEqual([
-      { name: 'users', prefix: '/api/users', url: 'http://users-service:3001', cachedReads: true, publicReads: false },
-      { name: 'products', prefix: '/api/products', url: 'http://products-service:3002', cachedReads: true, publicReads: false },
-      { name: 'audit', prefix: '/api/audit', url: 'http://audit-service:3003', cachedReads: false, publicReads: false },
+      { name: 'users', prefix: '/api/users', url: 'http://users-service:3001', cachedReads: true, publicReads: false, owner: 'all' },
+      { name: 'products', prefix: '/api/products', url: 'http://products-service:3002', cachedReads: true, publicReads: false, owner: 'none' },
+      { name: 'audit', prefix: '/api/audit', url: 'http://audit-service:3003', cachedReads: false, publicReads: false, owner: 'writes' },
     ]);
   });
 
@@ -77,6 +77,14 @@ describe('upstreamSettings', () => {
       `GATEWAY_UPSTREAMS: orders: no such service in ${servicesFile}`,
       'AUTH_PUBLIC_READS: users: its reads may not be public (services.json)',
       `AUTH_PUBLIC_READS: billing: no such service in ${servicesFile}`,
+    ]);
+  });
+
+  it('refuses a list that lets everyone read records only their owners may see', () => {
+    const file = join(dir, 'public-personal.json');
+    writeFileSync(file, JSON.stringify({ services: [{ name: 'notes', port: 3004, cachedReads: true, publicReads: true, owner: 'all' }] }));
+    expect(settings({ SERVICES_FILE: file }).problems).toEqual([
+      `SERVICES_FILE: ${file}: services.0.publicReads: publicReads must be false where owner is "all": a record is then seen only by its owner`,
     ]);
   });
 

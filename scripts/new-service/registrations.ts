@@ -6,6 +6,7 @@
  * comment marks each), so it keeps the file's layout and comments.
  */
 import path from 'node:path';
+import type { Ownership } from '../../shared/src/platform/services.ts';
 
 export interface Registration {
   /** The file, relative to the repository root. */
@@ -31,14 +32,14 @@ function appendAfterMarker(file: string, text: string, entry: string, nth = 0): 
   return lines.join('\n');
 }
 
-export function registrations(options: { name: string; port: number; servicesFile: string; root: string }): Registration[] {
-  const { name, port } = options;
+export function registrations(options: { name: string; port: number; owner: Ownership; servicesFile: string; root: string }): Registration[] {
+  const { name, port, owner } = options;
   const workspace = `${name}-service`;
   return [
     {
       file: path.relative(options.root, options.servicesFile),
       // One entry per line, as the file is written: appended after the last one.
-      update: (text) => text.replace(/(\n)(\s*)(\{[^\n]*\})(\n\s*\])/, `$1$2$3,\n$2{ "name": "${name}", "port": ${port}, "cachedReads": true, "publicReads": false }$4`),
+      update: (text) => text.replace(/(\n)(\s*)(\{[^\n]*\})(\n\s*\])/, `$1$2$3,\n$2{ "name": "${name}", "port": ${port}, "cachedReads": true, "publicReads": false, "owner": "${owner}" }$4`),
     },
     {
       file: 'tsconfig.json',

@@ -71,8 +71,8 @@ describe('the gateway configuration', () => {
     const { upstreams, problems } = upstreamSettings(config);
     expect(problems).toEqual([]);
     expect(upstreams.filter(({ name }) => ['users', 'products'].includes(name))).toEqual([
-      { name: 'users', prefix: '/api/users', url: 'http://10.0.0.5:4001', cachedReads: true, publicReads: false },
-      { name: 'products', prefix: '/api/products', url: 'http://products-service:3002', cachedReads: true, publicReads: true },
+      { name: 'users', prefix: '/api/users', url: 'http://10.0.0.5:4001', cachedReads: true, publicReads: false, owner: 'all' },
+      { name: 'products', prefix: '/api/products', url: 'http://products-service:3002', cachedReads: true, publicReads: true, owner: 'none' },
     ]);
   });
 

@@ -21,11 +21,13 @@ export interface WriteScope {
 export const writeScopeOf = (tag: string): WriteScope => ({ generationKey: `g:{${tag}}`, holdKey: `h:{${tag}}` });
 
 /**
- * The entry, generation and hold a read of `tag` with `query` uses. The generation and hold keys
- * are made on first use: a hit from memory looks up only the entry key, and every key is a new
- * string per request.
+ * The entry, generation and hold a read of `tag` with `query` uses; `caller`'s own entry when
+ * given (after a space, which neither a query nor a percent-encoded subject holds), under the same
+ * generation. The generation and hold keys are made on first use: a hit from memory looks up only
+ * the entry key, and every key is a new string per request.
  */
-export const readScopeOf = (tag: string, query: string): ReadScope => new TagReadScope(tag, `c:{${tag}}:${normalisedQuery(query)}`);
+export const readScopeOf = (tag: string, query: string, caller?: string): ReadScope =>
+  new TagReadScope(tag, caller === undefined ? `c:{${tag}}:${normalisedQuery(query)}` : `c:{${tag}}:${normalisedQuery(query)} ${caller}`);
 
 class TagReadScope implements ReadScope {
   #write: WriteScope | undefined = undefined;

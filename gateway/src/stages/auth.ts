@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { HttpProblem, problems } from '@app/shared/platform/problem';
-import { SUBJECT_HEADER } from '@app/shared/platform/subject';
+import { ADMIN_ROLE, ROLE_HEADER, SUBJECT_HEADER } from '@app/shared/platform/subject';
 import { currentServerSpan } from '@app/shared/telemetry/spans';
 import type { RevocationList } from '../auth/revocations.js';
 import { InvalidToken, KeysUnavailable, type Principal, type TokenVerifier } from '../auth/tokens.js';
@@ -60,8 +60,10 @@ export function authStages(options: {
     exchange.req.headers[SUBJECT_HEADER] = principal.forwardedSubject;
     exchange.caller = principal.caller;
     if (traceSubject) currentServerSpan()?.setAttribute('enduser.id', principal.subject);
+    const admin = exchange.service !== undefined && principal.scopes.has(exchange.service.adminScope);
+    if (admin) exchange.req.headers[ROLE_HEADER] = ADMIN_ROLE;
     if (revocations?.refuses(principal)) exchange.refusal = tokenProblem(new InvalidToken('The access token has been revoked'));
-    else if (scope !== undefined && !principal.scopes.has(scope)) exchange.refusal = insufficientScope(scope);
+    else if (scope !== undefined && !admin && !principal.scopes.has(scope)) exchange.refusal = insufficientScope(scope);
   };
   const anonymous = (exchange: Exchange, scope: string | undefined): false => {
     if (scope !== undefined) exchange.refusal = missingToken(scope);
@@ -72,8 +74,9 @@ export function authStages(options: {
     name: 'identify',
     run(exchange) {
       const { req } = exchange;
-      // Only the gateway says who the caller is.
+      // Only the gateway says who the caller is, and whether as an admin.
       if (req.headers[SUBJECT_HEADER] !== undefined) req.headers = without(req.headers, SUBJECT_HEADER);
+      if (req.headers[ROLE_HEADER] !== undefined) req.headers = without(req.headers, ROLE_HEADER);
       if (!tokens || exchange.preflight) return false;
       const method = req.method ?? 'GET';
       const scope = exchange.underApi ? exchange.service?.requiredScope(method) : ownEndpointScope(exchange.path, method);
@@ -102,13 +105,15 @@ export function authStages(options: {
       );
     },
   };
-  const enforce: Stage = {
-    name: 'enforce',
-    run(exchange) {
-      if (!exchange.refusal) return false;
-      writer.problem(exchange, exchange.refusal);
-      return true;
-    },
-  };
-  return { identify, enforce };
+  return { identify, enforce: enforceStage(writer) };
 }
+
+/** Answers the refusal `identify` decided, once the request has counted against its budget. */
+const enforceStage = (writer: ResponseWriter): Stage => ({
+  name: 'enforce',
+  run(exchange) {
+    if (!exchange.refusal) return false;
+    writer.problem(exchange, exchange.refusal);
+    return true;
+  },
+});

@@ -1,3 +1,4 @@
+import { SUBJECT_HEADER } from '@app/shared/platform/subject';
 import { isStorable, representations } from '../cache/entry.js';
 import type { Fill, Fills } from '../cache/fills.js';
 import type { Lookup, ResponseCache } from '../cache/response-cache.js';
@@ -42,7 +43,8 @@ export class CacheRead implements Stage {
     const { cache, hops, writer } = this.options;
     const { target, service } = exchange;
     const hop = service && hops.get(service.upstream.name);
-    const scope = hop && target && isCacheable(exchange) ? service.readScope(target) : undefined;
+    // The caller as identify forwards it: the entries of a service whose records only their owners see are per caller.
+    const scope = hop && target && isCacheable(exchange) ? service.readScope(target, exchange.req.headers[SUBJECT_HEADER] as string | undefined) : undefined;
     if (!hop || !scope) return false;
     const held = cache.held(scope);
     if (held) {

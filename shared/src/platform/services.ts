@@ -12,14 +12,26 @@ export const SERVICES_FILE = fileURLToPath(new URL('../../../services.json', imp
 /** A service's name: a path segment, a scope prefix, a MySQL schema and user, a DNS label. */
 const serviceName = z.string().regex(/^[a-z][a-z0-9]{0,30}$/, 'must be 1 to 31 lower-case letters or digits, starting with a letter');
 
-const entry = z.strictObject({
-  name: serviceName,
-  port: z.int().min(1).max(65535),
-  /** The gateway caches its GETs. */
-  cachedReads: z.boolean(),
-  /** A deployment may serve its reads without a token (AUTH_PUBLIC_READS); never for personal data. */
-  publicReads: z.boolean(),
-});
+/**
+ * Who may see and change a record, by the verified subject that created it (its owner): `none`,
+ * whoever has the service's scopes (a catalogue); `writes`, every reader reads it, only its owner
+ * changes it; `all`, only its owner sees or changes it (personal data). `<name>:admin` sees and
+ * changes every record.
+ */
+export const OWNERSHIPS = ['none', 'writes', 'all'] as const;
+export type Ownership = (typeof OWNERSHIPS)[number];
+
+const entry = z
+  .strictObject({
+    name: serviceName,
+    port: z.int().min(1).max(65535),
+    /** The gateway caches its GETs. */
+    cachedReads: z.boolean(),
+    /** A deployment may serve its reads without a token (AUTH_PUBLIC_READS); never for personal data. */
+    publicReads: z.boolean(),
+    owner: z.enum(OWNERSHIPS),
+  })
+  .refine((service) => !(service.publicReads && service.owner === 'all'), { message: 'publicReads must be false where owner is "all": a record is then seen only by its owner', path: ['publicReads'] });
 
 const listFile = z.object({
   services: z
@@ -38,15 +50,15 @@ export interface ServiceEntry extends z.infer<typeof entry> {
   workspace: string;
   /** The path it serves (and everything below it): `/api/users`. */
   prefix: string;
-  /** The scopes a token needs to read and to write it. */
-  scopes: { read: string; write: string };
+  /** The scopes a token needs to read and to write it, and the scope that reads and writes every record. */
+  scopes: { read: string; write: string; admin: string };
   /** Its MySQL schema (and user, in the deployments). */
   schema: string;
 }
 
 function describeService(declared: z.infer<typeof entry>): ServiceEntry {
   const { name } = declared;
-  return { ...declared, workspace: `${name}-service`, prefix: `/api/${name}`, scopes: { read: `${name}:read`, write: `${name}:write` }, schema: name };
+  return { ...declared, workspace: `${name}-service`, prefix: `/api/${name}`, scopes: { read: `${name}:read`, write: `${name}:write`, admin: `${name}:admin` }, schema: name };
 }
 
 /** The services `file` declares, checked; throws naming what is wrong. */

@@ -6,6 +6,13 @@
  */
 export const SUBJECT_HEADER = 'x-auth-subject';
 
+/**
+ * `admin` when the caller has the service's `<name>:admin` scope (it sees and changes every
+ * record), absent otherwise: set, like the subject, only by the gateway.
+ */
+export const ROLE_HEADER = 'x-auth-role';
+export const ADMIN_ROLE = 'admin';
+
 /** The header value for `subject`, a well-formed string (a lone surrogate has no UTF-8 form). */
 export const encodeSubject = (subject: string): string => encodeURIComponent(subject);
 
