@@ -104,6 +104,12 @@ describe('TokenVerifier', () => {
     expect(await verifier.verify(`Bearer ${token}`)).toMatchObject({ tokenId: 't-1', issuedAt: (now - 60) * 1000 });
   });
 
+  it('accepts a subject of up to 255 characters, what a record keeps as its owner', async () => {
+    const subject = 'a'.repeat(255);
+    const token = await new SignJWT({}).setProtectedHeader({ alg: 'ES256' }).setSubject(subject).setIssuer(rules.issuer).setAudience(rules.audience).setIssuedAt(now).setExpirationTime(now + 600).sign(privateKey);
+    expect((await new TokenVerifier({ publicKey }, rules).verify(`Bearer ${token}`))?.subject).toBe(subject);
+  });
+
   it('says why it refuses a token, in words the client can act on', async () => {
     const other = generateKeyPairSync('ec', { namedCurve: 'P-256' });
     const p384 = generateKeyPairSync('ec', { namedCurve: 'P-384' });
@@ -119,6 +125,7 @@ describe('TokenVerifier', () => {
       [await claims({ exp: now + 86_401 }).sign(privateKey), 'The access token lives longer than this gateway accepts'],
       [await claims({ sub: '' }).sign(privateKey), "The access token's sub claim is not accepted here"],
       [await claims({ sub: 'a\uD800' }).sign(privateKey), "The access token's sub claim is not accepted here"],
+      [await claims({ sub: 'a'.repeat(256) }).sign(privateKey), "The access token's sub claim is not accepted here"],
       [await new SignJWT({ sub: 'alice' }).setProtectedHeader({ alg: 'ES384' }).sign(p384.privateKey), "The access token's signature algorithm is not accepted"],
       [await sign(other.privateKey), "The access token's signature is not valid"],
       [await sign(privateKey, { kid: 'two' }), 'No key this gateway trusts signed the access token', { publicKey: { keys: [{ ...publicKey.export({ format: 'jwk' }), kid: 'one' }] } }],

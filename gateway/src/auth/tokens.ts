@@ -2,7 +2,7 @@ import type { KeyObject } from 'node:crypto';
 import { createLocalJWKSet, createRemoteJWKSet, errors, jwtVerify, type JWTVerifyGetKey } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { VerificationKey } from '../config.js';
-import { encodeSubject } from '@app/shared/platform/subject';
+import { encodeSubject, MAX_SUBJECT_LENGTH } from '@app/shared/platform/subject';
 import type { RevocableToken } from './revocations.js';
 
 /** Who a verified token speaks for, and what it may do. */
@@ -155,8 +155,11 @@ export class TokenVerifier {
       if (error instanceof KeysUnavailable) throw error;
       throw new InvalidToken(reason(error));
     }
-    // A lone surrogate has no UTF-8 form: it could be neither encoded for the services nor compared as text.
-    if (typeof payload.sub !== 'string' || payload.sub === '' || !payload.sub.isWellFormed()) throw new InvalidToken("The access token's sub claim is not accepted here");
+    // A lone surrogate has no UTF-8 form: it could be neither encoded for the services nor compared as
+    // text. The services record a subject as a record's owner, in at most MAX_SUBJECT_LENGTH characters.
+    if (typeof payload.sub !== 'string' || payload.sub === '' || payload.sub.length > MAX_SUBJECT_LENGTH || !payload.sub.isWellFormed()) {
+      throw new InvalidToken("The access token's sub claim is not accepted here");
+    }
     // `exp` and `iat` are required claims: jose refused the token without them.
     const issuedAt = (payload.iat ?? 0) * 1000;
     const expiresAt = (payload.exp ?? 0) * 1000;

@@ -6,6 +6,9 @@
  */
 export const SUBJECT_HEADER = 'x-auth-subject';
 
+/** The longest subject the gateway accepts (UTF-16 code units): a record's owner column holds 255 characters. */
+export const MAX_SUBJECT_LENGTH = 255;
+
 /**
  * `admin` when the caller has the service's `<name>:admin` scope (it sees and changes every
  * record), absent otherwise: set, like the subject, only by the gateway.
