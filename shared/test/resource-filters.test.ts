@@ -70,6 +70,7 @@ describe('filters', () => {
     expect(parsed({ rating: '0' })).toEqual(refused('rating', 'must be from 1 to 5'));
     expect(parsed({ maxRating: '6' })).toEqual(refused('maxRating', 'must be from 1 to 5'));
     expect(parsed({ rating: '-1' })).toEqual(refused('rating', 'must be from 1 to 5'));
+    expect(parsed({ rating: '10' })).toEqual(refused('rating', 'must be from 1 to 5'));
     expect(parsed({ rating: '9007199254740993' })).toEqual(refused('rating', 'must be a whole number'));
   });
 
@@ -98,6 +99,12 @@ describe('the description of the filters', () => {
     expect(parameter('minRating')).toEqual({ in: 'query', name: 'minRating', example: 4, schema: { type: 'integer', minimum: 1, maximum: 5, description: 'Only items whose `rating` is at least this.' } });
     expect(parameter('maxRating')).toEqual({ in: 'query', name: 'maxRating', example: 4, schema: { type: 'integer', minimum: 1, maximum: 5, description: 'Only items whose `rating` is at most this.' } });
     expect(parameter('status')).toEqual({ in: 'query', name: 'status', example: 'published', schema: { type: 'string', enum: ['draft', 'published'], description: 'Only items whose `status` is this.' } });
+  });
+
+  it('states only the bounds the field has', () => {
+    const unbounded = resourceEndpoints('/api/counts', { name: 'count', fields: z.strictObject({ n: z.int() }), filter: { n: filters.integer('n', z.number().min(0)) }, example: { n: 1 } });
+    const described = JSON.parse(JSON.stringify(apiDocument({ title: 'counts', version: '1' }, describePaths(unbounded), [])));
+    expect(described.paths['/api/counts'].get.parameters.find((one: { name?: string }) => one.name === 'n').schema).toEqual({ type: 'integer', minimum: 0, description: 'Only items whose `n` is this.' });
   });
 
   it("keeps a description the declaration gave, and takes a nested field's example", () => {

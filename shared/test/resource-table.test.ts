@@ -58,6 +58,8 @@ describe('columnsOf', () => {
     expect(Object.keys(fromRow(row))).toEqual(['productId', 'rating', 'status', 'author', 'text', 'note']);
     expect(Object.keys(fromRow({ ...row, text: null }))).toEqual(['productId', 'rating', 'status', 'author', 'note']);
     expect(fromRow({ ...row, rating: 5n, author_verified: 0 })).toMatchObject({ rating: 5, author: { verified: false } });
+    const nullable = columnsOf<Record<string, unknown>>({ count: z.int().nullable(), flag: z.boolean().nullable().optional(), label: z.string().optional() });
+    expect(nullable.fromRow({ count: null, flag: null, label: null })).toStrictEqual({ count: null, flag: null });
   });
 });
 
