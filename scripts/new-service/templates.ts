@@ -84,60 +84,79 @@ export const service: ServiceDefinition = {
 /** The ${name} API as an express app, from its dependencies. It does not listen. */
 export const createApp = (dependencies: ServiceDependencies) => createServiceApp(service, dependencies);
 `,
-    [`src/domain/${name}.ts`]: `import { ResourceService, type ResourceDefinition, type ResourceStore } from '@app/shared/resource/rules';
+    [`src/domain/${name}.ts`]: `import { filters, type FilterValues } from '@app/shared/resource/filters';
+import { ResourceService, type ResourceDefinition, type ResourceStore } from '@app/shared/resource/rules';
 import { text } from '@app/shared/platform/validation';
 import { z } from 'zod';
 
-// A sample resource: replace its fields with yours (and the table and migration with them).
+// A sample resource: replace its fields with yours (and the migration with them). Each field is a
+// column named as it is in snake case (customerId: customer_id); a nested object's fields are
+// columns prefixed with its name (price.amount: price_amount).
 const MAX_QUANTITY = 2 ** 31 - 1;
+const STATUSES = ['open', 'shipped', 'closed'] as const;
 const reference = z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1 to 64 of A-Z a-z 0-9 . _ -');
+const quantity = z.int('must be a whole number').min(0, \`must be from 0 to \${MAX_QUANTITY}\`).max(MAX_QUANTITY, \`must be from 0 to \${MAX_QUANTITY}\`);
 
 export const ${one}Fields = z.strictObject({
   reference: reference.meta({ description: 'Unique.' }),
+  customerId: z.uuid('must be a UUID'),
   title: text(1, 200, { trim: true }),
-  quantity: z.int('must be a whole number').min(0, \`must be from 0 to \${MAX_QUANTITY}\`).max(MAX_QUANTITY, \`must be from 0 to \${MAX_QUANTITY}\`),
+  quantity,
+  status: z.enum(STATUSES, \`must be one of \${STATUSES.join(', ')}\`).default('open'),
   note: text(0, 2000).default(''),
 });
 
 export type ${One}Fields = z.infer<typeof ${one}Fields>;
 
-/** \`?reference=\`: exact. */
-export const ${one}Filter = { reference: reference.meta({ description: 'Only the ${one} with this reference.' }).optional() };
+/**
+ * The list's filters, one of each kind: \`?reference=\` (a string, exact), \`?customerId=\` (a
+ * UUID), \`?status=\` (one of the enum) and \`?minQuantity=&maxQuantity=\` (an integer range;
+ * \`filters.integer\` for one value). Each parses its text with the rule given (a bad value is a
+ * 400) and compares its field's column, which the migration indexes.
+ */
+export const ${one}Filter = {
+  reference: filters.exact('reference', reference),
+  customerId: filters.uuid('customerId'),
+  status: filters.oneOf('status', STATUSES),
+  ...filters.range('quantity', quantity),
+};
 
-export interface ${One}Filter {
-  reference?: string;
-}
+export type ${One}Filter = FilterValues<typeof ${one}Filter>;
 
 export type ${Many}Service = ResourceService<${One}Fields, ${One}Filter>;
 
-export const ${name}Resource: ResourceDefinition<${One}Fields> = {
+export const ${name}Resource: ResourceDefinition<${One}Fields, typeof ${one}Filter> = {
   name: '${one}',
   fields: ${one}Fields,
   filter: ${one}Filter,
-  example: { reference: 'A-1001', title: 'First ${one}', quantity: 3, note: 'An example.' },
+  example: { reference: 'A-1001', customerId: '0193a5c2-7b1e-7c4d-9a61-2f0c1b9e8d40', title: 'First ${one}', quantity: 3, status: 'open', note: 'An example.' },
 };
 
 export function create${Many}Service(store: ResourceStore<${One}Fields, ${One}Filter>): ${Many}Service {
   return new ResourceService(${name}Resource, store);
 }
 `,
-    [`src/data/${name}-table.ts`]: `import type { TableMapping } from '@app/shared/resource/store';
+    [`src/data/${name}-table.ts`]: `import { tableOf } from '@app/shared/resource/store';
 import type { SeedColumns } from '@app/shared/service';
-import type { ${One}Fields, ${One}Filter } from '../domain/${name}.js';
+import { ${name}Resource } from '../domain/${name}.js';
 
-export const ${name}Table: TableMapping<${One}Fields, ${One}Filter> = {
+/** The table: a column per field and a condition per filter, from the resource; a 409 per unique index. */
+export const ${name}Table = tableOf(${name}Resource, {
   table: '${name}',
-  columns: ['reference', 'title', 'quantity', 'note'],
-  toRow: (${one}) => [${one}.reference, ${one}.title, ${one}.quantity, ${one}.note],
-  fromRow: (row) => ({ reference: row.reference as string, title: row.title as string, quantity: Number(row.quantity), note: row.note as string }),
-  where: (filter) => (filter.reference === undefined ? [] : [{ sql: 'reference = ?', values: [filter.reference] }]),
   uniqueIndexes: { uq_${name}_reference: { field: 'reference', message: 'is already taken' } },
-};
+});
 
 /** Generated rows for \`npm run seed\`: valid for the API, unique per run. */
 export const ${name}Seed: SeedColumns = {
   table: '${name}',
-  columns: { reference: "CONCAT('SEED-', @tag, '-', n)", title: "CONCAT('${One} ', n)", quantity: 'n % 1000', note: "''" },
+  columns: {
+    reference: "CONCAT('SEED-', @tag, '-', n)",
+    customer_id: 'UUID()',
+    title: "CONCAT('${One} ', n)",
+    quantity: 'n % 1000',
+    status: "ELT(1 + n % 3, 'open', 'shipped', 'closed')",
+    note: "''",
+  },
 };
 `,
     [`src/routes/${name}.ts`]: `import type { IdempotencyStore } from '@app/shared/resource/idempotency';
@@ -153,32 +172,42 @@ export const ${name}Routes = (${name}: ${Many}Service, idempotency: IdempotencyS
 export const ${name}Api = resourceEndpoints(path, ${name}Resource);
 `,
     [`migrations/0001_create_${name}.sql`]: `-- ${Many}. \`id\` is a UUIDv7 in 16 bytes (creation-ordered: keyset pages walk the primary key).
+-- Every filtered column has an index (InnoDB appends the id, so a filtered page reads in id order).
 CREATE TABLE ${name} (
   id BINARY(16) NOT NULL,
   reference VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  customer_id CHAR(36) CHARACTER SET ascii COLLATE ascii_general_ci NOT NULL,
   title VARCHAR(200) NOT NULL,
   quantity INT NOT NULL,
+  status VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
   note TEXT NOT NULL,
   version INT UNSIGNED NOT NULL,
   created_at DATETIME(3) NOT NULL,
   updated_at DATETIME(3) NOT NULL,
   PRIMARY KEY (id),
-  UNIQUE KEY uq_${name}_reference (reference)
+  UNIQUE KEY uq_${name}_reference (reference),
+  KEY ix_${name}_customer_id (customer_id),
+  KEY ix_${name}_status (status),
+  KEY ix_${name}_quantity (quantity)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 `,
     'test/api-case.ts': `import type { ResourceCase } from '../../test/support/resource-case.js';
+import { ${one}Filter } from '../src/domain/${name}.js';
+
+/** A customer's id for \`n\`: two bodies differ in every filtered field. */
+const customerOf = (n: number) => \`00000000-0000-4000-8000-\${String(n % 1e12).padStart(12, '0')}\`;
 
 /** ${Many}, for the per-resource suites (test/support/resource-case.ts). */
 export const apiCase: ResourceCase = {
-  valid: (n) => ({ reference: \`REF-\${n}\`, title: \`${One} \${n}\`, quantity: n, note: 'Sample.' }),
-  echoed: (body) => ({ note: '', ...body }),
-  invalid: { body: { reference: 'has space', title: '  ', quantity: 1.5 }, paths: ['reference', 'title', 'quantity'] },
+  valid: (n) => ({ reference: \`REF-\${n}\`, customerId: customerOf(n), title: \`${One} \${n}\`, quantity: n, status: ['open', 'shipped', 'closed'][n % 3], note: 'Sample.' }),
+  echoed: (body) => ({ status: 'open', note: '', ...body }),
+  invalid: { body: { reference: 'has space', customerId: 'x', title: '  ', quantity: 1.5 }, paths: ['reference', 'customerId', 'title', 'quantity'] },
   required: 'title',
   patch: { body: { quantity: 7 }, expected: { quantity: 7 } },
+  filters: ${one}Filter,
   unique: {
     field: 'reference',
-    filter: (body) => \`reference=\${encodeURIComponent(String(body.reference))}\`,
-    duplicateOf: (body, n) => ({ reference: body.reference, title: \`Other \${n}\`, quantity: 1 }),
+    duplicateOf: (body, n) => ({ reference: body.reference, customerId: customerOf(n), title: \`Other \${n}\`, quantity: 1 }),
   },
 };
 `,
@@ -199,17 +228,27 @@ beforeAll(async () => {
 });
 afterAll(() => ${name}.close());
 
-it('creates ${aOrAn(one)} ${one} from the example, its note defaulting to empty', async () => {
-  const response = await api.post('/api/${name}', { reference: 'T-1', title: '  Trimmed  ', quantity: 0 });
+const customerId = '0193a5c2-7b1e-7c4d-9a61-2f0c1b9e8d40';
+
+it('creates ${aOrAn(one)} ${one}, its status defaulting to open and its note to empty', async () => {
+  const response = await api.post('/api/${name}', { reference: 'T-1', customerId, title: '  Trimmed  ', quantity: 0 });
   expect(response.status).toBe(201);
-  expect(response.body).toMatchObject({ reference: 'T-1', title: 'Trimmed', quantity: 0, note: '' });
+  expect(response.body).toMatchObject({ reference: 'T-1', customerId, title: 'Trimmed', quantity: 0, status: 'open', note: '' });
 });
 
 it('says a missing quantity is required, and a fractional one is not a whole number', async () => {
-  expect(expectProblem(await api.post('/api/${name}', { reference: 'T-2', title: 'x' }), 400, 'validation').errors).toEqual([{ path: 'quantity', message: 'is required' }]);
-  expect(expectProblem(await api.post('/api/${name}', { reference: 'T-3', title: 'x', quantity: 1.5 }), 400, 'validation').errors).toEqual([
+  expect(expectProblem(await api.post('/api/${name}', { reference: 'T-2', customerId, title: 'x' }), 400, 'validation').errors).toEqual([{ path: 'quantity', message: 'is required' }]);
+  expect(expectProblem(await api.post('/api/${name}', { reference: 'T-3', customerId, title: 'x', quantity: 1.5 }), 400, 'validation').errors).toEqual([
     { path: 'quantity', message: 'must be a whole number' },
   ]);
+});
+
+it('answers a filter value its rule refuses with a 400 naming the parameter', async () => {
+  const errorsOf = async (query: string) => expectProblem(await api.get(\`/api/${name}?\${query}\`), 400, 'validation').errors;
+  expect(await errorsOf('minQuantity=abc')).toEqual([{ path: 'minQuantity', message: 'must be a whole number' }]);
+  expect(await errorsOf('maxQuantity=-1')).toEqual([{ path: 'maxQuantity', message: \`must be from 0 to \${2 ** 31 - 1}\` }]);
+  expect(await errorsOf('customerId=x')).toEqual([{ path: 'customerId', message: 'must be a UUID' }]);
+  expect(await errorsOf('status=lost')).toEqual([{ path: 'status', message: 'must be one of open, shipped, closed' }]);
 });
 `,
   };
