@@ -14,6 +14,7 @@ export default {
     'gateway/src/cache/compression.ts',
     'gateway/src/cache/fills.ts',
     'gateway/src/cache/memory-tier.ts',
+    'gateway/src/cache/memory-tier/*.ts',
     'gateway/src/concurrency-limit.ts',
     'gateway/src/rate-limit.ts',
     'gateway/src/auth/tokens.ts',
