@@ -46,6 +46,11 @@ const GATEWAY_HEADERS = {
     'The bearer challenge (RFC 6750): `error="invalid_token"` for a token that is expired, badly signed or not for this API; no error when there was no token; `error="insufficient_scope"` with the `scope` needed on 403.',
     'Bearer realm="api", error="invalid_token", error_description="The access token has expired"',
   ),
+  WWWAuthenticateOnScope: header(
+    z.string().regex(/^Bearer /).optional(),
+    'On a 403 for a scope the token lacks: `error="insufficient_scope"` with the `scope` needed. Absent on the service\'s own 403 (`not-owner`: a record of another owner).',
+    'Bearer realm="api", error="insufficient_scope", scope="users:write"',
+  ),
 };
 const METHODS = ['get', 'head', 'post', 'put', 'patch', 'delete', 'options'] as const;
 
@@ -62,7 +67,12 @@ function throughGateway(upstream: Upstream, method: (typeof METHODS)[number], op
   const responses: Record<string, oas31.ResponseObject | ZodOpenApiResponseObject> = {
     ...(operation.responses as Record<string, oas31.ResponseObject>),
     401: problem(401, 'unauthorized', 'The access token has expired', { 'WWW-Authenticate': 'WWWAuthenticate' }),
-    ...(scope && { 403: problem(403, 'insufficient-scope', `This request needs the ${scope} scope, which the access token does not grant`, { 'WWW-Authenticate': 'WWWAuthenticate' }) }),
+    // A service that answers 403 itself (a record of another owner) sends no challenge.
+    ...(scope && {
+      403: problem(403, 'insufficient-scope', `This request needs the ${scope} scope, which the access token does not grant`, {
+        'WWW-Authenticate': operation.responses?.[403] ? 'WWWAuthenticateOnScope' : 'WWWAuthenticate',
+      }),
+    }),
     429: problem(429, 'rate-limited', 'Over the budget of read requests for this client; retry after 42 s', { 'Retry-After': 'RetryAfter' }),
     ...(operation.requestBody && { 408: problem(408, 'request-timeout', `The request body did not arrive within ${deadlines.requestBodyMs} ms`) }),
     414: problem(414, undefined, ''),

@@ -175,6 +175,7 @@ export const ${name}Api = resourceEndpoints(path, ${name}Resource);
 -- Every filtered column has an index (InnoDB appends the id, so a filtered page reads in id order).
 CREATE TABLE ${name} (
   id BINARY(16) NOT NULL,
+  owner VARCHAR(255) NULL,
   reference VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
   customer_id CHAR(36) CHARACTER SET ascii COLLATE ascii_general_ci NOT NULL,
   title VARCHAR(200) NOT NULL,
@@ -185,6 +186,7 @@ CREATE TABLE ${name} (
   created_at DATETIME(3) NOT NULL,
   updated_at DATETIME(3) NOT NULL,
   PRIMARY KEY (id),
+  KEY ix_${name}_owner (owner, id),
   UNIQUE KEY uq_${name}_reference (reference),
   KEY ix_${name}_customer_id (customer_id),
   KEY ix_${name}_status (status),

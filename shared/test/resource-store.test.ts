@@ -47,6 +47,7 @@ beforeAll(async () => {
   // `label` is unique too: a second index a conflict must be told apart by (name and colour, joined).
   await db.query(`CREATE TABLE widgets (
     id BINARY(16) NOT NULL,
+    owner VARCHAR(255) NULL,
     name VARCHAR(50) NOT NULL,
     colour VARCHAR(20) NOT NULL,
     stock INT NOT NULL,
@@ -74,7 +75,7 @@ let made = 0;
 function widget(fields: Partial<Widget> = {}, ms = 0): Stored<Widget> {
   made++;
   const at = new Date(Date.UTC(2026, 10, 21, 10, 0, 0, 123) + ms);
-  return { id: uuidv7(), version: 1, createdAt: at, updatedAt: at, fields: { name: `widget ${made}`, colour: 'red', stock: made, ...fields } };
+  return { id: uuidv7(), owner: made % 2 === 0 ? `owner ${made}` : null, version: 1, createdAt: at, updatedAt: at, fields: { name: `widget ${made}`, colour: 'red', stock: made, ...fields } };
 }
 
 async function inserted(...all: Stored<Widget>[]): Promise<Stored<Widget>[]> {

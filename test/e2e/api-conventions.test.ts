@@ -6,6 +6,7 @@
 import { capturingLogger, startStack } from '../support/stack.js';
 import { client, expectProblem, type Client } from '../support/http.js';
 import { valueAt } from '@app/shared/resource/filters';
+import { ownershipOf } from '@app/shared/resource/ownership';
 import { encodeCursor } from '@app/shared/resource/rules';
 import { resourceCases } from '../support/resource-case.js';
 
@@ -30,6 +31,8 @@ beforeAll(async () => {
 afterAll(() => stack.close());
 
 describe.each(cases)('$name through the gateway', (resource) => {
+  // Where ownership decides who sees or changes a record, its representation names its owner, and lists filter by it.
+  const owned = ownershipOf(resource.path) !== 'none';
   const create = async (body = resource.valid(next())) => {
     const response = await api.post(resource.path, body);
     expect(response.status).toBe(201);
@@ -45,6 +48,7 @@ describe.each(cases)('$name through the gateway', (resource) => {
       expect(response.body).toEqual({
         id: expect.stringMatching(UUID_V7),
         ...resource.echoed(body),
+        ...(owned && { owner: 'test-client' }),
         createdAt: expect.stringMatching(TIMESTAMP),
         updatedAt: expect.stringMatching(TIMESTAMP),
       });
@@ -269,7 +273,7 @@ describe.each(cases)('$name through the gateway', (resource) => {
     it('describes every filter the case lists, and no other', async () => {
       const list = (await api.get('/openapi.json')).body.paths[resource.path].get;
       const described = list.parameters.filter((parameter: { in?: string }) => parameter.in === 'query').map(({ name }: { name: string }) => name);
-      expect(described.sort()).toEqual(['cursor', 'limit', ...Object.keys(resource.filters)].sort());
+      expect(described.sort()).toEqual(['cursor', 'limit', ...(owned ? ['owner'] : []), ...Object.keys(resource.filters)].sort());
     });
 
     it.each(Object.entries(resource.filters))('filters exactly by ?%s=', async (parameter, { field, comparison }) => {

@@ -24,7 +24,9 @@ import { portOf, rawExchange, rawExchangeAll, requestBytes, type SocketResponse 
 import { bodyBytes, bodyValue, validValue } from '../support/schema-arbitrary.js';
 import { resourceCases, type ResourceCase } from '../support/resource-case.js';
 import { startStack } from '../support/stack.js';
-import { defaultToken } from '../support/auth.js';
+import { defaultToken, testToken } from '../support/auth.js';
+import { ownershipOf } from '@app/shared/resource/ownership';
+import type { Ownership } from '@app/shared/platform/services';
 
 /** At least 1,000 generated requests per run (the issue's bar), bounded so the run stays short. */
 const GENERATED_REQUESTS = 1_100;
@@ -48,7 +50,7 @@ afterAll(() => stack.close());
 
 // ---- what the run saw, printed at the end ----
 
-const counts = { generated: 0, writes: 0, cachedBeforeWrites: 0, consistencyChecks: 0, raw: 0, byStatus: new Map<number, number>(), byProblem: new Map<string, number>() };
+const counts = { generated: 0, writes: 0, cachedBeforeWrites: 0, consistencyChecks: 0, asOther: 0, raw: 0, byStatus: new Map<number, number>(), byProblem: new Map<string, number>() };
 
 function tally(status: number, contentType: string | null, body: string) {
   counts.byStatus.set(status, (counts.byStatus.get(status) ?? 0) + 1);
@@ -81,12 +83,22 @@ interface Resource {
   unique?: string;
   /** A valid new item (<service>/test/api-case.ts). */
   valid: ResourceCase['valid'];
+  /** Who may see and change its records (services.json). */
+  ownership: Ownership;
   /** Ids this run created (some deleted since). */
   ids: string[];
 }
 
 // Every service in services.json.
-const resources: Resource[] = (await resourceCases()).map(({ name, path, unique, valid }) => ({ name, collection: path, unique: unique?.field, valid, ids: [] }));
+const resources: Resource[] = (await resourceCases()).map(({ name, path, unique, valid }) => ({ name, collection: path, unique: unique?.field, valid, ownership: ownershipOf(path), ids: [] }));
+
+/**
+ * Every fifth generated request is sent as another caller: what it may see and change of the
+ * records the default caller made is what the service's ownership allows, and no more.
+ */
+const OTHER_SUBJECT = 'hostile-other';
+const otherToken = await testToken({ subject: OTHER_SUBJECT });
+const DEFAULT_SUBJECT = 'test-client';
 
 interface Generated {
   method: string;
@@ -216,10 +228,10 @@ interface Answer {
   text: string;
 }
 
-async function send(baseUrl: string, method: string, target: string, headers: Record<string, string> = {}, body?: Buffer): Promise<Answer> {
+async function send(baseUrl: string, method: string, target: string, headers: Record<string, string> = {}, body?: Buffer, token = defaultToken): Promise<Answer> {
   const response = await fetch(`${baseUrl}${target}`, {
     method,
-    headers: { authorization: `Bearer ${defaultToken}`, ...headers },
+    headers: { authorization: `Bearer ${token}`, ...headers },
     body: body && new Uint8Array(body),
     redirect: 'manual',
     signal: AbortSignal.timeout(10_000),
@@ -258,7 +270,8 @@ async function expectConsistent(resource: Resource, targets: string[]) {
   // A stale entry would be served (HIT) by the first read after the write: one read each suffices.
   await Promise.all(
     targets.map(async (target) => {
-      const [viaGateway, direct] = await Promise.all([send(stack.gateway.url, 'GET', target), send(serviceOf(resource), 'GET', target)]);
+      // The service asked directly as the gateway asks it for the default caller.
+      const [viaGateway, direct] = await Promise.all([send(stack.gateway.url, 'GET', target), send(serviceOf(resource), 'GET', target, { 'x-auth-subject': DEFAULT_SUBJECT })]);
       counts.consistencyChecks++;
       expect({ target, status: viaGateway.status, etag: viaGateway.headers.get('etag'), body: viaGateway.text }).toEqual({
         target,
@@ -282,14 +295,15 @@ const uniqueOf = (resource: Resource, body: unknown): string | undefined => {
 };
 
 /** Sends one generated request through the gateway and checks the answer, and the cache after a write. */
-async function sendAndCheck(request: Generated): Promise<void> {
+async function sendAndCheck(request: Generated, asOther: boolean): Promise<void> {
   const { target, id } = resolveTarget(request);
   const before = WRITES.has(request.method) ? readsOf(request.resource, id, uniqueSent(request.resource, request.body)) : [];
   if (before.length > 0) {
     counts.writes++;
     await cacheBefore(before);
   }
-  const answer = await send(stack.gateway.url, request.method, target, request.headers, request.body);
+  const answer = await send(stack.gateway.url, request.method, target, request.headers, request.body, asOther ? otherToken : defaultToken);
+  if (asOther) expectOwnershipHeld(request, id, answer);
   counts.generated++;
   tally(answer.status, answer.headers.get('content-type'), answer.text);
   const context = `${request.method} ${target} ${JSON.stringify(request.headers)} ${request.body?.toString('latin1').slice(0, 300) ?? ''}`;
@@ -310,6 +324,30 @@ async function sendAndCheck(request: Generated): Promise<void> {
 
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
+/** Ids the other caller created: the only records it may change or delete where records have owners. */
+const othersIds = new Set<string>();
+
+/**
+ * What the other caller got is what its service's ownership allows it: where only owners see their
+ * records, every record in a 2xx answer is its own; where only owners change them, every record it
+ * changed or deleted is its own.
+ */
+function expectOwnershipHeld(request: Generated, id: string | undefined, answer: Answer): void {
+  const { ownership } = request.resource;
+  counts.asOther++;
+  if (answer.status >= 300 || ownership === 'none') return;
+  if (request.method === 'DELETE') {
+    expect({ deleted: id, byItsOwner: id !== undefined && othersIds.has(id) }).toEqual({ deleted: id, byItsOwner: true });
+    return;
+  }
+  if (!answer.text) return;
+  const body = JSON.parse(answer.text) as { items?: { owner?: unknown }[]; id?: string; owner?: unknown };
+  if (request.method === 'POST' && body.id) othersIds.add(body.id);
+  const records = Array.isArray(body.items) ? body.items : [body];
+  const bound = ownership === 'all' || request.method !== 'GET';
+  if (bound && !['HEAD'].includes(request.method)) for (const record of records) expect({ target: request.target, owner: record.owner }).toEqual({ target: request.target, owner: OTHER_SUBJECT });
+}
+
 /** The unique value a write's body would give, when the body is JSON at all (a generated one may not be). */
 function uniqueSent(resource: Resource, body: Buffer | undefined): string | undefined {
   try {
@@ -325,12 +363,14 @@ describe('requests generated from openapi.json', () => {
     // One sequence per resource, both at once: they share no service, schema or cache scope, so one
     // sequence's writes never race the other's consistency checks.
     await Promise.all(resources.map(async (resource) => {
-      for (const request of requests) if (request.resource === resource) await sendAndCheck(request);
+      for (const [index, request] of requests.entries()) if (request.resource === resource) await sendAndCheck(request, index % 5 === 4);
     }));
     // Every write was checked against a cached read (this run's list page always answers 200), at least.
     expect(counts.writes).toBeGreaterThan(0);
     expect(counts.cachedBeforeWrites).toBeGreaterThanOrEqual(counts.writes);
     expect(counts.consistencyChecks).toBeGreaterThanOrEqual(counts.writes);
+    // A fifth of the requests came from another caller, whose answers were checked against ownership.
+    expect(counts.asOther).toBeGreaterThanOrEqual(Math.floor(GENERATED_REQUESTS / 5));
   }, 120_000);
 });
 

@@ -11,7 +11,7 @@ import { client } from '../support/http.js';
 
 const contract = apiContract();
 const ID = '0193a5c2-7b1e-7c4d-9a61-2f0c1b9e8d40';
-const user = { id: ID, email: 'ada@example.com', name: 'Ada Lovelace', createdAt: '2026-11-21T10:00:00.000Z', updatedAt: '2026-11-21T10:00:00.000Z' };
+const user = { id: ID, email: 'ada@example.com', name: 'Ada Lovelace', owner: 'auth0|ada', createdAt: '2026-11-21T10:00:00.000Z', updatedAt: '2026-11-21T10:00:00.000Z' };
 const product = {
   id: ID,
   sku: 'WIDGET-42',

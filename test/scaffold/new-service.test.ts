@@ -1,8 +1,9 @@
 /**
- * `npm run new-service -- orders`, as a new user runs it, in a copy of the repository: it touches at
- * most 5 files outside orders-service/ (none of the gateway's code), the copy builds, Kubernetes
- * (prod and dev) and Compose deploy orders-service, and the gateway serves /api/orders with its
- * token scopes and its cache. The copy shares this checkout's installed packages, so it takes
+ * `npm run new-service -- orders --owner writes`, as a new user runs it, in a copy of the
+ * repository: it touches at most 5 files outside orders-service/ (none of the gateway's code), the
+ * copy builds, Kubernetes (prod and dev) and Compose deploy orders-service, and the gateway serves
+ * /api/orders with its token scopes and its cache; every reader reads an order, only its owner
+ * changes it. The copy shares this checkout's installed packages, so it takes
  * seconds to make; the run is bounded (3 minutes).
  */
 import { execFileSync } from 'node:child_process';
@@ -55,7 +56,7 @@ function copyRepository(): string {
 
 beforeAll(() => {
   copy = copyRepository();
-  inCopy(process.execPath, ['scripts/new-service.ts', NAME]);
+  inCopy(process.execPath, ['scripts/new-service.ts', NAME, '--owner', 'writes']);
 }, SCAFFOLD_MS);
 
 afterAll(async () => {
@@ -132,6 +133,17 @@ test(
     expect([first.status, second.status]).toEqual([200, 200]);
     expect(second.headers.get('x-cache')).toBe('HIT');
     expect(await second.json()).toMatchObject(JSON.parse(example) as object);
+
+    // Declared "owner": "writes": another caller reads it, and may not change or delete it (403).
+    const other = inCopy(process.execPath, ['scripts/token.ts', '--scope', `${NAME}:read,${NAME}:write`, '--sub', 'someone-else']).trim();
+    const asOther = (method: string, body?: string) =>
+      fetch(`${base}${created.headers.get('location')!}`, { method, headers: { authorization: `Bearer ${other}`, 'content-type': 'application/merge-patch+json' }, body });
+    expect((await asOther('GET')).status).toBe(200);
+    for (const refused of [await asOther('PATCH', '{}'), await asOther('DELETE')]) {
+      expect(refused.status).toBe(403);
+      expect(await refused.json()).toMatchObject({ type: 'https://problems.example/not-owner' });
+    }
+    expect((await read()).status).toBe(200);
   },
   SCAFFOLD_MS,
 );

@@ -160,9 +160,9 @@ describe('name', () => {
 });
 
 describe('the representation', () => {
-  const FIELDS = ['createdAt', 'email', 'id', 'name', 'updatedAt'];
+  const FIELDS = ['createdAt', 'email', 'id', 'name', 'owner', 'updatedAt'];
 
-  it('has exactly id, email, name, createdAt and updatedAt, on create, read, list, PUT and PATCH', async () => {
+  it('has exactly id, email, name, owner, createdAt and updatedAt, on create, read, list, PUT and PATCH', async () => {
     const user = await create();
     const representations = [
       user.body,

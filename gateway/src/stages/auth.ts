@@ -42,8 +42,8 @@ function tokenProblem(error: unknown): HttpProblem {
  * remembered) and the scope the route needs (routing.ts). Two stages: `identify` first, which only
  * decides (the caller, or the refusal), and `enforce` after the rate limits, which answers a refusal:
  * a refused request still counts against its caller's budget. A request that passes goes on with the
- * verified subject in `X-Auth-Subject` and without its token: the services trust the gateway, and a
- * resource is the same for every caller, so the cache serves authorised requests like any other.
+ * verified subject in `X-Auth-Subject` (and `X-Auth-Role: admin` with the service's admin scope)
+ * and without its token: the services trust the gateway, and decide by them whose records it sees.
  * A remembered token is decided synchronously, with no closure or promise made for it.
  */
 export function authStages(options: {

@@ -17,6 +17,7 @@ export const problemTypes = {
   'bad-request': { status: 400, title: 'Malformed HTTP request' },
   'unauthorized': { status: 401, title: 'Missing or invalid access token' },
   'insufficient-scope': { status: 403, title: 'Insufficient scope' },
+  'not-owner': { status: 403, title: 'Not the owner of the resource' },
   'not-found': { status: 404, title: 'Resource not found' },
   'method-not-allowed': { status: 405, title: 'Method not allowed' },
   'request-timeout': { status: 408, title: 'Request body timed out' },

@@ -47,19 +47,25 @@ export function validationExample(schema: z.ZodType, input: unknown, at: string)
   throw new Error(`${JSON.stringify(input)} is valid: it cannot be the example of a 400`);
 }
 
-export function resourceSchemas<F extends Record<string, unknown>>(plural: string, definition: ResourceDefinition<F>) {
+/**
+ * The schemas of a resource; `owned`: its records have owners who decide who sees or changes them
+ * (services.json), so its representation shows the owner.
+ */
+export function resourceSchemas<F extends Record<string, unknown>>(plural: string, definition: ResourceDefinition<F>, owned = false) {
   const Name = pascal(definition.name);
   const { shape } = definition.fields;
+  const owner = z.string().nullable().meta({ readOnly: true, description: `The subject of the access token that created it (\`null\` for one created before records had owners): only it, and a caller with the \`${plural}:admin\` scope, may change it.` });
   const resource = z
     .strictObject({
       id: z.string().meta({ format: 'uuid', pattern: UUID_V7.source, readOnly: true, description: 'Assigned by the service: a UUID version 7, lower case.' }),
       ...shape,
+      ...(owned && { owner }),
       createdAt: timestamp('Creation time'),
       updatedAt: timestamp('Time of the last change'),
     })
     .meta({ id: Name, description: `A ${definition.name}.`, override: ({ jsonSchema }) => Object.values(jsonSchema.properties ?? {}).forEach((field) => delete (field as oas31.SchemaObject).default) });
-  const exampleResource = { id: EXAMPLE_ID, ...definition.fields.parse(definition.example), createdAt: EXAMPLE_TIME, updatedAt: EXAMPLE_TIME };
-  const readOnly = { id: ignored, createdAt: ignored, updatedAt: ignored };
+  const exampleResource = { id: EXAMPLE_ID, ...definition.fields.parse(definition.example), ...(owned && { owner: 'auth0|ada' }), createdAt: EXAMPLE_TIME, updatedAt: EXAMPLE_TIME };
+  const readOnly = { id: ignored, ...(owned && { owner: ignored }), createdAt: ignored, updatedAt: ignored };
   return {
     Name,
     resource,

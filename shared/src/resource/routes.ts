@@ -7,6 +7,9 @@ import { JSON_CONTENT_TYPE, NOSNIFF, sendJson } from '../platform/http/responses
 import { idempotencyProblems, idempotent, type IdempotencyStore, type StoredResponse } from './idempotency.js';
 import { HttpProblem, problems } from '../platform/problem.js';
 import { conditionsOf, DEFAULT_LIMIT, etagOf, evaluatePreconditions, listQuerySchema, representation, type ResourceDefinition, type ResourceService, type Stored } from './rules.js';
+import { accessOf, ownershipOf } from './ownership.js';
+import type { Ownership } from '../platform/services.js';
+import { z } from 'zod';
 
 /** PATCH takes an RFC 7396 merge patch; plain JSON is accepted as the same. */
 export const PATCH_MEDIA_TYPES = ['application/merge-patch+json', 'application/json'] as const;
@@ -21,10 +24,13 @@ export interface ResourceRoutes {
   readItem(req: IncomingMessage, res: ServerResponse, id: string, requestId: string): Promise<void>;
 }
 
-function sendResource<F>(res: ServerResponse, stored: Stored<F>, status = 200) {
+function sendResource<F>(res: ServerResponse, stored: Stored<F>, withOwner: boolean, status = 200) {
   res.setHeader('ETag', etagOf(stored.version));
-  sendJson(res, status, representation(stored));
+  sendJson(res, status, representation(stored, withOwner));
 }
+
+/** `?owner=`: a subject, as the gateway accepts them. */
+const ownerParameter = z.string().min(1).max(255);
 
 /**
  * GET/HEAD of an item, as a plain node:http handler. Its response is written whole by one
@@ -32,15 +38,15 @@ function sendResource<F>(res: ServerResponse, stored: Stored<F>, status = 200) {
  * the headers without building its header map (setHeader was 6% of a read's CPU time).
  */
 const itemReader =
-  <F extends Record<string, unknown>>(service: ResourceService<F, unknown>) =>
+  <F extends Record<string, unknown>>(service: ResourceService<F, unknown>, ownership: Ownership) =>
   async (req: IncomingMessage, res: ServerResponse, id: string, requestId: string) => {
-    const stored = await service.get(id);
+    const stored = await service.get(id, accessOf(req.headers, ownership));
     const etag = etagOf(stored.version);
     if (evaluatePreconditions(conditionsOf(req.headers), etag, 'read') === 'not-modified') {
       res.writeHead(304, ['ETag', etag, 'Cache-Control', 'no-cache', 'X-Request-Id', requestId, ...NOSNIFF]).end();
       return;
     }
-    const body = JSON.stringify(representation(stored));
+    const body = JSON.stringify(representation(stored, ownership !== 'none'));
     res
       .writeHead(200, ['Content-Type', JSON_CONTENT_TYPE, 'Content-Length', Buffer.byteLength(body), 'ETag', etag, 'Cache-Control', 'no-cache', 'X-Request-Id', requestId, ...NOSNIFF])
       .end(body);
@@ -50,13 +56,18 @@ const itemReader =
 interface Runtime<F extends Record<string, unknown>> {
   service: ResourceService<F, unknown>;
   idempotency: IdempotencyStore;
+  /** Who may see and change its records (services.json). */
+  ownership: Ownership;
 }
 
 /** The names, paths, schemas and examples a resource's operations are described with. */
 function describedResource<F extends Record<string, unknown>>(path: string, definition: ResourceDefinition<F>) {
   const plural = path.slice(path.lastIndexOf('/') + 1);
   const Plural = plural.charAt(0).toUpperCase() + plural.slice(1);
-  const schemas = resourceSchemas(plural, definition);
+  const ownership = ownershipOf(path);
+  const owned = ownership !== 'none';
+  const schemas = resourceSchemas(plural, definition, owned);
+  const listQuery = listQuerySchema(definition.filter, definition.example);
   const item = `${path}/{id}`;
   return {
     ...schemas,
@@ -68,12 +79,15 @@ function describedResource<F extends Record<string, unknown>>(path: string, defi
     at: `${path}/${EXAMPLE_ID}`,
     tag: { name: plural, description: `${Plural}: list and create at \`${path}\`; read, replace, patch and delete at \`${item}\`.` },
     firstField: Object.keys(definition.example)[0] ?? 'id',
-    query: listQuerySchema(definition.filter, definition.example),
+    ownership,
+    owned,
+    query: owned ? listQuery.extend({ owner: ownerParameter.optional().meta({ description: `Only the ${plural} of this owner (the subject that created them).` }) }) : listQuery,
+    createQuery: owned ? z.strictObject({ owner: ownerParameter.optional().meta({ description: `The owner of the new ${definition.name}, other than the caller: only with the \`${plural}:admin\` scope.` }) }) : undefined,
   };
 }
 
 /** The responses and request bodies a resource's operations share, with its examples. */
-function sharedResponses<F extends Record<string, unknown>>({ at, definition, firstField, resource, exampleResource, input }: ReturnType<typeof describedResource<F>>) {
+function sharedResponses<F extends Record<string, unknown>>({ at, definition, firstField, resource, exampleResource, input, ownership }: ReturnType<typeof describedResource<F>>) {
   const problem = (status: number, example?: HttpProblem, where = at, extraHeaders: Record<string, string> = {}) => problemResponse(status, example && { problem: example, at: where }, extraHeaders);
   const failures = (where: string) => ({ 500: problem(500), 503: problem(503, problems.unavailable('The database is unavailable; try again shortly'), where) });
   const notFound = problem(404, problems.notFound(`No ${definition.name} with id ${EXAMPLE_ID}`));
@@ -82,6 +96,8 @@ function sharedResponses<F extends Record<string, unknown>>({ at, definition, fi
     415: problem(415, new HttpProblem('unsupported-media-type', 'The request body must be application/json, not text/plain'), where),
   });
   const withResource = (description: string, more: Record<string, string> = {}) => ({ description, headers: headers({ ETag: 'ETag', ...more }), content: json(resource, exampleResource) });
+  // Where only a record's owner changes it, another caller's change is a 403.
+  const notOwner = ownership === 'writes' ? { 403: problem(403, new HttpProblem('not-owner', `This ${definition.name} belongs to another caller: only its owner (or an admin) may change it`)) } : {};
   return {
     problem,
     /** A write with an Idempotency-Key may meet its key in flight: a 409 with Retry-After. */
@@ -91,10 +107,12 @@ function sharedResponses<F extends Record<string, unknown>>({ at, definition, fi
     malformedCondition: problem(400, problems.validation([{ path: 'If-Match', message: 'must be * or a list of entity tags ("…" or W/"…")' }])),
     bodyProblems,
     withResource,
+    notOwner,
     writeBody: (description: string) => ({ description, required: true, content: json(input, definition.example) }),
     updateResponses: (description: string, more: Record<string, string> = {}) => ({
       200: withResource(description, more),
       400: problemResponse(400, validationExample(definition.fields, {}, at)),
+      ...notOwner,
       404: notFound,
       409: problem(409, problems.conflict(firstField, 'is already taken')),
       412: problem(412, problems.preconditionFailed()),
@@ -112,14 +130,14 @@ type OperationKit<F extends Record<string, unknown>> = ReturnType<typeof describ
   };
 
 /** The response to a write as it is sent, and stored for a retry with the same Idempotency-Key. */
-const written = <F>(stored: Stored<F>, status: number, more: Record<string, string> = {}): StoredResponse => ({
+const written = <F>(stored: Stored<F>, withOwner: boolean, status: number, more: Record<string, string> = {}): StoredResponse => ({
   status,
   headers: { ...more, 'Content-Type': JSON_CONTENT_TYPE, ETag: etagOf(stored.version) },
-  body: JSON.stringify(representation(stored)),
+  body: JSON.stringify(representation(stored, withOwner)),
 });
 
 /** GET `path`: a page of the collection. */
-function listOperation<F extends Record<string, unknown>>({ path, plural, Plural, query, page, examplePage, problem, failures, handled }: OperationKit<F>): Operation {
+function listOperation<F extends Record<string, unknown>>({ path, plural, Plural, query, page, examplePage, problem, failures, handled, owned }: OperationKit<F>): Operation {
   return {
     operationId: `list${Plural}`,
     summary: `List ${plural}`,
@@ -132,37 +150,39 @@ function listOperation<F extends Record<string, unknown>>({ path, plural, Plural
       412: problem(412, problems.preconditionFailed(), path),
       ...failures(path),
     },
-    ...handled(({ service }) => async (req: Request, res: Response) => {
+    ...handled(({ service, ownership }) => async (req: Request, res: Response) => {
       evaluatePreconditions({ ifMatch: req.headers['if-match'] }, undefined, 'read');
-      const found = await service.list(res.locals.query);
+      const found = await service.list(res.locals.query, accessOf(req.headers, ownership));
       res.setHeader('Cache-Control', 'no-cache');
-      sendJson(res, 200, { items: found.items.map(representation), nextCursor: found.nextCursor });
+      sendJson(res, 200, { items: found.items.map((item) => representation(item, owned)), nextCursor: found.nextCursor });
     }),
   };
 }
 
 /** POST `path`: a new item, idempotent with an Idempotency-Key. */
 function createOperation<F extends Record<string, unknown>>(kit: OperationKit<F>): Operation {
-  const { path, Name, definition, problem, handled } = kit;
+  const { path, Name, definition, problem, handled, owned, createQuery } = kit;
   return {
     operationId: `create${Name}`,
     summary: `Create a ${definition.name}`,
     parameters: parameters('IfMatch', 'IfNoneMatchWrite', 'IdempotencyKey'),
+    ...(createQuery && { requestParams: { query: createQuery } }),
     requestBody: kit.writeBody(`The new ${definition.name}.`),
     responses: {
       201: kit.withResource(`Created: the ${definition.name} as stored (or, for a retry with the same \`Idempotency-Key\`, the response to the first request).`, { Location: 'Location', 'Idempotent-Replayed': 'IdempotentReplayed' }),
       400: problemResponse(400, validationExample(definition.fields, {}, path)),
+      ...(owned && { 403: problem(403, new HttpProblem('not-owner', `Only an admin may create a ${definition.name} for another owner`), path) }),
       409: kit.conflictOrInFlight(path),
       412: problem(412, problems.preconditionFailed(), path),
       422: problem(422, idempotencyProblems.reused(), path),
       ...kit.bodyProblems(path),
       ...kit.failures(path),
     },
-    ...handled(({ service, idempotency }) =>
+    ...handled(({ service, idempotency, ownership }) =>
       idempotent(idempotency, path, async (req) => {
         evaluatePreconditions(conditionsOf(req.headers), undefined, 'write');
-        const created = await service.create(req.body);
-        return written(created, 201, { Location: `${path}/${created.id}` });
+        const created = await service.create(req.body, accessOf(req.headers, ownership), (req.query as { owner?: string }).owner);
+        return written(created, owned, 201, { Location: `${path}/${created.id}` });
       }),
     ),
   };
@@ -182,7 +202,7 @@ function readOperation<F extends Record<string, unknown>>({ Name, definition, at
       412: problem(412, problems.preconditionFailed()),
       ...failures(at),
     },
-    ...handled(({ service }) => (req: Request, res: Response) => itemReader(service)(req, res, req.params.id as string, res.locals.requestId)),
+    ...handled(({ service, ownership }) => (req: Request, res: Response) => itemReader(service, ownership)(req, res, req.params.id as string, res.locals.requestId)),
   };
 }
 
@@ -195,7 +215,9 @@ function replaceOperation<F extends Record<string, unknown>>({ Name, definition,
     parameters: parameters('IfMatch', 'IfNoneMatchWrite'),
     requestBody: writeBody(`The new state of the ${definition.name}.`),
     responses: updateResponses(`Replaced: the ${definition.name} as stored, with its new ETag.`),
-    ...handled(({ service }) => async (req: Request, res: Response) => sendResource(res, await service.replace(req.params.id as string, req.body, conditionsOf(req.headers)))),
+    ...handled(({ service, ownership }) => async (req: Request, res: Response) =>
+      sendResource(res, await service.replace(req.params.id as string, req.body, conditionsOf(req.headers), accessOf(req.headers, ownership)), ownership !== 'none'),
+    ),
   };
 }
 
@@ -216,19 +238,21 @@ function patchOperation<F extends Record<string, unknown>>({ path, Name, definit
       409: conflictOrInFlight(),
       422: problem(422, idempotencyProblems.reused()),
     },
-    ...handled(({ service, idempotency }) => idempotent(idempotency, path, async (req) => written(await service.patch(req.params.id as string, req.body, conditionsOf(req.headers)), 200))),
+    ...handled(({ service, idempotency, ownership }) =>
+      idempotent(idempotency, path, async (req) => written(await service.patch(req.params.id as string, req.body, conditionsOf(req.headers), accessOf(req.headers, ownership)), ownership !== 'none', 200)),
+    ),
   };
 }
 
 /** DELETE `path/{id}`. */
-function deleteOperation<F extends Record<string, unknown>>({ Name, definition, at, problem, failures, notFound, malformedCondition, handled }: OperationKit<F>): Operation {
+function deleteOperation<F extends Record<string, unknown>>({ Name, definition, at, problem, failures, notFound, notOwner, malformedCondition, handled }: OperationKit<F>): Operation {
   return {
     operationId: `delete${Name}`,
     summary: `Delete a ${definition.name}`,
     parameters: parameters('IfMatch', 'IfNoneMatchWrite'),
-    responses: { 204: { description: 'Deleted.', headers: headers({}) }, 400: malformedCondition, 404: notFound, 412: problem(412, problems.preconditionFailed()), ...failures(at) },
-    ...handled(({ service }) => async (req: Request, res: Response) => {
-      await service.delete(req.params.id as string, conditionsOf(req.headers));
+    responses: { 204: { description: 'Deleted.', headers: headers({}) }, 400: malformedCondition, ...notOwner, 404: notFound, 412: problem(412, problems.preconditionFailed()), ...failures(at) },
+    ...handled(({ service, ownership }) => async (req: Request, res: Response) => {
+      await service.delete(req.params.id as string, conditionsOf(req.headers), accessOf(req.headers, ownership));
       res.status(204).end();
     }),
   };
@@ -259,6 +283,6 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
 
 /** The routes of a resource at `path`, from its declaration. */
 export function resourceRoutes<F extends Record<string, unknown>, Filter>(path: string, service: ResourceService<F, Filter>, idempotency: IdempotencyStore): ResourceRoutes {
-  const runtime = { service: service as ResourceService<F, unknown>, idempotency };
-  return { path, router: routerOf(resourceEndpoints(path, service.definition, runtime)), readItem: itemReader(runtime.service) };
+  const runtime = { service: service as ResourceService<F, unknown>, idempotency, ownership: ownershipOf(path) };
+  return { path, router: routerOf(resourceEndpoints(path, service.definition, runtime)), readItem: itemReader(runtime.service, runtime.ownership) };
 }

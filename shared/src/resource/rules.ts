@@ -4,6 +4,7 @@ import { HttpProblem, problems } from '../platform/problem.js';
 import { UUID_V7 } from '../platform/request-target.js';
 import { mergePatch, parseOrThrow } from '../platform/validation.js';
 import { valueAt, type FilterSet } from './filters.js';
+import { UNRESTRICTED, type Access } from './ownership.js';
 
 /**
  * The rules every resource of this API shares: ids, versions and ETags, full replacement, merge
@@ -13,6 +14,8 @@ import { valueAt, type FilterSet } from './filters.js';
 
 export interface Stored<F> {
   id: string;
+  /** The verified subject that created it; null when none did (authentication off, or a row older than owners). */
+  owner: string | null;
   version: number;
   createdAt: Date;
   updatedAt: Date;
@@ -26,9 +29,10 @@ export interface Page<F> {
 
 /** What a service's data layer provides. Every write is decided by the database. */
 export interface ResourceStore<F, Filter> {
-  /** Up to `limit` rows with id > `afterId`, in id order. */
-  list(query: { afterId: string | undefined; limit: number; filter: Filter }): Promise<Stored<F>[]>;
-  find(id: string): Promise<Stored<F> | undefined>;
+  /** Up to `limit` rows with id > `afterId` (and of `owner`, when given), in id order. */
+  list(query: { afterId: string | undefined; limit: number; filter: Filter; owner?: string }): Promise<Stored<F>[]>;
+  /** The row `id`, when it exists (and is `owner`'s, when given). */
+  find(id: string, owner?: string): Promise<Stored<F> | undefined>;
   /** Throws a 409 problem when a unique field is taken. */
   insert(resource: Stored<F>): Promise<void>;
   /** Writes `resource` only if the stored version is still `expectedVersion`; false otherwise. */
@@ -37,7 +41,7 @@ export interface ResourceStore<F, Filter> {
   delete(id: string, expectedVersion?: number): Promise<boolean>;
 }
 
-const READ_ONLY_FIELDS = ['id', 'createdAt', 'updatedAt'];
+const READ_ONLY_FIELDS = ['id', 'owner', 'createdAt', 'updatedAt'];
 const MAX_UPDATE_ATTEMPTS = 5;
 
 export const etagOf = (version: number) => `"${version}"`;
@@ -183,25 +187,35 @@ export class ResourceService<F extends Record<string, unknown>, Filter> {
     this.fieldsSchema = definition.fields;
   }
 
-  /** A page, for a query that `listQuerySchema` parsed (the route declares it, so the router validates it). */
-  async list(query: { limit?: number; cursor?: string } & Filter): Promise<Page<F>> {
-    const { limit: size = DEFAULT_LIMIT, cursor: afterId, ...filter } = query;
-    const rows = await this.store.list({ afterId, limit: size + 1, filter: filter as Filter });
+  /**
+   * A page, for a query that `listQuerySchema` parsed (the route declares it, so the router
+   * validates it): of the records `access` sees, of `owner` when the query names one.
+   */
+  async list(query: { limit?: number; cursor?: string; owner?: string } & Filter, access: Access = UNRESTRICTED): Promise<Page<F>> {
+    const { limit: size = DEFAULT_LIMIT, cursor: afterId, owner: named, ...filter } = query;
+    if (access.readsOf !== undefined && named !== undefined && named !== access.readsOf) return { items: [], nextCursor: null };
+    const rows = await this.store.list({ afterId, limit: size + 1, filter: filter as Filter, owner: access.readsOf ?? named });
     const items = rows.slice(0, size);
     const last = items.at(-1);
     return { items, nextCursor: rows.length > size && last ? encodeCursor(last.id) : null };
   }
 
-  async get(id: string): Promise<Stored<F>> {
-    const found = UUID_V7.test(id) ? await this.store.find(id) : undefined;
+  /** The record `id`, when `access` sees it: one it may not see is as absent as one that does not exist. */
+  async get(id: string, access: Access = UNRESTRICTED): Promise<Stored<F>> {
+    const found = UUID_V7.test(id) ? await this.store.find(id, access.readsOf) : undefined;
     if (!found) throw problems.notFound(`No ${this.name} with id ${id}`);
     return found;
   }
 
-  async create(body: unknown): Promise<Stored<F>> {
+  /** A new record, owned by the caller, or by `owner` when an admin names one. */
+  async create(body: unknown, access: Access = UNRESTRICTED, owner?: string): Promise<Stored<F>> {
+    if (owner !== undefined && owner !== access.subject && !access.admin) {
+      throw new HttpProblem('not-owner', `Only an admin may create a ${this.name} for another owner`);
+    }
     const now = new Date();
     const resource: Stored<F> = {
       id: uuidv7(),
+      owner: owner ?? access.subject ?? null,
       version: 1,
       createdAt: now,
       updatedAt: now,
@@ -212,30 +226,38 @@ export class ResourceService<F extends Record<string, unknown>, Filter> {
   }
 
   /** PUT: full replacement; never creates. */
-  replace(id: string, body: unknown, conditions: Conditions = {}): Promise<Stored<F>> {
+  replace(id: string, body: unknown, conditions: Conditions = {}, access: Access = UNRESTRICTED): Promise<Stored<F>> {
     const fields = this.#parseFields(body);
-    return this.#update(id, conditions, () => fields);
+    return this.#update(id, conditions, access, () => fields);
   }
 
   /** PATCH: RFC 7396 merge patch of the writable fields, then the same rules as PUT. */
-  patch(id: string, body: unknown, conditions: Conditions = {}): Promise<Stored<F>> {
+  patch(id: string, body: unknown, conditions: Conditions = {}, access: Access = UNRESTRICTED): Promise<Stored<F>> {
     const patch = withoutReadOnly(parseOrThrow(z.record(z.string(), z.unknown()), body));
-    return this.#update(id, conditions, (current) => this.#parseFields(mergePatch(current.fields, patch)));
+    return this.#update(id, conditions, access, (current) => this.#parseFields(mergePatch(current.fields, patch)));
   }
 
-  async delete(id: string, conditions: Conditions = {}): Promise<void> {
+  async delete(id: string, conditions: Conditions = {}, access: Access = UNRESTRICTED): Promise<void> {
     if (!UUID_V7.test(id)) throw problems.notFound(`No ${this.name} with id ${id}`);
-    if (conditions.ifMatch === undefined && conditions.ifNoneMatch === undefined) {
+    if (conditions.ifMatch === undefined && conditions.ifNoneMatch === undefined && access.writesOf === undefined) {
       if (!(await this.store.delete(id))) throw problems.notFound(`No ${this.name} with id ${id}`);
       return;
     }
-    // Conditional: decided on the version read, and deleted only at that version.
+    // Decided on the version read (its preconditions, its owner), and deleted only at that version.
     for (let attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++) {
-      const current = await this.get(id);
+      const current = this.#changeable(await this.get(id, access), access);
       evaluatePreconditions(conditions, etagOf(current.version), 'write');
       if (await this.store.delete(id, current.version)) return;
     }
     throw this.#concurrentUpdate();
+  }
+
+  /** `current`, when `access` may change it: a record of another owner is a 403 (it may see it, not change it). */
+  #changeable(current: Stored<F>, access: Access): Stored<F> {
+    if (access.writesOf !== undefined && current.owner !== access.writesOf) {
+      throw new HttpProblem('not-owner', `This ${this.name} belongs to another caller: only its owner (or an admin) may change it`);
+    }
+    return current;
   }
 
   /**
@@ -243,9 +265,9 @@ export class ResourceService<F extends Record<string, unknown>, Filter> {
    * The preconditions are evaluated on the version read; when another writer won in between, we
    * read again and evaluate them again (an If-Match that held then no longer does: 412).
    */
-  async #update(id: string, conditions: Conditions, nextFields: (current: Stored<F>) => F): Promise<Stored<F>> {
+  async #update(id: string, conditions: Conditions, access: Access, nextFields: (current: Stored<F>) => F): Promise<Stored<F>> {
     for (let attempt = 0; attempt < MAX_UPDATE_ATTEMPTS; attempt++) {
-      const current = await this.get(id);
+      const current = this.#changeable(await this.get(id, access), access);
       evaluatePreconditions(conditions, etagOf(current.version), 'write');
       const next: Stored<F> = {
         ...current,
@@ -271,11 +293,15 @@ function withoutReadOnly(body: Record<string, unknown>): Record<string, unknown>
   return Object.fromEntries(Object.entries(body).filter(([field]) => !READ_ONLY_FIELDS.includes(field)));
 }
 
-/** The JSON representation: id, the fields, then the timestamps. */
-export function representation<F>(resource: Stored<F>): Record<string, unknown> {
+/**
+ * The JSON representation: id, the fields, its owner (`withOwner`: where ownership decides who sees
+ * or changes it; a catalogue does not show who created its entries), then the timestamps.
+ */
+export function representation<F>(resource: Stored<F>, withOwner = false): Record<string, unknown> {
   return {
     id: resource.id,
     ...resource.fields,
+    ...(withOwner && { owner: resource.owner }),
     createdAt: resource.createdAt.toISOString(),
     updatedAt: resource.updatedAt.toISOString(),
   };

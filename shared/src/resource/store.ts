@@ -7,7 +7,9 @@ import type { ResourceDefinition, ResourceStore, Stored } from './rules.js';
 
 /**
  * How a resource's table looks. Every table has `id BINARY(16)` (UUIDv7, so id order is creation
- * order), `version`, `created_at` and `updated_at`; the mapping names the columns of the fields.
+ * order), `owner` (the subject that created the row, or NULL; indexed with the id, so that one
+ * owner's page is a range of the index), `version`, `created_at` and `updated_at`; the mapping
+ * names the columns of the fields.
  */
 export interface TableMapping<F, Filter> {
   table: string;
@@ -82,30 +84,32 @@ export class MySqlStore<F, Filter> implements ResourceStore<F, Filter> {
     private readonly mapping: TableMapping<F, Filter>,
   ) {
     const { table, columns } = mapping;
-    const stored = `version, created_at, updated_at, ${columns.join(', ')}`;
+    const stored = `owner, version, created_at, updated_at, ${columns.join(', ')}`;
     this.#select = `SELECT id, ${stored} FROM ${table}`;
     // An item read has its id already: not sent back (fewer bytes, one column less to parse).
     this.#selectById = `SELECT ${stored} FROM ${table} WHERE id = ?`;
-    this.#insert = `INSERT INTO ${table} (id, version, created_at, updated_at, ${columns.join(', ')}) VALUES (${Array(columns.length + 4).fill('?').join(', ')})`;
+    this.#insert = `INSERT INTO ${table} (id, owner, version, created_at, updated_at, ${columns.join(', ')}) VALUES (${Array(columns.length + 5).fill('?').join(', ')})`;
     this.#update = `UPDATE ${table} SET version = ?, updated_at = ?, ${columns.map((c) => `${c} = ?`).join(', ')} WHERE id = ? AND version = ?`;
   }
 
-  async list({ afterId, limit, filter }: { afterId: string | undefined; limit: number; filter: Filter }): Promise<Stored<F>[]> {
+  async list({ afterId, limit, filter, owner }: { afterId: string | undefined; limit: number; filter: Filter; owner?: string }): Promise<Stored<F>[]> {
     const conditions = this.mapping.where(filter);
+    if (owner !== undefined) conditions.push({ sql: 'owner = ?', values: [owner] });
     if (afterId !== undefined) conditions.push({ sql: 'id > ?', values: [uuidToBin(afterId)] });
     const where = conditions.length ? ` WHERE ${conditions.map((c) => c.sql).join(' AND ')}` : '';
     const rows = await this.db.query(`${this.#select}${where} ORDER BY id LIMIT ?`, [...conditions.flatMap((c) => c.values), limit]);
     return rows.map((row) => this.#fromRow(row));
   }
 
-  async find(id: string): Promise<Stored<F> | undefined> {
-    const row = (await this.db.query(this.#selectById, [uuidToBin(id)]))[0];
+  async find(id: string, owner?: string): Promise<Stored<F> | undefined> {
+    const row = (await this.db.query(owner === undefined ? this.#selectById : `${this.#selectById} AND owner = ?`, owner === undefined ? [uuidToBin(id)] : [uuidToBin(id), owner]))[0];
     return row && this.#fromRow(row, id);
   }
 
   async insert(resource: Stored<F>): Promise<void> {
     await this.#write(this.#insert, [
       uuidToBin(resource.id),
+      resource.owner,
       resource.version,
       resource.createdAt,
       resource.updatedAt,
@@ -140,6 +144,7 @@ export class MySqlStore<F, Filter> implements ResourceStore<F, Filter> {
   #fromRow(row: RowDataPacket, id = binToUuid(row.id as Buffer)): Stored<F> {
     return {
       id,
+      owner: (row.owner as string | null) ?? null,
       version: Number(row.version),
       createdAt: row.created_at as Date,
       updatedAt: row.updated_at as Date,

@@ -1,0 +1,38 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { readServiceList, type Ownership } from '../platform/services.js';
+import { ADMIN_ROLE, decodeSubject, ROLE_HEADER, SUBJECT_HEADER } from '../platform/subject.js';
+
+/**
+ * Whose records a request sees and changes: decided once per request from the caller the gateway
+ * names (X-Auth-Subject, X-Auth-Role) and the service's ownership (services.json), then applied by
+ * the resource engine in SQL (`WHERE owner = ?`).
+ */
+export interface Access {
+  /** Only this owner's records are seen: another's is a 404, a list holds none of them. Undefined: every record. */
+  readsOf?: string;
+  /** Only this owner's records may be changed: another's is a 403. Undefined: every record it sees. */
+  writesOf?: string;
+  /** The caller, the owner of what it creates; undefined without one (authentication off). */
+  subject?: string;
+  /** Whether it may act for any owner (`<name>:admin`): create a record on another's behalf. */
+  admin: boolean;
+}
+
+/** What a request sees when no caller is named: everything (authentication is off, or the description is wanted). */
+export const UNRESTRICTED: Access = { admin: false };
+
+/** The ownership of the service at `path` (`/api/<name>`) in services.json; `none` for a path it does not list. */
+export function ownershipOf(path: string): Ownership {
+  return readServiceList().find(({ prefix }) => prefix === path)?.owner ?? 'none';
+}
+
+/** A request's access, from the headers only the gateway sets. */
+export function accessOf(headers: IncomingHttpHeaders, ownership: Ownership): Access {
+  const forwarded = headers[SUBJECT_HEADER];
+  const subject = typeof forwarded === 'string' ? decodeSubject(forwarded) : undefined;
+  if (subject === undefined) return UNRESTRICTED;
+  const admin = headers[ROLE_HEADER] === ADMIN_ROLE;
+  if (admin || ownership === 'none') return { subject, admin };
+  if (ownership === 'writes') return { subject, writesOf: subject, admin };
+  return { subject, readsOf: subject, writesOf: subject, admin };
+}
