@@ -5,6 +5,7 @@
  */
 import { capturingLogger, startStack } from '../support/stack.js';
 import { client, expectProblem, type Client } from '../support/http.js';
+import { testToken } from '../support/auth.js';
 import { valueAt } from '@app/shared/resource/filters';
 import { ownershipOf } from '@app/shared/resource/ownership';
 import { encodeCursor } from '@app/shared/resource/rules';
@@ -238,6 +239,28 @@ describe.each(cases)('$name through the gateway', (resource) => {
       expect(statuses).toEqual([200, ...Array(9).fill(412)]);
       const winner = responses.find((r) => r.status === 200)!;
       expect((await api.get(created.headers.get('location')!)).body).toEqual(winner.body);
+    });
+  });
+
+  describe(`ownership (services.json: ${ownershipOf(resource.path)})`, () => {
+    const ownership = ownershipOf(resource.path);
+    let other: Client;
+    let admin: Client;
+    beforeAll(async () => {
+      other = client(stack.gateway.url, { token: await testToken({ subject: `other-${next()}` }) });
+      admin = client(stack.gateway.url, { token: await testToken({ subject: `admin-${next()}`, scopes: [`${resource.name}:admin`] }) });
+    });
+
+    it('lets another caller read and change a record as the ownership says, and an admin do both', async () => {
+      const location = (await create()).headers.get('location')!;
+      const expected = { all: [404, 404, 404], writes: [200, 403, 403], none: [200, 200, 204] }[ownership];
+      const read = (await other.get(location)).status;
+      const patched = (await other.patch(location, resource.patch.body)).status;
+      const deleted = (await other.delete(location)).status;
+      expect({ read, patched, deleted }).toEqual({ read: expected[0], patched: expected[1], deleted: expected[2] });
+      if (ownership === 'none') return;
+      expect((await admin.patch(location, resource.patch.body)).body).toMatchObject({ ...resource.patch.expected, owner: 'test-client' });
+      expect((await admin.delete(location)).status).toBe(204);
     });
   });
 
