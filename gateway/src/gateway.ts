@@ -103,7 +103,7 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
   const hops = serviceHops(config, upstreams, { writer, metrics, cache: redis.cache, resolveReplicas: parts.resolveReplicas });
   if (redis.cache) metrics.observeCache(redis.cache);
   const cors = config.CORS_ORIGINS.length > 0 ? corsStages(config.CORS_ORIGINS, writer) : undefined;
-  const revocations = tokens && redis.client && { client: redis.client, feed: revocationFeed(config, redis.client, logger, parts.revocationPollMs) };
+  const revocations = tokens && revocationParts(config, logger, parts.revocationPollMs);
   const auth = authStages({ tokens, revocations: revocations?.feed.list, writer, traceSubject: config.TRACE_RECORD_SUBJECT });
   const app = ownEndpointsApp(upstreams, config, lifecycle, revocations && adminEndpoints(config, revocations.client, revocations.feed));
   // The order a request meets them in: docs/architecture.md draws it.
@@ -132,6 +132,7 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
     ready: revocations ? revocations.feed.start() : Promise.resolve(),
     release: async () => {
       revocations?.feed.stop();
+      revocations?.client.disconnect();
       for (const hop of hops.values()) hop.close();
       redis.cache?.close();
       await redis.release();
@@ -142,8 +143,7 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
 /** The Redis-backed parts: the cache with its memory tier, and the rate limits; and how to close what was made here. */
 function redisParts(config: GatewayConfig, logger: Logger, parts: GatewayParts) {
   const clientOptions = { commandTimeoutMs: 2 * config.REDIS_COMMAND_TIMEOUT_MS, keyPrefix: config.REDIS_KEY_PREFIX };
-  // Revocations are read from Redis whenever tokens are checked.
-  const needsRedis = config.CACHE_ENABLED || config.AUTH_ENABLED || (config.RATE_LIMIT_ENABLED && parts.limits === undefined);
+  const needsRedis = config.CACHE_ENABLED || (config.RATE_LIMIT_ENABLED && parts.limits === undefined);
   const target = redisTarget(config);
   // One client for the cache and the rate limits' counters. Its own timeout is a hard stop for every
   // command; the cache judges lateness itself, after the event loop has caught up (RedisHealth), so
@@ -178,7 +178,7 @@ function redisParts(config: GatewayConfig, logger: Logger, parts: GatewayParts) 
     made?.disconnect();
     await madeMemory?.close();
   };
-  return { client: redis, cache, memory, limits, release };
+  return { cache, memory, limits, release };
 }
 
 /** The administration endpoints: revocations, recorded in Redis and known here at once. */
@@ -190,10 +190,14 @@ function adminEndpoints(config: GatewayConfig, redis: CacheClient, feed: Revocat
   })];
 }
 
-/** The revoked tokens, in memory, kept in step with Redis. */
-function revocationFeed(config: GatewayConfig, redis: CacheClient, logger: Logger, pollMs = 250): RevocationFeed {
+/**
+ * The revoked tokens, in memory, kept in step with Redis over a connection of their own: their
+ * polls never wait in line with (or time out among) the cache's commands on a request's path.
+ */
+function revocationParts(config: GatewayConfig, logger: Logger, pollMs = 250): { client: CacheClient; feed: RevocationFeed } {
+  const client = createCacheClient(redisTarget(config), logger, { commandTimeoutMs: 2 * config.REDIS_COMMAND_TIMEOUT_MS, keyPrefix: config.REDIS_KEY_PREFIX });
   const list = new RevocationList(config.AUTH_MAX_TOKEN_LIFETIME_SECONDS * 1000);
-  return new RevocationFeed(redis, list, { pollMs, logger });
+  return { client, feed: new RevocationFeed(client, list, { pollMs, logger }) };
 }
 
 function tokenVerifier(config: GatewayConfig): TokenVerifier {
