@@ -143,7 +143,8 @@ describe('a dead database', () => {
     const gateway = await startGateway({ upstreams: { users: users.url, products: products.url } });
     const viaGateway = client(gateway.url);
     try {
-      const created = await direct.post('/api/users', { email: 'db@example.com', name: 'Before the outage' });
+      // Through the gateway: a user is seen there only by the caller that created it.
+      const created = await viaGateway.post('/api/users', { email: 'db@example.com', name: 'Before the outage' });
       expect(created.status).toBe(201);
 
       await proxy.cut();

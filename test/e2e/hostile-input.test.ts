@@ -24,7 +24,7 @@ import { portOf, rawExchange, rawExchangeAll, requestBytes, type SocketResponse 
 import { bodyBytes, bodyValue, validValue } from '../support/schema-arbitrary.js';
 import { resourceCases, type ResourceCase } from '../support/resource-case.js';
 import { startStack } from '../support/stack.js';
-import { defaultToken, testToken } from '../support/auth.js';
+import { DEFAULT_SUBJECT, defaultToken, testToken } from '../support/auth.js';
 import { ownershipOf } from '@app/shared/resource/ownership';
 import type { Ownership } from '@app/shared/platform/services';
 
@@ -98,7 +98,6 @@ const resources: Resource[] = (await resourceCases()).map(({ name, path, unique,
  */
 const OTHER_SUBJECT = 'hostile-other';
 const otherToken = await testToken({ subject: OTHER_SUBJECT });
-const DEFAULT_SUBJECT = 'test-client';
 
 interface Generated {
   method: string;

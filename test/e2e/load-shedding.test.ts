@@ -33,9 +33,10 @@ afterAll(async () => {
   await users.close();
 });
 
-async function createUser() {
+/** A new user, owned by `as` (the default caller unless given): a user is changed only by its owner. */
+async function createUser(as: Client = api) {
   const n = ++counter;
-  const created = await api.post('/api/users', { email: `shed${n}-${Date.now()}@example.com`, name: `Shed ${n}` });
+  const created = await as.post('/api/users', { email: `shed${n}-${Date.now()}@example.com`, name: `Shed ${n}` });
   expect(created.status).toBe(201);
   return { location: created.headers.get('location')!, body: created.body };
 }
@@ -157,7 +158,8 @@ describe('slow senders and greedy callers', () => {
     const other = client(limited.url, { token: await testToken({ subject: 'another-client' }) });
     try {
       const users8 = [];
-      for (let i = 0; i < 9; i++) users8.push(await createUser());
+      for (let i = 0; i < 8; i++) users8.push(await createUser());
+      users8.push(await createUser(other));
       const holds = users8.slice(0, 8).map((user) => held.hold((method, path) => method === 'PATCH' && path === user.location));
       // Alone, a caller may use every slot.
       const writes = users8.slice(0, 8).map((user) => greedy.patch(user.location, { name: 'Greedy' }));

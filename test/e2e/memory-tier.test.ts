@@ -9,6 +9,8 @@
  */
 import { createCacheClient, type CacheClient } from '../../gateway/src/redis.js';
 import { decode, encode } from '../../gateway/src/cache/entry.js';
+import { readScopeOf } from '../../gateway/src/cache/scope.js';
+import { DEFAULT_SUBJECT } from '../support/auth.js';
 import type { MemoryTier } from '../../gateway/src/cache/memory-tier.js';
 import { countFromEnv } from '../support/env.js';
 import { client, metricsOf, type Client } from '../support/http.js';
@@ -44,10 +46,8 @@ afterAll(async () => {
 
 const memoryOf = (running: RunningGateway): MemoryTier => running.cache!.memory!;
 const idOf = (location: string) => location.split('/').pop()!;
-const itemScope = (location: string) => {
-  const tag = `users:${idOf(location)}`;
-  return { entryKey: `c:{${tag}}:`, generationKey: `g:{${tag}}`, holdKey: `h:{${tag}}` };
-};
+/** The cache entry of the default caller's read of a user: users are cached per caller (services.json: "owner": "all"). */
+const itemScope = (location: string) => readScopeOf(`users:${idOf(location)}`, '', DEFAULT_SUBJECT);
 
 async function createUser(through: Client = api) {
   const n = ++counter;

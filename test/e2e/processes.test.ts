@@ -293,8 +293,8 @@ describe('npm start, stopped with a slow write in flight', () => {
 async function usersOnlyServicesFile(): Promise<string> {
   const [users] = readServiceList().filter(({ name }) => name === 'users');
   const file = path.join(await mkdtemp(path.join(os.tmpdir(), 'services-')), 'services.json');
-  const { name, cachedReads, publicReads } = users!;
-  await writeFile(file, JSON.stringify({ services: [{ name, port: await closedPort(), cachedReads, publicReads }] }));
+  const { name, cachedReads, publicReads, owner } = users!;
+  await writeFile(file, JSON.stringify({ services: [{ name, port: await closedPort(), cachedReads, publicReads, owner }] }));
   return file;
 }
 

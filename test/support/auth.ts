@@ -30,12 +30,15 @@ export interface TokenOptions {
   tokenId?: string;
 }
 
-/** A token signed with the test key (or `key`): by default every scope, subject `test-client`, one hour. */
+/** The subject of the tokens `client()` sends by default. */
+export const DEFAULT_SUBJECT = 'test-client';
+
+/** A token signed with the test key (or `key`): by default every scope, subject DEFAULT_SUBJECT, one hour. */
 export function testToken(options: TokenOptions = {}): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
   const jwt = new SignJWT({ scope: (options.scopes ?? ALL_SCOPES).join(' ') })
     .setProtectedHeader({ alg: options.algorithm ?? 'ES256', typ: 'JWT' })
-    .setSubject(options.subject ?? 'test-client')
+    .setSubject(options.subject ?? DEFAULT_SUBJECT)
     .setIssuer(options.issuer ?? TEST_RULES.issuer)
     .setAudience(options.audience ?? TEST_RULES.audience)
     .setIssuedAt(now)
