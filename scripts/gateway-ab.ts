@@ -7,7 +7,8 @@
  * on and a bearer token on every request (as `npm run bench` does); `--before-guard` sets the
  * before gateway apart, so `-- . --before-guard off --guard on` says what the protections cost in
  * this checkout. Prints requests/s, CPU time per request and p50/p99 of each run, the medians of
- * each, and each gateway's resident memory at the end. Uses the bench's helpers (bench/support.ts):
+ * each, the ratio of CPU per request within each run's pair and their median (the A/B verdict),
+ * and each gateway's resident memory at the end. Uses the bench's helpers (bench/support.ts):
  * servers on core 0, wrk on core 1.
  */
 import { parseArgs } from 'node:util';
@@ -95,6 +96,9 @@ try {
       `${which.padEnd(6)} (guard ${guard[which].padEnd(3)}) ${median(r.map((x) => x.requestsPerSecond))} req/s  ${median(cpuPerRequest[which]).toFixed(1)} µs CPU/req  p50 ${median(r.map((x) => x.p50Ms))} ms  p99 ${median(r.map((x) => x.p99Ms))} ms  RSS ${rssMiB(gateways[which].pids())} MiB`,
     );
   }
+  // Each run's pair ran side by side: its ratio is free of the machine's drift across the runs.
+  const ratios = cpuPerRequest.after.map((after, run) => after / cpuPerRequest.before[run]!);
+  console.log(`CPU per request, after ÷ before, run by run: ${ratios.map((ratio) => ratio.toFixed(2)).join(', ')}; median ${median(ratios).toFixed(3)}`);
 } finally {
   await stopAll();
   await dropSchemas([schema]);
