@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import { testToken } from '../support/auth.js';
 import { client, expectProblem, type TestResponse } from '../support/http.js';
 import { ROOT } from '../support/process.js';
+import { portOf, rawExchange, requestBytes } from '../support/raw-socket.js';
 import { startGateway, startStack, type RunningGateway } from '../support/stack.js';
 
 const WITHIN_MS = 1_000;
@@ -133,6 +134,25 @@ describe('the revocation endpoint', () => {
     const refused = await revoke({ tokenId: 'x' }, userToken);
     expectProblem(refused, 403, 'insufficient-scope');
     expect(refused.headers.get('www-authenticate')).toContain('scope="gateway:admin"');
+  });
+
+  it.each([
+    '/admin/revocations/',
+    '/ADMIN/revocations',
+    '/admin/Revocations',
+    '//admin/revocations',
+    '/./admin/revocations',
+    '/admin/./revocations',
+    '/admin//revocations',
+    '/%61dmin/revocations',
+    '/admin/%72evocations',
+    '/admin%2Frevocations',
+    'http://gateway.example/admin/revocations',
+    'http://gateway.example//admin/revocations',
+  ])('is never reached without the gateway:admin scope through %s', async (target) => {
+    const body = JSON.stringify({ subject: 'anyone' });
+    const answer = await rawExchange(portOf(stack.gateway.url), [requestBytes('POST', target, { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) }, body)]);
+    expect({ target, refused: [403, 404].includes(answer.status) }).toEqual({ target, refused: true });
   });
 
   it.each([
