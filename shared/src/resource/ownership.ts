@@ -26,6 +26,9 @@ export function ownershipOf(path: string): Ownership {
   return readServiceList().find(({ prefix }) => prefix === path)?.owner ?? 'none';
 }
 
+/** A read's access: only where owners alone see their records does the caller matter (nothing is decoded otherwise). */
+export const readAccessOf = (headers: IncomingHttpHeaders, ownership: Ownership): Access => (ownership === 'all' ? accessOf(headers, ownership) : UNRESTRICTED);
+
 /** A request's access, from the headers only the gateway sets. */
 export function accessOf(headers: IncomingHttpHeaders, ownership: Ownership): Access {
   const forwarded = headers[SUBJECT_HEADER];

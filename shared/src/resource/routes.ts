@@ -7,7 +7,7 @@ import { JSON_CONTENT_TYPE, NOSNIFF, sendJson } from '../platform/http/responses
 import { idempotencyProblems, idempotent, type IdempotencyStore, type StoredResponse } from './idempotency.js';
 import { HttpProblem, problems } from '../platform/problem.js';
 import { conditionsOf, DEFAULT_LIMIT, etagOf, evaluatePreconditions, listQuerySchema, representation, type ResourceDefinition, type ResourceService, type Stored } from './rules.js';
-import { accessOf, ownershipOf } from './ownership.js';
+import { accessOf, ownershipOf, readAccessOf } from './ownership.js';
 import type { Ownership } from '../platform/services.js';
 import { z } from 'zod';
 
@@ -40,7 +40,7 @@ const ownerParameter = z.string().min(1).max(255);
 const itemReader =
   <F extends Record<string, unknown>>(service: ResourceService<F, unknown>, ownership: Ownership) =>
   async (req: IncomingMessage, res: ServerResponse, id: string, requestId: string) => {
-    const stored = await service.get(id, accessOf(req.headers, ownership));
+    const stored = await service.get(id, readAccessOf(req.headers, ownership));
     const etag = etagOf(stored.version);
     if (evaluatePreconditions(conditionsOf(req.headers), etag, 'read') === 'not-modified') {
       res.writeHead(304, ['ETag', etag, 'Cache-Control', 'no-cache', 'X-Request-Id', requestId, ...NOSNIFF]).end();
@@ -61,10 +61,9 @@ interface Runtime<F extends Record<string, unknown>> {
 }
 
 /** The names, paths, schemas and examples a resource's operations are described with. */
-function describedResource<F extends Record<string, unknown>>(path: string, definition: ResourceDefinition<F>) {
+function describedResource<F extends Record<string, unknown>>(path: string, definition: ResourceDefinition<F>, ownership: Ownership) {
   const plural = path.slice(path.lastIndexOf('/') + 1);
   const Plural = plural.charAt(0).toUpperCase() + plural.slice(1);
-  const ownership = ownershipOf(path);
   const owned = ownership !== 'none';
   const schemas = resourceSchemas(plural, definition, owned);
   const listQuery = listQuerySchema(definition.filter, definition.example);
@@ -152,7 +151,7 @@ function listOperation<F extends Record<string, unknown>>({ path, plural, Plural
     },
     ...handled(({ service, ownership }) => async (req: Request, res: Response) => {
       evaluatePreconditions({ ifMatch: req.headers['if-match'] }, undefined, 'read');
-      const found = await service.list(res.locals.query, accessOf(req.headers, ownership));
+      const found = await service.list(res.locals.query, readAccessOf(req.headers, ownership));
       res.setHeader('Cache-Control', 'no-cache');
       sendJson(res, 200, { items: found.items.map((item) => representation(item, owned)), nextCursor: found.nextCursor });
     }),
@@ -202,12 +201,15 @@ function readOperation<F extends Record<string, unknown>>({ Name, definition, at
       412: problem(412, problems.preconditionFailed()),
       ...failures(at),
     },
-    ...handled(({ service, ownership }) => (req: Request, res: Response) => itemReader(service, ownership)(req, res, req.params.id as string, res.locals.requestId)),
+    ...handled(({ service, ownership }) => {
+      const read = itemReader(service, ownership);
+      return (req: Request, res: Response) => read(req, res, req.params.id as string, res.locals.requestId);
+    }),
   };
 }
 
 /** PUT `path/{id}`: a full replacement of an existing item. */
-function replaceOperation<F extends Record<string, unknown>>({ Name, definition, writeBody, updateResponses, handled }: OperationKit<F>): Operation {
+function replaceOperation<F extends Record<string, unknown>>({ Name, definition, writeBody, updateResponses, handled, owned }: OperationKit<F>): Operation {
   return {
     operationId: `replace${Name}`,
     summary: `Replace a ${definition.name}`,
@@ -216,13 +218,13 @@ function replaceOperation<F extends Record<string, unknown>>({ Name, definition,
     requestBody: writeBody(`The new state of the ${definition.name}.`),
     responses: updateResponses(`Replaced: the ${definition.name} as stored, with its new ETag.`),
     ...handled(({ service, ownership }) => async (req: Request, res: Response) =>
-      sendResource(res, await service.replace(req.params.id as string, req.body, conditionsOf(req.headers), accessOf(req.headers, ownership)), ownership !== 'none'),
+      sendResource(res, await service.replace(req.params.id as string, req.body, conditionsOf(req.headers), accessOf(req.headers, ownership)), owned),
     ),
   };
 }
 
 /** PATCH `path/{id}`: an RFC 7396 merge patch, idempotent with an Idempotency-Key. */
-function patchOperation<F extends Record<string, unknown>>({ path, Name, definition, firstField, patch, problem, conflictOrInFlight, updateResponses, handled }: OperationKit<F>): Operation {
+function patchOperation<F extends Record<string, unknown>>({ path, Name, definition, firstField, patch, problem, conflictOrInFlight, updateResponses, handled, owned }: OperationKit<F>): Operation {
   return {
     operationId: `patch${Name}`,
     summary: `Change some fields of a ${definition.name}`,
@@ -239,7 +241,7 @@ function patchOperation<F extends Record<string, unknown>>({ path, Name, definit
       422: problem(422, idempotencyProblems.reused()),
     },
     ...handled(({ service, idempotency, ownership }) =>
-      idempotent(idempotency, path, async (req) => written(await service.patch(req.params.id as string, req.body, conditionsOf(req.headers), accessOf(req.headers, ownership)), ownership !== 'none', 200)),
+      idempotent(idempotency, path, async (req) => written(await service.patch(req.params.id as string, req.body, conditionsOf(req.headers), accessOf(req.headers, ownership)), owned, 200)),
     ),
   };
 }
@@ -268,7 +270,7 @@ function deleteOperation<F extends Record<string, unknown>>({ Name, definition, 
  * evaluated (no validator to compare, and the gateway's cache answers the same).
  */
 export function resourceEndpoints<F extends Record<string, unknown>>(path: string, definition: ResourceDefinition<F>, runtime?: Runtime<F>): Endpoint[] {
-  const described = describedResource(path, definition);
+  const described = describedResource(path, definition, runtime?.ownership ?? ownershipOf(path));
   const kit: OperationKit<F> = { ...described, ...sharedResponses(described), handled: (make) => (runtime ? { handlers: [make(runtime)] } : {}) };
   return [
     { path, tag: kit.tag, operations: { GET: listOperation(kit), POST: createOperation(kit) } },
