@@ -99,8 +99,7 @@ export const servesPath = ({ prefix }: Pick<Upstream, 'prefix'>, path: string) =
 
 /** The gateway's administration endpoints, outside /api: authenticated like the API, with their own scope. */
 export const ADMIN_PATH = '/admin';
-export const ADMIN_SCOPE = GATEWAY_ADMIN_SCOPE;
 
-/** The scope a request to one of the gateway's own endpoints needs: ADMIN_SCOPE under ADMIN_PATH (but OPTIONS), none elsewhere. */
+/** The scope a request to one of the gateway's own endpoints needs: GATEWAY_ADMIN_SCOPE under ADMIN_PATH (but OPTIONS), none elsewhere. */
 export const ownEndpointScope = (path: string, method: string): string | undefined =>
-  kindOf(method) !== 'options' && (path === ADMIN_PATH || path.startsWith(`${ADMIN_PATH}/`)) ? ADMIN_SCOPE : undefined;
+  kindOf(method) !== 'options' && (path === ADMIN_PATH || path.startsWith(`${ADMIN_PATH}/`)) ? GATEWAY_ADMIN_SCOPE : undefined;

@@ -1,10 +1,11 @@
 import { headers, json, problemResponse, type Endpoint } from '@app/shared/api-description/openapi';
 import { HttpProblem, problems } from '@app/shared/platform/problem';
+import { GATEWAY_ADMIN_SCOPE } from '@app/shared/platform/services';
 import { decodeSubject, SUBJECT_HEADER } from '@app/shared/platform/subject';
 import { parseOrThrow } from '@app/shared/platform/validation';
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
-import { ADMIN_PATH, ADMIN_SCOPE } from '../routing.js';
+import { ADMIN_PATH } from '../routing.js';
 import type { Revocation } from './revocations.js';
 
 export const REVOCATIONS_PATH = `${ADMIN_PATH}/revocations`;
@@ -48,7 +49,7 @@ function handler(record: RecordRevocation, now: () => number): RequestHandler {
 
 /**
  * `POST /admin/revocations`: revokes one token or every token of a subject issued until a time,
- * for every gateway replica within a second (revocations.ts). Only with the ADMIN_SCOPE, checked by
+ * for every gateway replica within a second (revocations.ts). Only with GATEWAY_ADMIN_SCOPE, checked by
  * the auth stage like an API scope. Without `record` (the gateway checks no tokens) it is only
  * described.
  */
@@ -63,13 +64,13 @@ export function revocationEndpoint(record?: RecordRevocation, now: () => number 
         summary: 'Revoke access tokens',
         description:
           'Revokes one token (by its `jti`) or every token of a subject issued at or before a time, while the gateway checks tokens (404 otherwise). Every gateway replica refuses them within a second, cache hits included, with a 401 (`error="invalid_token"`). A revocation is kept until every token it names has expired (AUTH_MAX_TOKEN_LIFETIME_SECONDS).',
-        security: [{ bearerAuth: [ADMIN_SCOPE] }],
+        security: [{ bearerAuth: [GATEWAY_ADMIN_SCOPE] }],
         requestBody: { required: true, content: json(revocationInput, { subject: 'mallory' }) },
         responses: {
           201: { description: 'Recorded: every replica refuses the tokens within a second.', headers: headers({}), content: json(revocationOutput, { subject: 'mallory', issuedBefore: '2026-11-27T12:00:00.000Z' }) },
           400: problemResponse(400, { problem: problems.validation([{ path: 'tokenId', message: 'Too small: expected string to have >=1 characters' }]), at }),
           401: problemResponse(401, { problem: new HttpProblem('unauthorized', 'The access token has been revoked'), at }, { 'WWW-Authenticate': 'WWWAuthenticate' }),
-          403: problemResponse(403, { problem: new HttpProblem('insufficient-scope', `This request needs the ${ADMIN_SCOPE} scope, which the access token does not grant`), at }, { 'WWW-Authenticate': 'WWWAuthenticate' }),
+          403: problemResponse(403, { problem: new HttpProblem('insufficient-scope', `This request needs the ${GATEWAY_ADMIN_SCOPE} scope, which the access token does not grant`), at }, { 'WWW-Authenticate': 'WWWAuthenticate' }),
           503: problemResponse(503, { problem: unrecorded(undefined), at }),
         },
         handlers: record ? [handler(record, now)] : [],
