@@ -11,7 +11,7 @@ import mysql from 'mysql2/promise';
 import { schemaOf } from '@app/shared/platform/migrate';
 import { migrateSchema, type ServiceDefinition } from '@app/shared/service';
 import { serviceModules } from '../../scripts/services.js';
-import { dropSchema, testLogger, throwawayDatabaseUrl } from '../support/stack.js';
+import { testLogger, throwawayDatabases } from '../support/stack.js';
 
 /**
  * What the old layout recorded for the engine's files: the versions they had as a service's files,
@@ -25,13 +25,7 @@ const ENGINE_MIGRATIONS = new URL('../../shared/migrations/', import.meta.url);
 
 const modules = await serviceModules('src');
 
-const schemas: string[] = [];
-function databaseUrl(label: string): string {
-  const url = throwawayDatabaseUrl(label);
-  schemas.push(url);
-  return url;
-}
-afterAll(() => Promise.all(schemas.map(dropSchema)));
+const databaseUrl = throwawayDatabases();
 
 async function withConnection<T>(databaseUrl: string, use: (connection: mysql.Connection) => Promise<T>): Promise<T> {
   const connection = await mysql.createConnection({ uri: databaseUrl, multipleStatements: true });

@@ -14,19 +14,13 @@ import { defaultToken, TEST_RULES, testPublicKeyPem } from '../support/auth.js';
 import { client, expectProblem } from '../support/http.js';
 import { ROOT, run, startWorkspace, type RunningProcess } from '../support/process.js';
 import { refusesConnections } from '../support/raw-socket.js';
-import { dropSchema, throwawayDatabaseUrl } from '../support/stack.js';
+import { throwawayDatabases } from '../support/stack.js';
 import { closedPort } from '../support/tcp-proxy.js';
 
 /** The gateway trusts the tests' key, so `client()`'s default token works with it. */
 const GATEWAY_AUTH = { AUTH_PUBLIC_KEY: testPublicKeyPem, AUTH_ISSUER: TEST_RULES.issuer, AUTH_AUDIENCE: TEST_RULES.audience };
 
-const schemas: string[] = [];
-function databaseUrl(label: string): string {
-  const url = throwawayDatabaseUrl(label);
-  schemas.push(url);
-  return url;
-}
-afterAll(() => Promise.all(schemas.map(dropSchema)));
+const databaseUrl = throwawayDatabases();
 
 const USER = JSON.stringify({ email: 'in-flight@example.com', name: 'In Flight' });
 

@@ -53,6 +53,17 @@ export async function dropSchema(databaseUrl: string): Promise<void> {
   await connection.end();
 }
 
+/** Throwaway schema URLs for one test file (call it at the top level): each is dropped after all its tests. */
+export function throwawayDatabases(): (label: string) => string {
+  const made: string[] = [];
+  afterAll(() => Promise.all(made.map(dropSchema)));
+  return (label) => {
+    const url = throwawayDatabaseUrl(label);
+    made.push(url);
+    return url;
+  };
+}
+
 export interface RunningService {
   url: string;
   databaseUrl: string;
