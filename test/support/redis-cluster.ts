@@ -27,6 +27,8 @@ export interface RedisRelay {
   /** What each proxy does with what the client sends, and after each reply (TcpProxy's). */
   set tamper(tamper: TcpProxy['tamper']);
   set afterReply(afterReply: TcpProxy['afterReply']);
+  /** The client connections open through its proxies now. */
+  readonly clients: number;
   cut(): Promise<void>;
   restore(): Promise<void>;
 }
@@ -69,6 +71,9 @@ export async function relayRedis(target: RedisTarget = testRedisTarget()): Promi
     },
     set afterReply(afterReply: TcpProxy['afterReply']) {
       for (const proxy of proxies) proxy.afterReply = afterReply;
+    },
+    get clients() {
+      return proxies.reduce((sum, proxy) => sum + proxy.clients, 0);
     },
     cut: async () => {
       await Promise.all(proxies.map((proxy) => proxy.cut()));

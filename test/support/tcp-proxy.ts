@@ -9,6 +9,7 @@ import net from 'node:net';
 export class TcpProxy {
   #server: net.Server | undefined;
   readonly #sockets = new Set<net.Socket>();
+  readonly #clients = new Set<net.Socket>();
   port = 0;
   replyDelayMs = 0;
   tamper: ((sent: Buffer) => Buffer) | undefined;
@@ -25,6 +26,8 @@ export class TcpProxy {
   async start(): Promise<this> {
     const server = net.createServer((client) => {
       const upstream = net.connect(this.#target);
+      this.#clients.add(client);
+      client.once('close', () => this.#clients.delete(client));
       for (const socket of [client, upstream]) {
         this.#sockets.add(socket);
         socket.once('close', () => this.#sockets.delete(socket));
@@ -46,6 +49,11 @@ export class TcpProxy {
     this.port = (server.address() as net.AddressInfo).port;
     this.#server = server;
     return this;
+  }
+
+  /** The client connections open now. */
+  get clients(): number {
+    return this.#clients.size;
   }
 
   async cut(): Promise<void> {
