@@ -2,7 +2,7 @@ import http from 'node:http';
 import type net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { RequestListener } from 'node:http';
-import { answerClientErrors, responseDone, responseOwed } from './http/client-errors.js';
+import { answerClientErrors, lastResponseOf, responseDone, responseOwed } from './http/client-errors.js';
 import type { Lifecycle } from './http/lifecycle.js';
 import { LISTEN_BACKLOG, listenShared } from './http/listening-sockets.js';
 import { refuseMalformedRequests, refuseUnmetExpectations } from './http/malformed-requests.js';
@@ -48,12 +48,22 @@ export async function listen(
   closeConnectionsWithoutRequest(server, requestHeadTimeoutMs, logger);
   answerClientErrors(server, logger);
   refuseUnmetExpectations(server);
-  const inFlight = new Set<http.ServerResponse>();
+  // Connections, not responses: a Set that takes and lets go of an entry per request keeps every
+  // request's objects alive past their time (V8 keeps the entries of a Set's outgrown tables for its
+  // iterators, and those tables soon sit in the old generation), so garbage collection copied and
+  // promoted most of each request. A connection's response is its socket's last one.
+  const connections = new Set<net.Socket>();
+  const forgetConnection = function (this: net.Socket) {
+    connections.delete(this);
+  };
+  server.on('connection', (socket: net.Socket) => {
+    connections.add(socket);
+    socket.on('close', forgetConnection);
+  });
   let closing = false;
   const endLongTurn = endLongPollPhases();
   // One listener for every response (no closure per request: see observeRequest in http/observation.ts).
   const forget = function (this: http.ServerResponse) {
-    inFlight.delete(this);
     responseDone(this.req.socket);
   };
   // Before the handler, which may have answered by the time a later listener runs (a cache hit is sent at once).
@@ -62,7 +72,6 @@ export async function listen(
     headArrived(req.socket);
     // During shutdown, every response closes its connection so keep-alive clients reconnect elsewhere.
     if (closing) res.setHeader('Connection', 'close');
-    inFlight.add(res);
     responseOwed(res);
     res.on('close', forget);
   });
@@ -78,7 +87,11 @@ export async function listen(
     listenSockets: 1 + acceptors.length,
     close: async (timeoutMs) => {
       closing = true;
-      for (const res of inFlight) if (!res.headersSent) res.setHeader('Connection', 'close');
+      // Node sends a connection's responses in order and closes it after the one that says so.
+      for (const socket of connections) {
+        const res = lastResponseOf(socket);
+        if (res && !res.headersSent) res.setHeader('Connection', 'close');
+      }
       // The HTTP server tracks every connection, whichever socket accepted it.
       const deadline = setTimeout(() => server.closeAllConnections(), timeoutMs);
       const drained = Promise.all([server, ...acceptors].map(closed));

@@ -67,6 +67,11 @@ export function responseOwed(res: http.ServerResponse): void {
   tracked[LAST_RESPONSE] = res;
 }
 
+/** The response to the last request `socket` handed a handler, done or not. */
+export function lastResponseOf(socket: Duplex): http.ServerResponse | undefined {
+  return (socket as SocketOwingResponses)[LAST_RESPONSE];
+}
+
 /** A response of `socket` is done: the refusal waiting for it goes out once it was the last. */
 export function responseDone(socket: Duplex): void {
   const tracked = socket as SocketOwingResponses;
