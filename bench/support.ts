@@ -1,7 +1,8 @@
 /**
  * What `npm run bench` needs around the measurements: Debian tools installed when missing, server
- * processes pinned to one core and the load generator to another, wrk runs parsed, and each server's
- * CPU time and memory read from /proc.
+ * processes pinned to one core and the load generator to another, wrk runs parsed, each server's
+ * CPU time and memory read from /proc, and each Node server's garbage-collection time read from
+ * bench/gc-meter.ts.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -63,6 +64,45 @@ export interface Server {
   child: ChildProcess;
   /** The processes whose CPU and memory count for this server (nginx: master and worker). */
   pids(): number[];
+  /** Its collections so far and their time, for a Node server started with the GC meter (`gcMeter`). */
+  gcTime?: () => Promise<GcTime>;
+}
+
+/** What bench/gc-meter.ts answers: the collections of its process so far, and their time in ms. */
+export interface GcTime {
+  count: number;
+  ms: number;
+}
+
+/** Node options that preload the GC meter (bench/gc-meter.ts); given after a process's own options. */
+export const GC_METER = ['--import', './bench/gc-meter.ts'];
+
+/**
+ * Asks the GC meter preloaded into `child` (over its IPC channel) for its collections so far; fails
+ * after `timeoutMs` without an answer rather than report a run without them.
+ */
+export function readGcMeter(child: ChildProcess, timeoutMs = 5_000): Promise<GcTime> {
+  return new Promise((resolve, reject) => {
+    const answer = (message: unknown) => {
+      if (typeof message !== 'object' || message === null || !('gcTime' in message)) return;
+      done();
+      resolve(message.gcTime as GcTime);
+    };
+    const done = () => {
+      clearTimeout(timer);
+      child.off('message', answer);
+    };
+    const timer = setTimeout(() => {
+      done();
+      reject(new Error(`the GC meter of process ${child.pid} did not answer in ${timeoutMs} ms`));
+    }, timeoutMs);
+    child.on('message', answer);
+    child.send('gc-time?', (error) => {
+      if (!error) return;
+      done();
+      reject(error);
+    });
+  });
 }
 
 const running = new Set<ChildProcess>();
@@ -95,19 +135,21 @@ export async function stopAll(): Promise<void> {
 /**
  * Starts `command args` and waits until `readyPath` answers 2xx (for 20 s at most). Pinned to
  * `core`, the servers' by default; `ipc` opens a channel to the process (the load curve's
- * event-loop probe answers on it). `env` goes over the defaults: quiet logs, metrics on any port.
+ * event-loop probe answers on it); `gcMeter`, when `args` preload the GC meter (GC_METER), opens
+ * one too, and the server reads the meter (`gcTime`). `env` goes over the defaults: quiet logs,
+ * metrics on any port.
  */
 export async function startServer(
   name: string,
   command: string,
   args: string[],
-  options: { env?: Record<string, string>; port: number; readyPath?: string; childPids?: (pid: number) => number[]; core?: string; ipc?: boolean },
+  options: { env?: Record<string, string>; port: number; readyPath?: string; childPids?: (pid: number) => number[]; core?: string; ipc?: boolean; gcMeter?: boolean },
 ): Promise<Server> {
   const [file, argv] = pinned('core' in options ? options.core : pinning?.server, command, args);
   const child = spawn(file, argv, {
     cwd: ROOT,
     env: { PATH: process.env.PATH, PORT: String(options.port), METRICS_PORT: '0', LOG_LEVEL: 'warn', ...options.env },
-    stdio: ['ignore', 'inherit', 'inherit', ...(options.ipc ? (['ipc'] as const) : [])],
+    stdio: ['ignore', 'inherit', 'inherit', ...(options.ipc || options.gcMeter ? (['ipc'] as const) : [])],
   });
   running.add(child);
   const url = `http://127.0.0.1:${options.port}`;
@@ -115,7 +157,8 @@ export async function startServer(
     if (child.exitCode !== null) break;
     if (await fetch(`${url}${options.readyPath ?? '/healthz'}`).then((r) => r.ok, () => false)) {
       // taskset execs the command: the child's pid is the server's.
-      return { name, url, child, pids: () => [child.pid!, ...(options.childPids?.(child.pid!) ?? [])] };
+      const pids = () => [child.pid!, ...(options.childPids?.(child.pid!) ?? [])];
+      return { name, url, child, pids, ...(options.gcMeter ? { gcTime: () => readGcMeter(child) } : {}) };
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
@@ -130,10 +173,10 @@ export function nodeOptionsFor(file: string): string[] {
 
 /**
  * A node process of this repository (`node file`), with the Node that runs the bench; a workspace's
- * entry point with the node options of its start script.
+ * entry point with the node options of its start script; the GC meter preloaded after them.
  */
 export const startNode = (name: string, file: string, env: Record<string, string>, port: number) =>
-  startServer(name, process.execPath, [...nodeOptionsFor(file), file], { env, port });
+  startServer(name, process.execPath, [...nodeOptionsFor(file), ...GC_METER, file], { env, port, gcMeter: true });
 
 /**
  * Processes of each gateway configuration a bench compares, each measured every round
@@ -205,13 +248,21 @@ export async function settle(maxMs = 5_000): Promise<number> {
 
 /**
  * One measured run: once the servers' core is quiet (`settle`), `load` against `server`; what it
- * gave, and the CPU time the server's processes spent meanwhile (µs).
+ * gave, the CPU time the server's processes spent meanwhile (µs), and, for a server with the GC
+ * meter, the time its process spent collecting garbage meanwhile (µs; undefined without the
+ * meter). The meter is asked outside the span whose CPU time is counted.
  */
-export async function measuredRun(server: Server, load: () => Promise<LoadResult>): Promise<{ result: LoadResult; cpuMicros: number }> {
+export async function measuredRun(
+  server: Server,
+  load: () => Promise<LoadResult>,
+): Promise<{ result: LoadResult; cpuMicros: number; gcMicros: number | undefined }> {
   await settle();
+  const gcBefore = await server.gcTime?.();
   const before = cpuMicros(server.pids());
   const result = await load();
-  return { result, cpuMicros: cpuMicros(server.pids()) - before };
+  const cpu = cpuMicros(server.pids()) - before;
+  const gcAfter = await server.gcTime?.();
+  return { result, cpuMicros: cpu, gcMicros: gcBefore && gcAfter && (gcAfter.ms - gcBefore.ms) * 1000 };
 }
 
 /** Fields of /proc/<pid>/status counted in kB (VmRSS, VmHWM, …), in KiB; undefined when the process is gone. */

@@ -6,10 +6,11 @@
  * spreads the noise over both). `--guard on` runs the gateways with authentication and rate limits
  * on and a bearer token on every request (as `npm run bench` does); `--before-guard` sets the
  * before gateway apart, so `-- . --before-guard off --guard on` says what the protections cost in
- * this checkout. Prints requests/s, CPU time per request and p50/p99 of each run, the medians of
- * each, the ratio of CPU per request within each run's pair and their median (the A/B verdict),
- * and each gateway's resident memory at the end. Uses the bench's helpers (bench/support.ts):
- * servers on core 0, wrk on core 1.
+ * this checkout. Prints requests/s, CPU time and garbage-collection time per request (the bench's
+ * GC meter, bench/gc-meter.ts, preloaded into both gateways) and p50/p99 of each run, the medians
+ * of each, the ratio of CPU per request within each run's pair and their median (the A/B verdict),
+ * the same for GC time, and each gateway's resident memory at the end. Uses the bench's helpers
+ * (bench/support.ts): servers on core 0, wrk on core 1.
  */
 import { parseArgs } from 'node:util';
 import {
@@ -17,6 +18,7 @@ import {
   dropSchemas,
   ensureDebianTools,
   freePort,
+  GC_METER,
   GUARD_OFF,
   guardOn,
   measuredRun,
@@ -69,23 +71,30 @@ try {
   });
   const gateways = {
     // With this checkout's start options (startNode gives them only to this checkout's entry points):
-    // without them the before gateway ran with V8's default heap sizing, not as deployed.
-    before: await startServer('gateway (before)', process.execPath, [...startOptions('gateway'), `${before}/gateway/dist/main.js`], { env: env(guard.before), port: await freePort() }),
+    // without them the before gateway ran with V8's default heap sizing, not as deployed. The GC
+    // meter after them, as startNode gives it to the after gateway.
+    before: await startServer('gateway (before)', process.execPath, [...startOptions('gateway'), ...GC_METER, `${before}/gateway/dist/main.js`], {
+      env: env(guard.before),
+      port: await freePort(),
+      gcMeter: true,
+    }),
     after: await startNode('gateway (after)', 'gateway/dist/main.js', env(guard.after), await freePort()),
   };
   const results: Record<keyof typeof gateways, LoadResult[]> = { before: [], after: [] };
   const cpuPerRequest: Record<keyof typeof gateways, number[]> = { before: [], after: [] };
+  const gcPerRequest: Record<keyof typeof gateways, number[]> = { before: [], after: [] };
   const load = (which: keyof typeof gateways, runSeconds: number) => wrk(`${gateways[which].url}${path}`, { seconds: runSeconds, connections, headers: setup(guard[which]).headers });
   for (const which of ['before', 'after'] as const) await load(which, 2);
   for (let run = 0; run < runs; run++) {
     // Alternate which goes first, so neither always runs on a machine the other just warmed.
     const order = run % 2 === 0 ? (['before', 'after'] as const) : (['after', 'before'] as const);
     for (const which of order) {
-      const { result, cpuMicros: micros } = await measuredRun(gateways[which], () => load(which, seconds));
+      const { result, cpuMicros: micros, gcMicros } = await measuredRun(gateways[which], () => load(which, seconds));
       cpuPerRequest[which].push(micros / Math.max(result.requests, 1));
+      gcPerRequest[which].push(gcMicros! / Math.max(result.requests, 1));
       results[which].push(result);
       console.log(
-        `run ${run + 1} ${which.padEnd(6)} ${String(result.requestsPerSecond).padStart(6)} req/s  ${(micros / Math.max(result.requests, 1)).toFixed(1).padStart(5)} µs CPU/req  p50 ${result.p50Ms} ms  p99 ${result.p99Ms} ms  non-2xx ${result.non2xx}`,
+        `run ${run + 1} ${which.padEnd(6)} ${String(result.requestsPerSecond).padStart(6)} req/s  ${cpuPerRequest[which].at(-1)!.toFixed(1).padStart(5)} µs CPU/req  ${gcPerRequest[which].at(-1)!.toFixed(2).padStart(5)} µs GC/req  p50 ${result.p50Ms} ms  p99 ${result.p99Ms} ms  non-2xx ${result.non2xx}`,
       );
     }
   }
@@ -93,12 +102,14 @@ try {
   for (const which of ['before', 'after'] as const) {
     const r = results[which];
     console.log(
-      `${which.padEnd(6)} (guard ${guard[which].padEnd(3)}) ${median(r.map((x) => x.requestsPerSecond))} req/s  ${median(cpuPerRequest[which]).toFixed(1)} µs CPU/req  p50 ${median(r.map((x) => x.p50Ms))} ms  p99 ${median(r.map((x) => x.p99Ms))} ms  RSS ${rssMiB(gateways[which].pids())} MiB`,
+      `${which.padEnd(6)} (guard ${guard[which].padEnd(3)}) ${median(r.map((x) => x.requestsPerSecond))} req/s  ${median(cpuPerRequest[which]).toFixed(1)} µs CPU/req  ${median(gcPerRequest[which]).toFixed(2)} µs GC/req  p50 ${median(r.map((x) => x.p50Ms))} ms  p99 ${median(r.map((x) => x.p99Ms))} ms  RSS ${rssMiB(gateways[which].pids())} MiB`,
     );
   }
   // Each run's pair ran side by side: its ratio is free of the machine's drift across the runs.
-  const ratios = cpuPerRequest.after.map((after, run) => after / cpuPerRequest.before[run]!);
-  console.log(`CPU per request, after ÷ before, run by run: ${ratios.map((ratio) => ratio.toFixed(2)).join(', ')}; median ${median(ratios).toFixed(3)}`);
+  for (const [name, perRequest] of [['CPU', cpuPerRequest], ['GC', gcPerRequest]] as const) {
+    const ratios = perRequest.after.map((after, run) => after / perRequest.before[run]!);
+    console.log(`${name} per request, after ÷ before, run by run: ${ratios.map((ratio) => ratio.toFixed(2)).join(', ')}; median ${median(ratios).toFixed(3)}`);
+  }
 } finally {
   await stopAll();
   await dropSchemas([schema]);
