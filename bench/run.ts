@@ -18,7 +18,7 @@
  * configuration at once with each of the same configuration unprotected, both on core 0, each
  * with its own wrk. Prints requests/s, p50/p99, non-2xx, each server's CPU time per request and
  * memory, each Node server's garbage-collection time per request (its pauses, summed inside the
- * process by bench/gc-meter.ts), and the ratios the project's speed claims rest on; writes
+ * process by bench/gc-meter.mjs), and the ratios the project's speed claims rest on; writes
  * bench/results/latest.json and bench/results/latest.svg (`--publish`: also docs/bench.svg, the
  * chart the README shows).
  *
@@ -89,7 +89,7 @@ interface Figures extends LoadResult {
   cpuMicrosPerRequest: number;
   /** CPU time per request of each round (all of the target's processes together), in round order. */
   cpuMicrosPerRequestByRound: number[];
-  /** A Node target's garbage-collection time per request (bench/gc-meter.ts), over all its runs and round by round, as for CPU time; none for nginx. */
+  /** A Node target's garbage-collection time per request (bench/gc-meter.mjs), over all its runs and round by round, as for CPU time; none for nginx. */
   gcMicrosPerRequest?: number;
   gcMicrosPerRequestByRound?: number[];
   rssMiB: number;

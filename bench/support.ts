@@ -2,7 +2,7 @@
  * What `npm run bench` needs around the measurements: Debian tools installed when missing, server
  * processes pinned to one core and the load generator to another, wrk runs parsed, each server's
  * CPU time and memory read from /proc, and each Node server's garbage-collection time read from
- * bench/gc-meter.ts.
+ * bench/gc-meter.mjs.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -68,14 +68,14 @@ export interface Server {
   gcTime?: () => Promise<GcTime>;
 }
 
-/** What bench/gc-meter.ts answers: the collections of its process so far, and their time in ms. */
+/** What bench/gc-meter.mjs answers: the collections of its process so far, and their time in ms. */
 export interface GcTime {
   count: number;
   ms: number;
 }
 
-/** Node options that preload the GC meter (bench/gc-meter.ts); given after a process's own options. */
-export const GC_METER = ['--import', './bench/gc-meter.ts'];
+/** Node options that preload the GC meter (bench/gc-meter.mjs); given after a process's own options. */
+export const GC_METER = ['--import', './bench/gc-meter.mjs'];
 
 /**
  * Asks the GC meter preloaded into `child` (over its IPC channel) for its collections so far; fails

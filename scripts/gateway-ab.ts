@@ -7,7 +7,7 @@
  * on and a bearer token on every request (as `npm run bench` does); `--before-guard` sets the
  * before gateway apart, so `-- . --before-guard off --guard on` says what the protections cost in
  * this checkout. Prints requests/s, CPU time and garbage-collection time per request (the bench's
- * GC meter, bench/gc-meter.ts, preloaded into both gateways) and p50/p99 of each run, the medians
+ * GC meter, bench/gc-meter.mjs, preloaded into both gateways) and p50/p99 of each run, the medians
  * of each, the ratio of CPU per request within each run's pair and their median (the A/B verdict),
  * the same for GC time, and each gateway's resident memory at the end. Uses the bench's helpers
  * (bench/support.ts): servers on core 0, wrk on core 1.

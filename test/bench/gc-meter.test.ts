@@ -1,5 +1,5 @@
 /**
- * The bench's GC meter (bench/gc-meter.ts), preloaded as `npm run bench` preloads it (GC_METER)
+ * The bench's GC meter (bench/gc-meter.mjs), preloaded as `npm run bench` preloads it (GC_METER)
  * and read as the bench reads it (readGcMeter): its totals grow by every collection of its process
  * and that collection's time, including collections just before the question, and it keeps no
  * process alive.
