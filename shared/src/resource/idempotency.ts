@@ -107,12 +107,12 @@ function send(res: Response, response: StoredResponse, replayed: boolean): void 
 export function idempotent(
   store: IdempotencyStore,
   collection: string,
-  handle: (req: Request) => Promise<StoredResponse>,
+  handle: (req: Request, res: Response) => Promise<StoredResponse>,
 ): RequestHandler {
   return async (req, res) => {
     const header = req.headers['idempotency-key'];
     if (header === undefined) {
-      send(res, await handle(req), false);
+      send(res, await handle(req, res), false);
       return;
     }
     if (typeof header !== 'string' || !IDEMPOTENCY_KEY.test(header)) throw idempotencyProblems.invalidKey();
@@ -130,7 +130,7 @@ export function idempotent(
     let response: StoredResponse;
     try {
       response = await store.transaction(async () => {
-        const computed = await handle(req);
+        const computed = await handle(req, res);
         // Another request took the key over (this one outlived its claim): it holds it for a claim's time at most.
         if (!(await store.complete(request, claim.token, computed))) throw idempotencyProblems.inFlight(store.claimSeconds);
         return computed;
