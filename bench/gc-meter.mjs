@@ -6,7 +6,7 @@
  * their total time, which the bench reads before and after each measured run as it reads the
  * process's CPU time. Measurement only: it runs once per collection, never per request, and keeps
  * two numbers, nothing that grows. Plain JavaScript: a .ts preload would load Node's type
- * stripper into every measured process, about 18 MiB of RSS the gateway (built .js) never has.
+ * stripper into every measured process, memory the gateway (built .js) never has.
  */
 import { PerformanceObserver } from 'node:perf_hooks';
 

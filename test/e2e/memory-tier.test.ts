@@ -418,13 +418,13 @@ describe('a lost connection drops the whole tier until tracking is back', () => 
       const expected = ['CLIENT ID', 'SUBSCRIBE', 'CLIENT TRACKING'];
       expect([...sent].sort()).toEqual((onCluster() ? [...expected, 'CLIENT SETNAME', 'CLUSTER MYID', 'CLUSTER SLOTS'] : expected).sort());
       // Reconnecting takes an attempt refused just before the proxy listened, a back-off of at most
-      // a turn, and the connect: 3 to 5 turns seen, 7 and more with a back-off of a second. Then two
-      // round trips, CLIENT ID with SUBSCRIBE, then CLIENT TRACKING; through this test's proxy,
-      // which runs in this process too, a round trip costs three turns, or four when Redis on a
-      // loaded machine answers after the next poll: 6 to 11 turns in all. A cluster takes two round
-      // trips more (CLUSTER SLOTS on a connection of its own, each master's CLUSTER MYID) and its
-      // masters' connections come back one after another. The commands above say no handshake
-      // came back; these bounds, that no longer back-off did, and that nothing hangs.
+      // a turn, and the connect: a few turns; a back-off of a second adds five. Then two round trips,
+      // CLIENT ID with SUBSCRIBE, then CLIENT TRACKING; through this test's proxy, which runs in
+      // this process too, a round trip costs three turns, or four when Redis on a loaded machine
+      // answers after the next poll. A cluster takes two round trips more (CLUSTER SLOTS on a
+      // connection of its own, each master's CLUSTER MYID) and its masters' connections come back
+      // one after another. The commands above say no handshake came back; these bounds, that no
+      // longer back-off did, and that nothing hangs.
       expect(reconnectedTurns).toBeLessThanOrEqual(6);
       expect(turns).toBeLessThanOrEqual(onCluster() ? 20 : 14);
       const read = await untilHeld(replica, through, user.location);
