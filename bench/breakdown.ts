@@ -39,10 +39,9 @@ import {
   startServer,
   stopAll,
   throwawaySchema,
-  wrk,
-  type LoadResult,
   type Server,
 } from './support.ts';
+import { wrk, type LoadResult } from './wrk.ts';
 
 /** A V8 CPU profile as `--cpu-prof` writes it (the fields read here). */
 export interface CpuProfile {

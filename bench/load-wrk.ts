@@ -2,7 +2,7 @@
  * The load curve's client: wrk running bench/load.lua against the gateway, and what its `done`
  * prints read back into figures.
  */
-import { spawnWrk } from './support.ts';
+import { spawnWrk } from './wrk.ts';
 
 const SCRIPT = new URL('load.lua', import.meta.url).pathname;
 // Above the gateway's own UPSTREAM_TIMEOUT_MS (10 s): whatever the gateway gives up on reaches the client as a status.

@@ -33,6 +33,8 @@ import { runCompression } from './compression.ts';
 import { startNginx } from './nginx.ts';
 import { runScale } from './scale.ts';
 import { runTracing } from './tracing.ts';
+import { cpuRatio, gcRatio, printRatios, round2, type Judged } from './ratios.ts';
+import { CONNECTIONS, measureAll, measurePairs, RUNS, SECONDS, WARM_UP_SECONDS, type Figures, type PairedRatio, type Target } from './rounds.ts';
 import {
   cleanUpOnSignals,
   dropSchemas,
@@ -42,196 +44,16 @@ import {
   GUARD_OFF,
   guardOn,
   machine,
-  measuredRun,
-  median,
   productsServiceWithAProduct,
   pinning,
   REDIS_URL,
-  rssMiB,
   schemaUrl,
-  settle,
   startNode,
   startProcesses,
   stopAll,
   throwawaySchema,
-  wrk,
-  type LoadResult,
   type Server,
 } from './support.ts';
-import { countFromEnv } from '../test/support/env.ts';
-
-const SECONDS = countFromEnv('BENCH_SECONDS', 4);
-// Five: the project's speed ratios are judged by the median of five interleaved runs.
-const RUNS = countFromEnv('BENCH_RUNS', 5);
-const CONNECTIONS = countFromEnv('BENCH_CONNECTIONS', 64);
-const WARM_UP_SECONDS = 2;
-
-interface Target {
-  key: string;
-  label: string;
-  group: ChartRow['group'];
-  /** Its server; for a gateway, GATEWAY_PROCESSES processes of the same configuration, each measured every round. */
-  servers: Server[];
-  /** Request headers of its own (a bearer token, Accept-Encoding). */
-  headers?: Record<string, string>;
-  /** The path it is asked for, when not the bench's one product. */
-  path?: string;
-}
-
-/** One run of a target: wrk's figures, and the CPU time (and, for a Node server, the GC time) its server used per request meanwhile. */
-interface Run extends LoadResult {
-  cpuMicrosPerRequest: number;
-  gcMicrosPerRequest?: number;
-}
-
-interface Figures extends LoadResult {
-  /** The target's own server process(es): CPU time per request, and resident memory after the runs (the larger instance's). */
-  cpuMicrosPerRequest: number;
-  /** CPU time per request of each round (all of the target's processes together), in round order. */
-  cpuMicrosPerRequestByRound: number[];
-  /** A Node target's garbage-collection time per request (bench/gc-meter.mjs), over all its runs and round by round, as for CPU time; none for nginx. */
-  gcMicrosPerRequest?: number;
-  gcMicrosPerRequestByRound?: number[];
-  rssMiB: number;
-  runs: Run[];
-}
-
-/**
- * Every target's warm-up, then RUNS rounds that each run every target (each of its processes) once,
- * every other round in reverse order: the runs of one target are spread over the whole bench, so a
- * burst of other work on the machine falls on all targets alike instead of on whichever was being
- * measured, and no target always runs right after the same one. CPU time is counted over a target's own runs.
- */
-async function measureAll(targets: Target[], path: string, headers: (target: Target) => Record<string, string>): Promise<Record<string, Figures>> {
-  const options = (target: Target) => ({ connections: CONNECTIONS, headers: headers(target) });
-  const url = (target: Target, server: Server) => `${server.url}${target.path ?? path}`;
-  for (const target of targets) for (const server of target.servers) await wrk(url(target, server), { ...options(target), seconds: WARM_UP_SECONDS });
-  const runs = new Map<string, Run[]>(targets.map((t) => [t.key, []]));
-  const rounds = new Map<string, { cpu: number; gc: number | undefined; requests: number }[]>(targets.map((t) => [t.key, []]));
-  for (let round = 1; round <= RUNS; round++) {
-    process.stdout.write(`  round ${round} of ${RUNS}:`);
-    // Every other round in reverse order: what one run leaves behind on the machine (the service
-    // both gateways share collecting the garbage of the run before, say) falls on each target of a
-    // pair alike, not always on the second.
-    for (const target of round % 2 === 1 ? targets : targets.toReversed()) {
-      const thisRound: { cpu: number; gc: number | undefined; requests: number } = { cpu: 0, gc: 0, requests: 0 };
-      for (const server of target.servers) {
-        const { result, cpuMicros: cpu, gcMicros: gc } = await measuredRun(server, () => wrk(url(target, server), { ...options(target), seconds: SECONDS }));
-        thisRound.cpu += cpu;
-        thisRound.gc = thisRound.gc === undefined || gc === undefined ? undefined : thisRound.gc + gc;
-        thisRound.requests += result.requests;
-        runs.get(target.key)!.push({ ...result, cpuMicrosPerRequest: perRequest(cpu, result.requests), ...(gc === undefined ? {} : { gcMicrosPerRequest: gcPerRequest(gc, result.requests) }) });
-        process.stdout.write(` ${target.key} ${result.requestsPerSecond}`);
-      }
-      rounds.get(target.key)!.push(thisRound);
-    }
-    process.stdout.write('\n');
-  }
-  const figures: Record<string, Figures> = {};
-  for (const target of targets) {
-    const own = runs.get(target.key)!;
-    const byRound = rounds.get(target.key)!;
-    const measuredGc = byRound.flatMap(({ gc, requests }) => (gc === undefined ? [] : [{ gc, requests }]));
-    const gcRounds = measuredGc.length === byRound.length ? measuredGc : undefined;
-    figures[target.key] = {
-      requestsPerSecond: median(own.map((r) => r.requestsPerSecond)),
-      p50Ms: median(own.map((r) => r.p50Ms)),
-      p99Ms: median(own.map((r) => r.p99Ms)),
-      requests: own.reduce((sum, r) => sum + r.requests, 0),
-      non2xx: own.reduce((sum, r) => sum + r.non2xx, 0),
-      socketErrors: own.reduce((sum, r) => sum + r.socketErrors, 0),
-      cpuMicrosPerRequest: perRequest(
-        byRound.reduce((sum, r) => sum + r.cpu, 0),
-        byRound.reduce((sum, r) => sum + r.requests, 0),
-      ),
-      cpuMicrosPerRequestByRound: byRound.map((r) => perRequest(r.cpu, r.requests)),
-      ...(gcRounds && {
-        gcMicrosPerRequest: gcPerRequest(
-          gcRounds.reduce((sum, r) => sum + r.gc, 0),
-          gcRounds.reduce((sum, r) => sum + r.requests, 0),
-        ),
-        gcMicrosPerRequestByRound: gcRounds.map((r) => gcPerRequest(r.gc, r.requests)),
-      }),
-      rssMiB: Math.max(...target.servers.map((server) => rssMiB(server.pids()))),
-      runs: own,
-    };
-  }
-  return figures;
-}
-
-/** CPU µs per request, one decimal. */
-const perRequest = (cpuMicros: number, requests: number) => Math.round((cpuMicros / Math.max(requests, 1)) * 10) / 10;
-
-/** GC µs per request, two decimals: a few µs, where one decimal would move a ratio by several percent. */
-const gcPerRequest = (gcMicros: number, requests: number) => Math.round((gcMicros / Math.max(requests, 1)) * 100) / 100;
-
-/**
- * One target's CPU (or GC) time per request over another's, round by round (both measured in the
- * same round, a few seconds apart), and the median of those ratios: what a speed goal is judged by.
- */
-interface CpuRatio {
-  ratio: number;
-  byRound: number[];
-}
-
-/** A ratio with the issue's goal for it (at most), or without one: reported only. */
-type Judged = CpuRatio & { goal?: number };
-
-function ratioByRound(over: number[], of: number[]): CpuRatio {
-  const byRound = of.map((value, i) => round2(value / over[i]!));
-  return { ratio: median(byRound), byRound };
-}
-
-const cpuRatio = (figures: Record<string, Figures>, numerator: string, denominator: string): CpuRatio =>
-  ratioByRound(figures[denominator]!.cpuMicrosPerRequestByRound, figures[numerator]!.cpuMicrosPerRequestByRound);
-
-function gcRatio(figures: Record<string, Figures>, numerator: string, denominator: string): CpuRatio {
-  const [of, over] = [figures[numerator]!.gcMicrosPerRequestByRound, figures[denominator]!.gcMicrosPerRequestByRound];
-  if (!of || !over) throw new Error(`no GC time measured for ${of ? denominator : numerator}`);
-  return ratioByRound(over, of);
-}
-
-/** Prints each ratio: its median, each round's, and whether its goal holds (or that it is reported only). */
-function printRatios(ratios: Record<string, Judged>): void {
-  for (const [name, { ratio, byRound, goal }] of Object.entries(ratios)) {
-    const verdict = goal === undefined ? 'reported' : `goal ≤ ${goal}: ${ratio <= goal ? 'holds' : 'not yet'}`;
-    console.log(`  ${name.padEnd(60)} ${ratio} (${byRound.join(' / ')}); ${verdict}`);
-  }
-}
-
-/** The protected configuration's throughput over the unprotected one's, run at once: each run's ratio, and their median. */
-interface PairedRatio {
-  ratio: number;
-  runs: { off: number; on: number; ratio: number }[];
-}
-
-/**
- * What the protections cost a configuration, as a throughput ratio measured in pairs: the protected
- * and the unprotected gateway run at the same time, each with its own wrk (both on core 1), both
- * on core 0, which the kernel shares out evenly between them, so each answers in proportion to
- * how little CPU time a request costs it. Whatever the machine does meanwhile falls on both alike,
- * which one run after the other cannot promise: on a shared virtual machine the bare ceiling server
- * answered 53,000 requests a second in one round and 17,000 two minutes later, and one at a time
- * the ratio of the same two configurations ranged from 0.81 to 1.12 over four bench runs in one
- * hour. Every process of one configuration meets every process of the other once, and the median
- * of those runs counts: one process that happens to be fast or slow for its whole life moves a
- * third of the runs, not the median.
- */
-async function measurePairs(off: Target, on: Target, path: string, headers: (target: Target) => Record<string, string>): Promise<PairedRatio> {
-  const runs: PairedRatio['runs'] = [];
-  for (const protectedServer of on.servers) {
-    for (const server of off.servers) {
-      await settle();
-      const [offResult, onResult] = await Promise.all([
-        wrk(`${server.url}${path}`, { connections: CONNECTIONS, headers: headers(off), seconds: SECONDS }),
-        wrk(`${protectedServer.url}${path}`, { connections: CONNECTIONS, headers: headers(on), seconds: SECONDS }),
-      ]);
-      runs.push({ off: offResult.requestsPerSecond, on: onResult.requestsPerSecond, ratio: round2(onResult.requestsPerSecond / offResult.requestsPerSecond) });
-    }
-  }
-  console.log(`  ${on.key} / ${off.key}, at once: ${runs.map((r) => `${r.on}/${r.off} = ${r.ratio}`).join(', ')}`);
-  return { ratio: median(runs.map((r) => r.ratio)), runs };
-}
 
 /** Asks `url` until the response says it came from the cache (the gateway's and nginx's X-Cache). */
 async function warm(url: string, headers: Record<string, string>): Promise<void> {
@@ -283,7 +105,140 @@ async function compressionTargets(gateway: Server, authorised: Record<string, st
   ];
 }
 
-const round2 = (n: number) => Math.round(n * 100) / 100;
+/** The bench's one product, as products-service answers it: its path, body and cache headers. */
+interface Sample {
+  products: Server;
+  path: string;
+  body: string;
+  answered: Record<string, string>;
+}
+
+async function sampleProduct(schema: string): Promise<Sample> {
+  const { products, path } = await productsServiceWithAProduct(schema, { sku: 'BENCH-1', name: 'Benchmark widget' });
+  const sample = await fetch(`${products.url}${path}`);
+  const body = await sample.text();
+  const answered = Object.fromEntries(['content-type', 'etag', 'cache-control'].map((name) => [name, sample.headers.get(name) ?? '']));
+  return { products, path, body, answered };
+}
+
+/** Starts every target's server(s), warms the caches, and lists the targets in the order they run. */
+async function startTargets(schema: string, { products, path, body, answered }: Sample, authorised: { env: Record<string, string>; headers: Record<string, string> }) {
+  const floor = await startNode('floor', 'bench/servers/floor.ts', { DATABASE_URL: schemaUrl(schema) }, await freePort());
+  const gatewayEnv = { UPSTREAM_URL_TEMPLATE: products.url, REDIS_URL };
+  // Without authentication and rate limits, as before the gateway had them; then with both (a
+  // budget no run reaches: what is measured is checking the token and counting the request).
+  const gateways = (name: string, env: Record<string, string>) =>
+    startProcesses(name, async (one) => startNode(one, 'gateway/dist/main.js', { ...gatewayEnv, ...env }, await freePort()));
+  const uncached = await gateways('gateway, cache off', { ...GUARD_OFF, CACHE_ENABLED: 'false' });
+  const cached = await gateways('gateway, warm cache', { ...GUARD_OFF, CACHE_ENABLED: 'true' });
+  const uncachedGuarded = await gateways('gateway, cache off, auth', { ...authorised.env, CACHE_ENABLED: 'false' });
+  const cachedGuarded = await gateways('gateway, warm cache, auth', { ...authorised.env, CACHE_ENABLED: 'true' });
+  const nginx = await startNginx(products.url, { plain: await freePort(), cached: await freePort() });
+  const ceiling = await startNode('ceiling', 'bench/servers/ceiling.ts', { RESPONSE: JSON.stringify({ body, headers: answered }) }, await freePort());
+  const bareProxy = await startNode('bare proxy', 'bench/servers/bare-proxy.ts', { UPSTREAM_URL: products.url }, await freePort());
+  const fastify = await startNode('fastify proxy', 'bench/servers/fastify-proxy.ts', { UPSTREAM_URL: products.url }, await freePort());
+  const hpmProxy = await startNode('http-proxy-middleware alone', 'bench/servers/hpm-proxy.ts', { UPSTREAM_URL: products.url }, await freePort());
+  await fillAPage(products);
+  for (const gateway of cached) await warm(`${gateway.url}${path}`, {});
+  for (const gateway of cachedGuarded) await warm(`${gateway.url}${path}`, authorised.headers);
+  await warm(`${nginx.cached.url}${path}`, {});
+  const targets: Target[] = [
+    { key: 'service', label: 'products-service straight', group: 'ours', servers: [products] },
+    { key: 'floor', label: 'floor: node:http + mysql2', group: 'reference', servers: [floor] },
+    // Each "auth + limits" run right after its plain one: side by side in the same run.
+    { key: 'gatewayCacheOff', label: 'gateway, cache off', group: 'ours', servers: uncached },
+    { key: 'gatewayCacheOffGuarded', label: 'gateway, cache off, auth + limits', group: 'ours', servers: uncachedGuarded, headers: authorised.headers },
+    { key: 'gatewayWarm', label: 'gateway, warm cache', group: 'ours', servers: cached },
+    { key: 'gatewayWarmGuarded', label: 'gateway, warm cache, auth + limits', group: 'ours', servers: cachedGuarded, headers: authorised.headers },
+    { key: 'nginxProxy', label: 'nginx proxy, no cache', group: 'nginx', servers: [nginx.plain] },
+    { key: 'nginxCache', label: 'nginx proxy_cache, warm', group: 'nginx', servers: [nginx.cached] },
+    { key: 'ceiling', label: 'bare node:http ceiling', group: 'reference', servers: [ceiling] },
+    { key: 'bareProxy', label: 'bare node:http proxy', group: 'reference', servers: [bareProxy] },
+    { key: 'fastifyProxy', label: 'fastify + @fastify/http-proxy', group: 'reference', servers: [fastify] },
+    { key: 'hpmProxy', label: 'node:http + http-proxy-middleware alone', group: 'reference', servers: [hpmProxy] },
+    ...(await compressionTargets(cachedGuarded[0]!, authorised.headers)),
+  ];
+  return { targets, closeNginx: nginx.close };
+}
+
+/** The throughput ratios, and the CPU and GC ratios the issue's speed goals are judged by. */
+function judge(figures: Record<string, Figures>, paired: Record<'warm' | 'cacheOff', PairedRatio>) {
+  const f = (key: string) => figures[key]!;
+  // The issue's ratios with the gateway's protections on, as it is deployed; the last four say
+  // what the protections cost: measured at once (the figures that count), and one at a time.
+  const ratios = {
+    'warm hit / nginx proxy_cache': round2(f('gatewayWarmGuarded').requestsPerSecond / f('nginxCache').requestsPerSecond),
+    'warm hit / node:http ceiling': round2(f('gatewayWarmGuarded').requestsPerSecond / f('ceiling').requestsPerSecond),
+    'gateway cache-off / nginx plain proxy': round2(f('gatewayCacheOffGuarded').requestsPerSecond / f('nginxProxy').requestsPerSecond),
+    'gateway cache-off p99 / service p99': round2(f('gatewayCacheOffGuarded').p99Ms / f('service').p99Ms),
+    'service / floor': round2(f('service').requestsPerSecond / f('floor').requestsPerSecond),
+    'warm hit, auth + limits on / off': paired.warm.ratio,
+    'cache-off proxy, auth + limits on / off': paired.cacheOff.ratio,
+    'warm hit, on / off, one at a time': round2(f('gatewayWarmGuarded').requestsPerSecond / f('gatewayWarm').requestsPerSecond),
+    'cache-off proxy, on / off, one at a time': round2(f('gatewayCacheOffGuarded').requestsPerSecond / f('gatewayCacheOff').requestsPerSecond),
+  };
+  // The issue's speed goals (issue 38): CPU time per request with the protections on, over the
+  // reference's in the same round; each holds when the median of the rounds' ratios is at most
+  // its goal. The proxy hop is judged against http-proxy-middleware alone, the library the
+  // gateway keeps: the bare proxy and fastify are reported beside it, with no goal, as is what
+  // the library costs by itself against them.
+  const cpuRatios: Record<string, Judged> = {
+    'warm hit / node:http ceiling': { ...cpuRatio(figures, 'gatewayWarmGuarded', 'ceiling'), goal: 1.5 },
+    'proxied read / http-proxy-middleware alone': { ...cpuRatio(figures, 'gatewayCacheOffGuarded', 'hpmProxy'), goal: 1.25 },
+    ...(figures.listCompressedHit ? { 'compressed hit / identity hit': { ...cpuRatio(figures, 'listCompressedHit', 'listIdentityHit'), goal: 1.1 } } : {}),
+    'proxied read / bare node:http proxy': cpuRatio(figures, 'gatewayCacheOffGuarded', 'bareProxy'),
+    'proxied read / fastify': cpuRatio(figures, 'gatewayCacheOffGuarded', 'fastifyProxy'),
+    'http-proxy-middleware alone / bare proxy': cpuRatio(figures, 'hpmProxy', 'bareProxy'),
+    'http-proxy-middleware alone / fastify': cpuRatio(figures, 'hpmProxy', 'fastifyProxy'),
+  };
+  // The same for the time spent collecting garbage, per request: the gateway's proxy hop, cache
+  // off and protections on, over http-proxy-middleware alone's.
+  const gcRatios: Record<string, Judged> = {
+    "GC time per proxied request / http-proxy-middleware alone's": { ...gcRatio(figures, 'gatewayCacheOffGuarded', 'hpmProxy'), goal: 1.5 },
+  };
+  return { ratios, cpuRatios, gcRatios };
+}
+
+/** Prints every target's figures and the ratios. */
+function print(targets: Target[], figures: Record<string, Figures>, { ratios, cpuRatios, gcRatios }: ReturnType<typeof judge>): void {
+  console.log();
+  console.table(
+    Object.fromEntries(
+      targets.map((t) => {
+        const x = figures[t.key]!;
+        const row = { 'req/s': x.requestsPerSecond, 'p50 ms': x.p50Ms, 'p99 ms': x.p99Ms, 'non-2xx': x.non2xx, errors: x.socketErrors, 'CPU µs/req': x.cpuMicrosPerRequest };
+        // No GC column for nginx: a blank cell.
+        const gc = x.gcMicrosPerRequest === undefined ? {} : { 'GC µs/req': x.gcMicrosPerRequest };
+        return [t.label, { ...row, ...gc, 'RSS MiB': x.rssMiB }];
+      }),
+    ),
+  );
+  console.log('CPU time per request, over the reference\'s in the same round (median; each round):');
+  printRatios(cpuRatios);
+  console.log('GC time per request, over the reference\'s in the same round (median; each round):');
+  printRatios(gcRatios);
+  console.log('throughput ratios:');
+  for (const [name, value] of Object.entries(ratios)) console.log(`  ${name.padEnd(42)} ${value}`);
+}
+
+/** Writes bench/results/latest.json and latest.svg, and with `publish` the chart the README shows. */
+async function write(results: { date: string; machine: ReturnType<typeof machine> }, rows: ChartRow[], publish: boolean): Promise<void> {
+  const m = results.machine;
+  const svg = chartSvg(
+    rows,
+    `GET /api/products/{id}, ${results.date.slice(0, 10)}`,
+    `${m.cpus} × ${m.model}, Node ${m.node}, wrk -t1 -c${CONNECTIONS}, median of ${RUNS} × ${SECONDS} s, ${pinning ? 'servers on core 0, wrk on core 1' : 'not pinned'}`,
+  );
+  const out = new URL('results/', import.meta.url);
+  await mkdir(out, { recursive: true });
+  await writeFile(new URL('latest.json', out), `${JSON.stringify(results, null, 2)}\n`);
+  await writeFile(new URL('latest.svg', out), svg);
+  console.log('written to bench/results/latest.json and bench/results/latest.svg');
+  if (publish) {
+    await copyFile(new URL('latest.svg', out), new URL('../docs/bench.svg', import.meta.url));
+    console.log('chart copied to docs/bench.svg');
+  }
+}
 
 async function compare(publish: boolean): Promise<void> {
   ensureDebianTools({ wrk: 'wrk', nginx: 'nginx' });
@@ -291,55 +246,15 @@ async function compare(publish: boolean): Promise<void> {
   cleanUpOnSignals([schema]);
   let closeNginx: () => Promise<void> = async () => undefined;
   try {
-    const { products, path } = await productsServiceWithAProduct(schema, { sku: 'BENCH-1', name: 'Benchmark widget' });
-    const sample = await fetch(`${products.url}${path}`);
-    const body = await sample.text();
-    const answered = Object.fromEntries(['content-type', 'etag', 'cache-control'].map((name) => [name, sample.headers.get(name) ?? '']));
-
-    const floor = await startNode('floor', 'bench/servers/floor.ts', { DATABASE_URL: schemaUrl(schema) }, await freePort());
-    const gatewayEnv = { UPSTREAM_URL_TEMPLATE: products.url, REDIS_URL };
-    // Without authentication and rate limits, as before the gateway had them; then with both (a
-    // budget no run reaches: what is measured is checking the token and counting the request).
-    const guarded = await guardOn();
-    const authorised = guarded.headers;
-    const gateways = (name: string, env: Record<string, string>) =>
-      startProcesses(name, async (one) => startNode(one, 'gateway/dist/main.js', { ...gatewayEnv, ...env }, await freePort()));
-    const uncached = await gateways('gateway, cache off', { ...GUARD_OFF, CACHE_ENABLED: 'false' });
-    const cached = await gateways('gateway, warm cache', { ...GUARD_OFF, CACHE_ENABLED: 'true' });
-    const uncachedGuarded = await gateways('gateway, cache off, auth', { ...guarded.env, CACHE_ENABLED: 'false' });
-    const cachedGuarded = await gateways('gateway, warm cache, auth', { ...guarded.env, CACHE_ENABLED: 'true' });
-    const nginx = await startNginx(products.url, { plain: await freePort(), cached: await freePort() });
-    closeNginx = nginx.close;
-    const ceiling = await startNode('ceiling', 'bench/servers/ceiling.ts', { RESPONSE: JSON.stringify({ body, headers: answered }) }, await freePort());
-    const bareProxy = await startNode('bare proxy', 'bench/servers/bare-proxy.ts', { UPSTREAM_URL: products.url }, await freePort());
-    const fastify = await startNode('fastify proxy', 'bench/servers/fastify-proxy.ts', { UPSTREAM_URL: products.url }, await freePort());
-    const hpmProxy = await startNode('http-proxy-middleware alone', 'bench/servers/hpm-proxy.ts', { UPSTREAM_URL: products.url }, await freePort());
-    await fillAPage(products);
-    const headers: Record<string, string> = {};
-    for (const gateway of cached) await warm(`${gateway.url}${path}`, headers);
-    for (const gateway of cachedGuarded) await warm(`${gateway.url}${path}`, { ...headers, ...authorised });
-    await warm(`${nginx.cached.url}${path}`, headers);
-
-    const targets: Target[] = [
-      { key: 'service', label: 'products-service straight', group: 'ours', servers: [products] },
-      { key: 'floor', label: 'floor: node:http + mysql2', group: 'reference', servers: [floor] },
-      // Each "auth + limits" run right after its plain one: side by side in the same run.
-      { key: 'gatewayCacheOff', label: 'gateway, cache off', group: 'ours', servers: uncached },
-      { key: 'gatewayCacheOffGuarded', label: 'gateway, cache off, auth + limits', group: 'ours', servers: uncachedGuarded, headers: authorised },
-      { key: 'gatewayWarm', label: 'gateway, warm cache', group: 'ours', servers: cached },
-      { key: 'gatewayWarmGuarded', label: 'gateway, warm cache, auth + limits', group: 'ours', servers: cachedGuarded, headers: authorised },
-      { key: 'nginxProxy', label: 'nginx proxy, no cache', group: 'nginx', servers: [nginx.plain] },
-      { key: 'nginxCache', label: 'nginx proxy_cache, warm', group: 'nginx', servers: [nginx.cached] },
-      { key: 'ceiling', label: 'bare node:http ceiling', group: 'reference', servers: [ceiling] },
-      { key: 'bareProxy', label: 'bare node:http proxy', group: 'reference', servers: [bareProxy] },
-      { key: 'fastifyProxy', label: 'fastify + @fastify/http-proxy', group: 'reference', servers: [fastify] },
-      { key: 'hpmProxy', label: 'node:http + http-proxy-middleware alone', group: 'reference', servers: [hpmProxy] },
-      ...(await compressionTargets(cachedGuarded[0]!, authorised)),
-    ];
+    const sample = await sampleProduct(schema);
+    const { path, body } = sample;
+    const started = await startTargets(schema, sample, await guardOn());
+    closeNginx = started.closeNginx;
+    const { targets } = started;
     console.log(
       `GET ${path} (${Buffer.byteLength(body)} bytes), wrk -t1 -c${CONNECTIONS}, median of ${RUNS} × ${SECONDS} s, ${pinning ? 'servers on core 0, wrk on core 1' : 'not pinned'}`,
     );
-    const requestHeaders = (target: Target) => ({ ...headers, ...target.headers });
+    const requestHeaders = (target: Target) => ({ ...target.headers });
     const figures = await measureAll(targets, path, requestHeaders);
     const target = (key: string) => targets.find((t) => t.key === key)!;
     console.log(`each protected gateway process at once with each unprotected one, ${GATEWAY_PROCESSES ** 2} × ${SECONDS} s:`);
@@ -347,87 +262,19 @@ async function compare(publish: boolean): Promise<void> {
       warm: await measurePairs(target('gatewayWarm'), target('gatewayWarmGuarded'), path, requestHeaders),
       cacheOff: await measurePairs(target('gatewayCacheOff'), target('gatewayCacheOffGuarded'), path, requestHeaders),
     };
-
-    const f = (key: string) => figures[key]!;
-    // The issue's ratios with the gateway's protections on, as it is deployed; the last four say
-    // what the protections cost: measured at once (the figures that count), and one at a time.
-    const ratios = {
-      'warm hit / nginx proxy_cache': round2(f('gatewayWarmGuarded').requestsPerSecond / f('nginxCache').requestsPerSecond),
-      'warm hit / node:http ceiling': round2(f('gatewayWarmGuarded').requestsPerSecond / f('ceiling').requestsPerSecond),
-      'gateway cache-off / nginx plain proxy': round2(f('gatewayCacheOffGuarded').requestsPerSecond / f('nginxProxy').requestsPerSecond),
-      'gateway cache-off p99 / service p99': round2(f('gatewayCacheOffGuarded').p99Ms / f('service').p99Ms),
-      'service / floor': round2(f('service').requestsPerSecond / f('floor').requestsPerSecond),
-      'warm hit, auth + limits on / off': paired.warm.ratio,
-      'cache-off proxy, auth + limits on / off': paired.cacheOff.ratio,
-      'warm hit, on / off, one at a time': round2(f('gatewayWarmGuarded').requestsPerSecond / f('gatewayWarm').requestsPerSecond),
-      'cache-off proxy, on / off, one at a time': round2(f('gatewayCacheOffGuarded').requestsPerSecond / f('gatewayCacheOff').requestsPerSecond),
-    };
-    // The issue's speed goals (issue 38): CPU time per request with the protections on, over the
-    // reference's in the same round; each holds when the median of the rounds' ratios is at most
-    // its goal. The proxy hop is judged against http-proxy-middleware alone, the library the
-    // gateway keeps: the bare proxy and fastify are reported beside it, with no goal, as is what
-    // the library costs by itself against them.
-    const cpuRatios: Record<string, Judged> = {
-      'warm hit / node:http ceiling': { ...cpuRatio(figures, 'gatewayWarmGuarded', 'ceiling'), goal: 1.5 },
-      'proxied read / http-proxy-middleware alone': { ...cpuRatio(figures, 'gatewayCacheOffGuarded', 'hpmProxy'), goal: 1.25 },
-      ...(figures.listCompressedHit ? { 'compressed hit / identity hit': { ...cpuRatio(figures, 'listCompressedHit', 'listIdentityHit'), goal: 1.1 } } : {}),
-      'proxied read / bare node:http proxy': cpuRatio(figures, 'gatewayCacheOffGuarded', 'bareProxy'),
-      'proxied read / fastify': cpuRatio(figures, 'gatewayCacheOffGuarded', 'fastifyProxy'),
-      'http-proxy-middleware alone / bare proxy': cpuRatio(figures, 'hpmProxy', 'bareProxy'),
-      'http-proxy-middleware alone / fastify': cpuRatio(figures, 'hpmProxy', 'fastifyProxy'),
-    };
-    // The same for the time spent collecting garbage, per request: the gateway's proxy hop, cache
-    // off and protections on, over http-proxy-middleware alone's.
-    const gcRatios: Record<string, Judged> = {
-      "GC time per proxied request / http-proxy-middleware alone's": { ...gcRatio(figures, 'gatewayCacheOffGuarded', 'hpmProxy'), goal: 1.5 },
-    };
+    const judged = judge(figures, paired);
     const results = {
       date: new Date().toISOString(),
       command: 'npm run bench',
       machine: machine(),
       settings: { path, bytes: Buffer.byteLength(body), connections: CONNECTIONS, runs: RUNS, gatewayProcesses: GATEWAY_PROCESSES, seconds: SECONDS, warmUpSeconds: WARM_UP_SECONDS, logLevel: 'warn' },
-      targets: Object.fromEntries(targets.map((t) => [t.key, { label: t.label, ...f(t.key) }])),
+      targets: Object.fromEntries(targets.map((t) => [t.key, { label: t.label, ...figures[t.key]! }])),
       paired,
-      ratios,
-      cpuRatios,
-      gcRatios,
+      ...judged,
     };
-
-    console.log();
-    console.table(
-      Object.fromEntries(
-        targets.map((t) => {
-          const x = f(t.key);
-          const row = { 'req/s': x.requestsPerSecond, 'p50 ms': x.p50Ms, 'p99 ms': x.p99Ms, 'non-2xx': x.non2xx, errors: x.socketErrors, 'CPU µs/req': x.cpuMicrosPerRequest };
-          // No GC column for nginx: a blank cell.
-          const gc = x.gcMicrosPerRequest === undefined ? {} : { 'GC µs/req': x.gcMicrosPerRequest };
-          return [t.label, { ...row, ...gc, 'RSS MiB': x.rssMiB }];
-        }),
-      ),
-    );
-    console.log('CPU time per request, over the reference\'s in the same round (median; each round):');
-    printRatios(cpuRatios);
-    console.log('GC time per request, over the reference\'s in the same round (median; each round):');
-    printRatios(gcRatios);
-    console.log('throughput ratios:');
-    for (const [name, value] of Object.entries(ratios)) console.log(`  ${name.padEnd(42)} ${value}`);
-
-    const rows: ChartRow[] = targets.map((t) => ({ label: t.label, requestsPerSecond: f(t.key).requestsPerSecond, p99Ms: f(t.key).p99Ms, group: t.group }));
-    const m = results.machine;
-    const svg = chartSvg(
-      rows,
-      `GET /api/products/{id}, ${results.date.slice(0, 10)}`,
-      `${m.cpus} × ${m.model}, Node ${m.node}, wrk -t1 -c${CONNECTIONS}, median of ${RUNS} × ${SECONDS} s, ${pinning ? 'servers on core 0, wrk on core 1' : 'not pinned'}`,
-    );
-    const out = new URL('results/', import.meta.url);
-    await mkdir(out, { recursive: true });
-    await writeFile(new URL('latest.json', out), `${JSON.stringify(results, null, 2)}\n`);
-    await writeFile(new URL('latest.svg', out), svg);
-    console.log('written to bench/results/latest.json and bench/results/latest.svg');
-    if (publish) {
-      await copyFile(new URL('latest.svg', out), new URL('../docs/bench.svg', import.meta.url));
-      console.log('chart copied to docs/bench.svg');
-    }
+    print(targets, figures, judged);
+    const rows: ChartRow[] = targets.map((t) => ({ label: t.label, requestsPerSecond: figures[t.key]!.requestsPerSecond, p99Ms: figures[t.key]!.p99Ms, group: t.group }));
+    await write(results, rows, publish);
   } finally {
     await stopAll();
     await closeNginx();

@@ -31,10 +31,9 @@ import {
   startNode,
   stopAll,
   throwawaySchema,
-  wrk,
-  type LoadResult,
   type Server,
 } from './support.ts';
+import { wrk, type LoadResult } from './wrk.ts';
 import { countFromEnv, countsFromEnv } from '../test/support/env.ts';
 
 const SIZES = countsFromEnv('BENCH_SCALE_ROWS', [10_000, 1_000_000]);

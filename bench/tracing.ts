@@ -24,7 +24,6 @@ import {
   freePort,
   GATEWAY_PROCESSES,
   guardOn,
-  type LoadResult,
   machine,
   measuredRun,
   median,
@@ -37,9 +36,9 @@ import {
   startServer,
   stopAll,
   throwawaySchema,
-  wrk,
   type Server,
 } from './support.ts';
+import { type LoadResult, wrk } from './wrk.ts';
 import { countFromEnv } from '../test/support/env.ts';
 
 const SECONDS = countFromEnv('BENCH_SECONDS', 5);

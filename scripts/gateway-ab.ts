@@ -31,9 +31,8 @@ import {
   startServer,
   stopAll,
   throwawaySchema,
-  wrk,
-  type LoadResult,
 } from '../bench/support.ts';
+import { wrk, type LoadResult } from '../bench/wrk.ts';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
