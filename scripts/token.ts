@@ -11,10 +11,12 @@ import { DEV_AUDIENCE, DEV_ISSUER } from '../shared/src/platform/dev-auth.ts';
 import { GATEWAY_ADMIN_SCOPE, readServiceList } from '../shared/src/platform/services.ts';
 import { DEV_SIGNING_KEY_FILE, signDevToken } from './dev-token.ts';
 
-const SCOPES = readServiceList().flatMap(({ scopes }) => [scopes.read, scopes.write]);
-const KNOWN_SCOPES = [...SCOPES, GATEWAY_ADMIN_SCOPE];
+const services = readServiceList();
+const SCOPES = services.flatMap(({ scopes }) => [scopes.read, scopes.write]);
+// A service's admin scope reads and writes every owner's records: granted only when asked for.
+const KNOWN_SCOPES = [...SCOPES, ...services.map(({ scopes }) => scopes.admin), GATEWAY_ADMIN_SCOPE];
 const USAGE = `usage: npm run token -- [--scope ${KNOWN_SCOPES.join(',')}] [--sub dev-user] [--ttl 3600]
-  --scope  comma-separated scopes to grant (default: all but ${GATEWAY_ADMIN_SCOPE})
+  --scope  comma-separated scopes to grant (default: every service's read and write)
   --sub    the token's subject (default: dev-user)
   --ttl    seconds until it expires (default: 3600)
 Prints the token alone on stdout, what it grants and its id (jti, for npm run revoke) on stderr.`;
