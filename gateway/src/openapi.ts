@@ -1,5 +1,5 @@
 import { apiDocument, describe, documentationTag, documentEndpoint, DOCUMENT_PATH, header, headers, probeEndpoints, problemResponse, problemTypesTable, routerOf, type Endpoint, type OpenApiDocument } from '@app/shared/api-description/openapi';
-import { HttpProblem, problems } from '@app/shared/platform/problem';
+import { HttpProblem, problems, type ProblemKind } from '@app/shared/platform/problem';
 import { etagMatches } from '@app/shared/resource/rules';
 import type { RequestHandler, Router } from 'express';
 import { z } from 'zod';
@@ -22,14 +22,14 @@ import type { Deadlines, Upstream } from './upstream.js';
  */
 
 /** The scopes of the upstreams (as routing.ts requires them), as a Markdown list. */
-const scopesOf = (upstreams: readonly Pick<Upstream, 'name'>[]) => upstreams.flatMap(({ name }) => [`\`${name}:read\``, `\`${name}:write\``]).join(', ');
+const scopesOf = (upstreams: readonly Pick<Upstream, 'name'>[]) => upstreams.flatMap(({ name }) => [`\`${name}:read\``, `\`${name}:write\``, `\`${name}:admin\``]).join(', ');
 
 const securitySchemes = (scopes: string): Record<string, oas31.SecuritySchemeObject> => ({
   bearerAuth: {
     type: 'http',
     scheme: 'bearer',
     bearerFormat: 'JWT',
-    description: `An access token (JWT) from the identity provider the gateway trusts, with the scopes the operation lists (\`scope\` claim, space-separated): ${scopes}. Locally, \`npm run token\` makes one.`,
+    description: `An access token (JWT) from the identity provider the gateway trusts, with one of the scopes the operation lists (\`scope\` claim, space-separated): ${scopes}. Locally, \`npm run token\` makes one.`,
   },
 });
 /** The headers the gateway adds to what the services describe. */
@@ -62,16 +62,21 @@ function throughGateway(upstream: Upstream, method: (typeof METHODS)[number], op
   const kind = kindOf(method.toUpperCase());
   const cached = kind === 'read';
   const scope = kind === 'options' ? undefined : `${upstream.name}:${kind}`;
-  const problem = (status: number, kind: ConstructorParameters<typeof HttpProblem>[0] | undefined, detail: string, extra = {}) =>
-    problemResponse(status, kind && { problem: new HttpProblem(kind, detail), at: route }, extra);
+  const problem = (status: number, kind: ProblemKind | undefined, detail: string, extra = {}, kinds?: ProblemKind[]) =>
+    problemResponse(status, kind && { problem: new HttpProblem(kind, detail), at: route }, extra, kinds);
+  const ownerRefusal = operation.responses?.[403] !== undefined;
   const responses: Record<string, oas31.ResponseObject | ZodOpenApiResponseObject> = {
     ...(operation.responses as Record<string, oas31.ResponseObject>),
     401: problem(401, 'unauthorized', 'The access token has expired', { 'WWW-Authenticate': 'WWWAuthenticate' }),
     // A service that answers 403 itself (a record of another owner) sends no challenge.
     ...(scope && {
-      403: problem(403, 'insufficient-scope', `This request needs the ${scope} scope, which the access token does not grant`, {
-        'WWW-Authenticate': operation.responses?.[403] ? 'WWWAuthenticateOnScope' : 'WWWAuthenticate',
-      }),
+      403: problem(
+        403,
+        'insufficient-scope',
+        `This request needs the ${scope} scope, which the access token does not grant`,
+        { 'WWW-Authenticate': ownerRefusal ? 'WWWAuthenticateOnScope' : 'WWWAuthenticate' },
+        ['insufficient-scope', ...(ownerRefusal ? (['not-owner'] as const) : [])],
+      ),
     }),
     429: problem(429, 'rate-limited', 'Over the budget of read requests for this client; retry after 42 s', { 'Retry-After': 'RetryAfter' }),
     ...(operation.requestBody && { 408: problem(408, 'request-timeout', `The request body did not arrive within ${deadlines.requestBodyMs} ms`) }),
@@ -83,7 +88,8 @@ function throughGateway(upstream: Upstream, method: (typeof METHODS)[number], op
   const added = headers({ 'RateLimit-Policy': 'RateLimitPolicy', RateLimit: 'RateLimit', ...(cached && { 'X-Cache': 'XCache', Age: 'Age' }) });
   return {
     ...operation,
-    ...(scope && { security: [{ bearerAuth: [scope] }] }),
+    // The service's admin scope grants every operation of it, as its read or write scope does.
+    ...(scope && { security: [{ bearerAuth: [scope] }, { bearerAuth: [`${upstream.name}:admin`] }] }),
     responses: Object.fromEntries(
       // HEAD answers carry no body, the gateway's own failures included.
       Object.entries(responses).map(([status, { content, ...response }]) => [status, { ...response, headers: { ...response.headers, ...added }, ...(content && method !== 'head' && { content }) }]),
@@ -153,7 +159,7 @@ const description = (upstreams: readonly Upstream[]) => `A REST API for ${upstre
 - **Request bodies** are JSON in UTF-8, at most 100 KiB (a larger \`Content-Length\` is a 413 at once), nested at most 32 levels, never compressed (\`Content-Encoding\` other than \`identity\` is a 415 with \`Accept-Encoding: identity\`), and must arrive within the gateway's body deadline (408).
 - **Requests the HTTP server cannot take** are problem+json too, and close the connection: a malformed request (400), a body too slow (408), a request target over 8 KiB (414), header fields over 16 KiB (431).
 - **\`X-Request-Id\`** is on every response; send your own to trace a request through every process.
-- **Access tokens**: every operation under \`/api\` but OPTIONS needs a bearer token (JWT) with the scope it lists (${scopesOf(upstreams)}); a deployment may make product reads public. No token or a bad one is a 401, a token without the scope a 403, both with \`WWW-Authenticate\`.
+- **Access tokens**: every operation under \`/api\` but OPTIONS needs a bearer token (JWT) with one of the scopes it lists (${scopesOf(upstreams)}): a service's read or write scope, or its admin scope, which also sees and changes every owner's records; a deployment may make a service's reads public. No token or a bad one is a 401, a token without the scope a 403, both with \`WWW-Authenticate\`.
 - **Rate limits**: each caller (its token's subject, or its address without a token) has a budget of reads and one of writes per minute; \`RateLimit-Policy\` and \`RateLimit\` say where it stands, and over it the answer is 429 with \`Retry-After\`.
 
 ## Problem types

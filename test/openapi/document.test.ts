@@ -84,6 +84,25 @@ describe('the document', () => {
     }
   });
 
+  it("describes each service's ownership: admin scope, a 403 for another owner only where one is answered, who sees the owner field", () => {
+    const refused: string[] = [];
+    for (const { path, method, operation } of operations) {
+      const prefix = /^\/api\/[^/]+/.exec(path)?.[0];
+      if (prefix === undefined || method === 'options') continue;
+      const name = prefix.slice('/api/'.length);
+      const ownership = ownershipOf(prefix);
+      expect({ path, method, security: operation.security }).toEqual({ path, method, security: expect.arrayContaining([{ bearerAuth: [`${name}:admin`] }]) });
+      // Another owner's record: a 403 where every reader sees it but only its owner changes it;
+      // where owners alone see theirs, a 404. Creating for another owner: a 403 where records have owners.
+      const item = path !== prefix;
+      const notOwner = (ownership === 'writes' && item && ['put', 'patch', 'delete'].includes(method)) || (ownership !== 'none' && !item && method === 'post');
+      if (String(operation.responses['403']?.description).includes(problemTypes['not-owner'].title) !== notOwner) refused.push(`${method} ${path}`);
+    }
+    expect(refused).toEqual([]);
+    const users = document.components.schemas?.User as oas31.SchemaObject;
+    expect((users.properties?.owner as oas31.SchemaObject).description).toContain(ownershipOf('/api/users') === 'all' ? 'see or change it' : 'change it');
+  });
+
   it('has no operation whose HEAD is missing, and OPTIONS on every path', () => {
     for (const [path, item] of Object.entries(document.paths)) {
       expect({ path, head: Boolean(item.head), options: Boolean(item.options) }).toEqual({ path, head: Boolean(item.get), options: true });

@@ -70,7 +70,7 @@ export function revocationEndpoint(record?: RecordRevocation, now: () => number 
           201: { description: 'Recorded: every replica refuses the tokens within a second.', headers: headers({}), content: json(revocationOutput, { subject: 'mallory', issuedBefore: '2026-11-27T12:00:00.000Z' }) },
           400: problemResponse(400, { problem: problems.validation([{ path: 'tokenId', message: 'Too small: expected string to have >=1 characters' }]), at }),
           401: problemResponse(401, { problem: new HttpProblem('unauthorized', 'The access token has been revoked'), at }, { 'WWW-Authenticate': 'WWWAuthenticate' }),
-          403: problemResponse(403, { problem: new HttpProblem('insufficient-scope', `This request needs the ${GATEWAY_ADMIN_SCOPE} scope, which the access token does not grant`), at }, { 'WWW-Authenticate': 'WWWAuthenticate' }),
+          403: problemResponse(403, { problem: new HttpProblem('insufficient-scope', `This request needs the ${GATEWAY_ADMIN_SCOPE} scope, which the access token does not grant`), at }, { 'WWW-Authenticate': 'WWWAuthenticate' }, ['insufficient-scope']),
           503: problemResponse(503, { problem: unrecorded(undefined), at }),
         },
         handlers: record ? [handler(record, now)] : [],

@@ -85,12 +85,21 @@ const PARAMETERS = {
 /** Request parameters, by their names in `components.parameters` (`describe` adds X-Request-Id to every operation). */
 export const parameters = (...names: (keyof typeof PARAMETERS)[]): oas31.ReferenceObject[] => names.map((name) => ({ $ref: `#/components/parameters/${name}` }));
 
-/** A problem+json response of `status` (Retry-After on 503, Accept-Encoding on 415), with a problem as its example. */
-export function problemResponse(status: number, example?: { problem: HttpProblem; at: string }, extraHeaders: Record<string, string> = {}): ZodOpenApiResponseObject {
+/**
+ * A problem+json response of `status` (Retry-After on 503, Accept-Encoding on 415), with a problem as
+ * its example; described by the titles of `kinds`, the problem types the operation may answer with
+ * (every type of that status unless it says).
+ */
+export function problemResponse(
+  status: number,
+  example?: { problem: HttpProblem; at: string },
+  extraHeaders: Record<string, string> = {},
+  kinds: readonly ProblemKind[] = kindsWith(status),
+): ZodOpenApiResponseObject {
   const schema = problemOf.get(status);
   if (!schema) throw new Error(`No problem type has status ${status}`);
   return {
-    description: kindsWith(status).map((kind) => problemTypes[kind].title).join('; '),
+    description: kinds.map((kind) => problemTypes[kind].title).join('; '),
     headers: headers({ ...(status === 503 && { 'Retry-After': 'RetryAfter' }), ...(status === 415 && { 'Accept-Encoding': 'AcceptEncoding' }), ...extraHeaders }),
     content: { 'application/problem+json': { schema, ...(example && { example: example.problem.toJSON(example.at) }) } },
   };

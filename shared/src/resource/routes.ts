@@ -65,7 +65,7 @@ function describedResource<F extends Record<string, unknown>>(path: string, defi
   const plural = path.slice(path.lastIndexOf('/') + 1);
   const Plural = plural.charAt(0).toUpperCase() + plural.slice(1);
   const owned = ownership !== 'none';
-  const schemas = resourceSchemas(plural, definition, owned);
+  const schemas = resourceSchemas(plural, definition, ownership);
   const listQuery = listQuerySchema(definition.filter, definition.example);
   const item = `${path}/{id}`;
   return {
