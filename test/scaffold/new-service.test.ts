@@ -77,6 +77,22 @@ test(`touches at most 5 files outside ${WORKSPACE}/, none under gateway/src`, ()
   expect(changed).toContain('services.json');
 });
 
+test('writes at most 40 lines of Kubernetes YAML: only what sets the service apart', () => {
+  // Lines added to files the repository had, and every line of the files the scaffold made.
+  const added = inCopy('git', ['diff', '--numstat', 'HEAD', '--', '*.yaml', '*.yml']);
+  const untracked = inCopy('git', ['ls-files', '--others', '--exclude-standard', '--', '*.yaml', '*.yml']).split('\n').filter(Boolean);
+  const kubernetes = (file: string) => file.startsWith('k8s/') || file.startsWith(`${WORKSPACE}/deploy/k8s/`);
+  const changedLines = added
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => line.split('\t'))
+    .filter(([, , file]) => kubernetes(file!))
+    .reduce((sum, [plus]) => sum + Number(plus), 0);
+  const newLines = untracked.filter(kubernetes).reduce((sum, file) => sum + readFileSync(path.join(copy, file), 'utf8').trimEnd().split('\n').length, 0);
+  expect(newLines).toBeGreaterThan(0);
+  expect(changedLines + newLines).toBeLessThanOrEqual(40);
+});
+
 test(`Kubernetes deploys ${WORKSPACE}: prod renders its Deployment and Service, dev its credentials too`, () => {
   const prod = renderKustomization(path.join(copy, 'k8s', 'overlays', 'prod'));
   expect(prod.filter(({ metadata }) => metadata.name === WORKSPACE).map(({ kind }) => kind)).toEqual(
