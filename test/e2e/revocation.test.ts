@@ -1,20 +1,26 @@
 /**
  * Revoking access tokens, as an operator and the clients see it: `POST /admin/revocations` with the
  * `gateway:admin` scope revokes one token (its `jti`) or every token of a subject; two gateway
- * replicas sharing a Redis then refuse it within a second on a warm cache hit, a miss and a write;
- * a replica started afterwards refuses it from its first request; other tokens go on working.
+ * replicas sharing a Redis then refuse it within a second on a warm cache hit, a miss and a write,
+ * and on its caller's own cached read of a service whose records only their owners see ("owner":
+ * "all"); a replica started afterwards refuses it from its first request; other tokens go on working.
  * `npm run revoke` does the same from a shell.
  */
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
+import { ownershipOf } from '@app/shared/resource/ownership';
 import { testToken } from '../support/auth.js';
 import { client, expectProblem, type TestResponse } from '../support/http.js';
 import { ROOT } from '../support/process.js';
 import { portOf, rawExchange, requestBytes } from '../support/raw-socket.js';
+import { resourceCases } from '../support/resource-case.js';
 import { startGateway, startStack, type RunningGateway } from '../support/stack.js';
 
 const WITHIN_MS = 1_000;
+
+/** The first service in services.json whose records only their owners see, with its bodies. */
+const ownersOnly = (await resourceCases()).find(({ path }) => ownershipOf(path) === 'all');
 
 let stack: Awaited<ReturnType<typeof startStack>>;
 let replica: RunningGateway;
@@ -112,6 +118,35 @@ describe.each([
     }
   });
 });
+
+if (ownersOnly) {
+  describe(`revoking one token by its jti, on its own cached read of ${ownersOnly.path} ("owner": "all")`, () => {
+    it('is refused (401 invalid_token) by both replicas on the read their cache holds for it', async () => {
+      const subject = `owner-${randomUUID()}`;
+      const tokenId = randomUUID();
+      const token = await testToken({ subject, tokenId });
+      const created = await client(stack.gateway.url, { token }).post(ownersOnly.path, ownersOnly.valid(Math.floor(Math.random() * 1_000_000_000)));
+      expect(created.status).toBe(201);
+      const item = created.headers.get('location')!;
+      // Its own entry, on both replicas: the next read there is a HIT.
+      for (const gateway of [stack.gateway, replica]) {
+        const api = client(gateway.url, { token });
+        await api.get(item);
+        const hit = await api.get(item);
+        expect({ status: hit.status, cache: hit.headers.get('x-cache') }).toEqual({ status: 200, cache: 'HIT' });
+      }
+      expect((await revoke({ tokenId })).status).toBe(201);
+      const sameSubject = await testToken({ subject });
+      for (const gateway of [stack.gateway, replica]) {
+        expect(await untilRefused(gateway, token, item)).toBeLessThanOrEqual(WITHIN_MS);
+        expectRevoked(await client(gateway.url, { token }).get(item));
+        // The entry is still there: the subject's other token is answered from it.
+        const cached = await client(gateway.url, { token: sameSubject }).get(item);
+        expect({ status: cached.status, cache: cached.headers.get('x-cache') }).toEqual({ status: 200, cache: 'HIT' });
+      }
+    });
+  });
+}
 
 describe('a subject revoked until a time', () => {
   it('keeps the tokens issued after that time', async () => {
