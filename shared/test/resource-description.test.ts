@@ -287,6 +287,29 @@ describe("a resource's schemas", () => {
     expect(described.exampleResource.id).toMatch(UUID_V7);
     expect(described.page.parse(described.examplePage)).toEqual({ items: [described.exampleResource], nextCursor: encodeCursor(EXAMPLE_ID) });
   });
+
+  it.each([
+    ['writes', 'may change it (every reader sees it).'],
+    ['all', 'may see or change it.'],
+  ] as const)('shows the owner of a record whose service is declared "%s": read-only, saying what only it may do', (ownership, says) => {
+    const described = resourceSchemas('widgets', definition, ownership);
+    const owner = (described.resource.shape as Record<string, z.ZodType>).owner!;
+    expect(owner.safeParse(null).success && owner.safeParse('auth0|ada').success && !owner.safeParse(1).success).toBe(true);
+    expect(owner.meta()).toMatchObject({ readOnly: true });
+    expect(owner.meta()?.description).toMatch(/^The subject of the access token that created it .*`widgets:admin` scope, /);
+    expect(String(owner.meta()?.description).endsWith(says)).toBe(true);
+    expect(described.resource.parse(described.exampleResource)).toMatchObject({ owner: 'auth0|ada' });
+    // A request may send it back: ignored, as every read-only field is.
+    expect(described.input.parse({ owner: 'someone', name: 'a', size: { width: 1 } })).toMatchObject({ owner: 'someone', name: 'a' });
+    expect(described.input.safeParse({ name: 'a', size: { width: 1 }, colour: 'red' }).success).toBe(false);
+  });
+
+  it('shows no owner where the service declares none', () => {
+    const described = resourceSchemas('widgets', definition, 'none');
+    expect(described.resource.safeParse({ ...described.exampleResource, owner: 'auth0|ada' }).success).toBe(false);
+    expect(described.exampleResource).not.toHaveProperty('owner');
+    expect(described.input.safeParse({ owner: 'someone', name: 'a', size: { width: 1 } }).success).toBe(false);
+  });
 });
 
 describe('validationExample', () => {
