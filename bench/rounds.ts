@@ -5,7 +5,7 @@
 import type { ChartRow } from './chart.ts';
 import { round2 } from './ratios.ts';
 import { measuredRun, median, rssMiB, settle, type Server } from './support.ts';
-import { wrk, type LoadResult } from './wrk.ts';
+import { combinedRuns, wrk, type LoadResult } from './wrk.ts';
 import { countFromEnv } from '../test/support/env.ts';
 
 export const SECONDS = countFromEnv('BENCH_SECONDS', 4);
@@ -82,12 +82,7 @@ export async function measureAll(targets: Target[], path: string, headers: (targ
     const measuredGc = byRound.flatMap(({ gc, requests }) => (gc === undefined ? [] : [{ gc, requests }]));
     const gcRounds = measuredGc.length === byRound.length ? measuredGc : undefined;
     figures[target.key] = {
-      requestsPerSecond: median(own.map((r) => r.requestsPerSecond)),
-      p50Ms: median(own.map((r) => r.p50Ms)),
-      p99Ms: median(own.map((r) => r.p99Ms)),
-      requests: own.reduce((sum, r) => sum + r.requests, 0),
-      non2xx: own.reduce((sum, r) => sum + r.non2xx, 0),
-      socketErrors: own.reduce((sum, r) => sum + r.socketErrors, 0),
+      ...combinedRuns(own),
       cpuMicrosPerRequest: perRequest(
         byRound.reduce((sum, r) => sum + r.cpu, 0),
         byRound.reduce((sum, r) => sum + r.requests, 0),

@@ -25,7 +25,6 @@ import {
   ensureDebianTools,
   freePort,
   machine,
-  median,
   pinning,
   schemaUrl,
   startNode,
@@ -33,7 +32,7 @@ import {
   throwawaySchema,
   type Server,
 } from './support.ts';
-import { wrk, type LoadResult } from './wrk.ts';
+import { combinedRuns, wrk, type LoadResult } from './wrk.ts';
 import { countFromEnv, countsFromEnv } from '../test/support/env.ts';
 
 const SIZES = countsFromEnv('BENCH_SCALE_ROWS', [10_000, 1_000_000]);
@@ -202,12 +201,7 @@ async function measure(endpoint: Endpoint, sized: Sized[]): Promise<Map<number, 
   const measured = new Map<number, Measured>();
   for (const [rows, results] of runs) {
     const result = {
-      requestsPerSecond: median(results.map((r) => r.requestsPerSecond)),
-      p50Ms: median(results.map((r) => r.p50Ms)),
-      p99Ms: median(results.map((r) => r.p99Ms)),
-      requests: results.reduce((sum, r) => sum + r.requests, 0),
-      non2xx: results.reduce((sum, r) => sum + r.non2xx, 0),
-      socketErrors: results.reduce((sum, r) => sum + r.socketErrors, 0),
+      ...combinedRuns(results),
       runs: results,
     };
     measured.set(rows, result);

@@ -3,7 +3,7 @@
  * `--latency` summary read into figures.
  */
 import { spawn } from 'node:child_process';
-import { pinned, pinning } from './support.ts';
+import { median, pinned, pinning } from './support.ts';
 
 export interface LoadResult {
   requestsPerSecond: number;
@@ -64,4 +64,16 @@ export async function wrk(url: string, options: { seconds: number; connections: 
   args.push(url);
   if (options.scriptArgs) args.push('--', ...options.scriptArgs);
   return parseWrk(await spawnWrk(args).output);
+}
+
+/** Several runs' figures as one: the median run's rate and latencies, the counts summed. */
+export function combinedRuns(runs: LoadResult[]): LoadResult {
+  return {
+    requestsPerSecond: median(runs.map((r) => r.requestsPerSecond)),
+    p50Ms: median(runs.map((r) => r.p50Ms)),
+    p99Ms: median(runs.map((r) => r.p99Ms)),
+    requests: runs.reduce((sum, r) => sum + r.requests, 0),
+    non2xx: runs.reduce((sum, r) => sum + r.non2xx, 0),
+    socketErrors: runs.reduce((sum, r) => sum + r.socketErrors, 0),
+  };
 }
