@@ -1,5 +1,6 @@
 import { apiDocument, describe, documentationTag, documentEndpoint, DOCUMENT_PATH, header, headers, probeEndpoints, problemResponse, problemTypesTable, routerOf, type Endpoint, type OpenApiDocument } from '@app/shared/api-description/openapi';
 import { HttpProblem, problems, type ProblemKind } from '@app/shared/platform/problem';
+import { scopesOfService } from '@app/shared/platform/services';
 import { etagMatches } from '@app/shared/resource/rules';
 import type { RequestHandler, Router } from 'express';
 import { z } from 'zod';
@@ -22,7 +23,8 @@ import type { Deadlines, Upstream } from './upstream.js';
  */
 
 /** The scopes of the upstreams (as routing.ts requires them), as a Markdown list. */
-const scopesOf = (upstreams: readonly Pick<Upstream, 'name'>[]) => upstreams.flatMap(({ name }) => [`\`${name}:read\``, `\`${name}:write\``, `\`${name}:admin\``]).join(', ');
+const scopesOf = (upstreams: readonly Pick<Upstream, 'name'>[]) =>
+  upstreams.flatMap(({ name }) => Object.values(scopesOfService(name)).map((scope) => `\`${scope}\``)).join(', ');
 
 const securitySchemes = (scopes: string): Record<string, oas31.SecuritySchemeObject> => ({
   bearerAuth: {
@@ -61,7 +63,8 @@ const METHODS = ['get', 'head', 'post', 'put', 'patch', 'delete', 'options'] as 
 function throughGateway(upstream: Upstream, method: (typeof METHODS)[number], operation: oas31.OperationObject, route: string, deadlines: Deadlines) {
   const kind = kindOf(method.toUpperCase());
   const cached = kind === 'read';
-  const scope = kind === 'options' ? undefined : `${upstream.name}:${kind}`;
+  const scopes = scopesOfService(upstream.name);
+  const scope = kind === 'options' ? undefined : scopes[kind];
   const problem = (status: number, kind: ProblemKind | undefined, detail: string, extra = {}, kinds?: ProblemKind[]) =>
     problemResponse(status, kind && { problem: new HttpProblem(kind, detail), at: route }, extra, kinds);
   const ownerRefusal = operation.responses?.[403] !== undefined;
@@ -89,7 +92,7 @@ function throughGateway(upstream: Upstream, method: (typeof METHODS)[number], op
   return {
     ...operation,
     // The service's admin scope grants every operation of it, as its read or write scope does.
-    ...(scope && { security: [{ bearerAuth: [scope] }, { bearerAuth: [`${upstream.name}:admin`] }] }),
+    ...(scope && { security: [{ bearerAuth: [scope] }, { bearerAuth: [scopes.admin] }] }),
     responses: Object.fromEntries(
       // HEAD answers carry no body, the gateway's own failures included.
       Object.entries(responses).map(([status, { content, ...response }]) => [status, { ...response, headers: { ...response.headers, ...added }, ...(content && method !== 'head' && { content }) }]),

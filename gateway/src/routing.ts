@@ -1,5 +1,5 @@
 import type { RequestTarget } from '@app/shared/platform/request-target';
-import { GATEWAY_ADMIN_SCOPE } from '@app/shared/platform/services';
+import { GATEWAY_ADMIN_SCOPE, scopesOfService } from '@app/shared/platform/services';
 import { readScopeOf, writeScopeOf, type ReadScope, type WriteScope } from './cache/scope.js';
 import type { ServedUpstream } from './config.js';
 import { kindOf } from './method-kind.js';
@@ -26,8 +26,9 @@ export class ServiceRoute {
     private readonly publicReads: boolean,
   ) {
     this.#labels = { list: `/api/${upstream.name}`, item: `/api/${upstream.name}/{id}` };
-    this.#scopes = { read: `${upstream.name}:read`, write: `${upstream.name}:write` };
-    this.adminScope = `${upstream.name}:admin`;
+    const { read, write, admin } = scopesOfService(upstream.name);
+    this.#scopes = { read, write };
+    this.adminScope = admin;
     this.#ownedReads = upstream.owner === 'all';
   }
 

@@ -56,9 +56,12 @@ export interface ServiceEntry extends z.infer<typeof entry> {
   schema: string;
 }
 
+/** The scopes of the service named `name`: the one place their spelling is decided. */
+export const scopesOfService = (name: string): ServiceEntry['scopes'] => ({ read: `${name}:read`, write: `${name}:write`, admin: `${name}:admin` });
+
 function describeService(declared: z.infer<typeof entry>): ServiceEntry {
   const { name } = declared;
-  return { ...declared, workspace: `${name}-service`, prefix: `/api/${name}`, scopes: { read: `${name}:read`, write: `${name}:write`, admin: `${name}:admin` }, schema: name };
+  return { ...declared, workspace: `${name}-service`, prefix: `/api/${name}`, scopes: scopesOfService(name), schema: name };
 }
 
 /** The services `file` declares, checked; throws naming what is wrong. */
