@@ -42,6 +42,7 @@ import {
   type Server,
 } from './support.ts';
 import { wrk, type LoadResult } from './wrk.ts';
+import { countOf } from '../test/support/env.ts';
 
 /** A V8 CPU profile as `--cpu-prof` writes it (the fields read here). */
 export interface CpuProfile {
@@ -202,15 +203,15 @@ const nowMicros = () => Number(process.hrtime.bigint() / 1000n);
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
-      seconds: { type: 'string', default: '5' },
-      runs: { type: 'string', default: '2' },
-      connections: { type: 'string', default: '64' },
+      seconds: { type: 'string' },
+      runs: { type: 'string' },
+      connections: { type: 'string' },
       'keep-profiles': { type: 'boolean', default: false },
     },
   });
-  const seconds = Number(values.seconds);
-  const runs = Number(values.runs);
-  const connections = Number(values.connections);
+  const seconds = countOf('--seconds', values.seconds, 5);
+  const runs = countOf('--runs', values.runs, 2);
+  const connections = countOf('--connections', values.connections, 64);
   ensureDebianTools({ wrk: 'wrk' });
   const schema = throwawaySchema('breakdown');
   cleanUpOnSignals([schema]);

@@ -33,6 +33,7 @@ import {
   throwawaySchema,
 } from '../bench/support.ts';
 import { wrk, type LoadResult } from '../bench/wrk.ts';
+import { countOf } from '../test/support/env.ts';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -40,9 +41,9 @@ const { values, positionals } = parseArgs({
     cache: { type: 'string', default: 'off' },
     guard: { type: 'string', default: 'off' },
     'before-guard': { type: 'string' },
-    runs: { type: 'string', default: '4' },
-    seconds: { type: 'string', default: '5' },
-    connections: { type: 'string', default: '64' },
+    runs: { type: 'string' },
+    seconds: { type: 'string' },
+    connections: { type: 'string' },
   },
 });
 const before = positionals[0];
@@ -51,9 +52,9 @@ const guard = { before: values['before-guard'] ?? values.guard, after: values.gu
 if (!before || !onOff(values.cache) || !onOff(guard.before) || !onOff(guard.after)) {
   throw new Error('usage: npm run bench:gateway-ab -- <before-checkout> [--cache on|off] [--guard off|on] [--before-guard off|on] [--runs N] [--seconds S]');
 }
-const runs = Number(values.runs);
-const seconds = Number(values.seconds);
-const connections = Number(values.connections);
+const runs = countOf('--runs', values.runs, 4);
+const seconds = countOf('--seconds', values.seconds, 5);
+const connections = countOf('--connections', values.connections, 64);
 
 ensureDebianTools({ wrk: 'wrk' });
 const schema = throwawaySchema('ab');

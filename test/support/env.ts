@@ -4,7 +4,11 @@
  * rounds or NaN, and a loop of zero rounds passes whatever it was to check.
  */
 export function countFromEnv(name: string, fallback: number): number {
-  const value = process.env[name];
+  return countOf(name, process.env[name], fallback);
+}
+
+/** `value` (of the setting or option `name`) as such a count; `fallback` when it is not given. */
+export function countOf(name: string, value: string | undefined, fallback: number): number {
   if (value === undefined) return fallback;
   if (!/^[1-9]\d{0,8}$/.test(value)) throw new Error(`${name} must be a whole number of at least 1, not ${JSON.stringify(value)}`);
   return Number(value);
