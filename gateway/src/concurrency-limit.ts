@@ -54,7 +54,8 @@ const CONTENDED_MS = 1_000;
  * is a few lines.
  *
  * A request that finds no slot free may wait for one (`acquire`), in order of arrival, at most
- * `MAX_WAIT_MS` and behind at most `limit` others of its kind: a slot frees within milliseconds
+ * `MAX_WAIT_MS` and behind at most as many others of its kind as the service answered in the last
+ * `MAX_WAIT_MS` (and never fewer than `limit`): a slot frees within milliseconds
  * when the service has room, and a client that waits gets its answer sooner than one shed and told
  * to come back in a second. The waiting costs the service nothing: it still sees at most `limit`.
  */
@@ -69,6 +70,12 @@ export class ConcurrencyLimit {
   readonly #lastShed: Record<Kind, { caller: string | undefined; at: number }> = { read: { caller: undefined, at: 0 }, write: { caller: undefined, at: 0 } };
   /** The requests waiting for a slot, by kind, first come first. */
   readonly #waiting: Record<Kind, Waiter[]> = { read: [], write: [] };
+  /**
+   * Slots of each kind freed in the window of `MAX_WAIT_MS` now running and in the one before it,
+   * and when the one now running began (Date.now()): how many of a kind the service answers in the
+   * time a request may wait.
+   */
+  readonly #freed = { read: { now: 0, before: 0 }, write: { now: 0, before: 0 }, since: Date.now() };
   /**
    * One problem for every request shed, made once: it is the same answer each time, and an
    * HttpProblem (an Error) records a stack trace when made, work for nothing under overload, when
@@ -122,7 +129,7 @@ export class ConcurrencyLimit {
       granted(this.#take(write, caller));
       return undefined;
     }
-    if (admitted === 'unfair' || queue.length >= this.settings.limit) {
+    if (admitted === 'unfair' || queue.length >= this.#mostWaiting(write ? 'write' : 'read')) {
       granted(undefined);
       return undefined;
     }
@@ -174,6 +181,8 @@ export class ConcurrencyLimit {
       released = true;
       if (write) this.#writes--;
       else this.#reads--;
+      this.#rollFreed();
+      this.#freed[kind].now++;
       if (caller !== undefined) {
         const holding = (this.#held[kind].get(caller) ?? 1) - 1;
         if (holding === 0) this.#held[kind].delete(caller);
@@ -197,6 +206,29 @@ export class ConcurrencyLimit {
         waiter.granted(this.#unfair(write, waiter.caller) ? undefined : this.#take(write, waiter.caller));
       }
     }
+  }
+
+  /**
+   * How many of a kind may wait: as many as the service answered of it in the last `MAX_WAIT_MS`
+   * (as many as get a slot within that wait if it keeps its pace), and never fewer than `limit`. A
+   * cap of `limit` alone shed the writes of a burst the service was answering: when hits are
+   * answered fast, connections pile up on the slower writes, hundreds more than the slots.
+   */
+  #mostWaiting(kind: Kind): number {
+    this.#rollFreed();
+    return Math.max(this.settings.limit, this.#freed[kind].before);
+  }
+
+  /** Starts a new window of freed slots when `MAX_WAIT_MS` has passed (the one before is empty when two have). */
+  #rollFreed(): void {
+    const freed = this.#freed;
+    const elapsed = Date.now() - freed.since;
+    if (elapsed < MAX_WAIT_MS) return;
+    for (const kind of ['read', 'write'] as const) {
+      freed[kind].before = elapsed < 2 * MAX_WAIT_MS ? freed[kind].now : 0;
+      freed[kind].now = 0;
+    }
+    freed.since += elapsed - (elapsed % MAX_WAIT_MS);
   }
 
   /** Whether one more request of this kind leaves the other kind its unused reserve. */

@@ -249,6 +249,26 @@ describe('ConcurrencyLimit waiting', () => {
     expect({ waiting: waiting.map((asked) => asked.given), over: over.given, stop: over.stop }).toEqual({ waiting: [undefined, undefined, undefined, undefined], over: null, stop: undefined });
   });
 
+  it('lets as many wait as got a slot of their kind in the last MAX_WAIT_MS, one more is shed at once', () => {
+    const limit = new ConcurrencyLimit('users', settings);
+    for (let i = 0; i < 6; i++) take(limit, 1, true)[0]!();
+    clock += MAX_WAIT_MS;
+    take(limit, 2, true);
+    const waiting = Array.from({ length: 6 }, () => ask(limit, true));
+    const over = ask(limit, true);
+    expect({ waiting: waiting.map((asked) => asked.given), over: over.given }).toEqual({ waiting: Array(6).fill(undefined), over: null });
+  });
+
+  it('forgets the pace of a window once a whole window passed with no slot freed', () => {
+    const limit = new ConcurrencyLimit('users', settings);
+    for (let i = 0; i < 6; i++) take(limit, 1, true)[0]!();
+    clock += 2 * MAX_WAIT_MS;
+    take(limit, 2, true);
+    const waiting = Array.from({ length: 4 }, () => ask(limit, true));
+    const over = ask(limit, true);
+    expect({ waiting: waiting.map((asked) => asked.given), over: over.given }).toEqual({ waiting: Array(4).fill(undefined), over: null });
+  });
+
   it('sheds at once a caller holding its fair share while another waits, and gives the freed slot to the other', () => {
     // 20 slots, 4 kept for writes: reads hold at most 16, a caller's fair share 4.
     const limit = new ConcurrencyLimit('users', { limit: 20, writeShare: 0.2 });
