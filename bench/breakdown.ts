@@ -1,5 +1,5 @@
 /**
- * `npm run bench:breakdown [-- --seconds S --runs N --connections C --keep-profiles]`: where a
+ * `npm run bench:breakdown [-- --seconds S --runs N --connections C --allocations --keep-profiles]`: where a
  * request's CPU time goes, stage by stage. Starts products-service with one product, a gateway with
  * its cache off and one with it on (both with authentication and rate limits on, a bearer token on
  * every request), http-proxy-middleware alone (bench/servers/hpm-proxy.ts) and the bare node:http
@@ -12,6 +12,11 @@
  * out. Prints a proxied read (gateway, cache off, against http-proxy-middleware alone) and a warm
  * hit (gateway, cache on, against the ceiling) side by side, µs per request and the difference per
  * group, and writes them to bench/results/breakdown.json.
+ *
+ * With `--allocations`, the same runs count bytes instead of time: each server has V8's sampling
+ * heap profiler preloaded (bench/allocation-sampler.mjs), on during the measured runs only and
+ * counting the objects collected since, and the bytes it estimates each function allocated are
+ * added up by the same groups, per request (bench/results/breakdown-allocations.json).
  *
  * The profiler samples wall-clock time: a process waiting for its core counts as busy in whatever
  * it was running. So products-service runs on the load generator's core, not beside the server
@@ -35,6 +40,9 @@ import {
   productsServiceWithAProduct,
   REDIS_URL,
   ROOT,
+  ALLOCATION_SAMPLER,
+  ALLOCATION_SAMPLING_BYTES,
+  sampleAllocations,
   startOptions,
   startServer,
   stopAll,
@@ -131,6 +139,27 @@ export function selfTimeByGroup(profile: CpuProfile, windows: { from: number; to
   return times;
 }
 
+/** A node of a sampling heap profile (the fields read here): the bytes its function allocated itself. */
+export interface AllocationNode {
+  callFrame: { functionName: string; url: string };
+  selfSize: number;
+  children: AllocationNode[];
+}
+
+/**
+ * The bytes of a sampling heap profile (`head`, its root) by group, added to `into`: a node's own
+ * bytes count to its group, a frame without one (V8's builtins, native code) to its nearest caller's.
+ */
+export function bytesByGroup(head: AllocationNode, into = new Map<string, number>()): Map<string, number> {
+  const visit = (node: AllocationNode, callers: string) => {
+    const group = groupOf(node.callFrame.functionName, node.callFrame.url) ?? callers;
+    if (node.selfSize > 0) into.set(group, (into.get(group) ?? 0) + node.selfSize);
+    for (const child of node.children) visit(child, group);
+  };
+  visit(head, 'other');
+  return into;
+}
+
 /** One measured server of a comparison: what wrk counted, CPU from /proc, and µs per request by group. */
 interface Measured {
   label: string;
@@ -152,24 +181,30 @@ export function rows(gateway: Record<string, number>, reference: Record<string, 
     .sort((a, b) => b.gateway - a.gateway || b.reference - a.reference);
 }
 
-/** Rows under this many µs per request on both sides are printed as one line (the JSON has them all). */
-const SMALL = 0.2;
+/** What a breakdown counts: CPU time from profiles, or bytes allocated (`--allocations`). */
+type Counted = 'time' | 'bytes';
+/** How each is printed; rows under `small` per request on both sides as one line (the JSON has them all). */
+const UNITS: Record<Counted, { header: string; total: string; digits: number; small: number }> = {
+  time: { header: 'µs per request (self time)', total: 'total, idle left out', digits: 1, small: 0.2 },
+  bytes: { header: 'bytes allocated per request', total: 'total', digits: 0, small: 16 },
+};
 
-function printed(title: string, gateway: Measured, reference: Measured): string {
-  const cell = (n: number) => n.toFixed(1).padStart(10);
-  const diff = (n: number) => `${n >= 0 ? '+' : ''}${n.toFixed(1)}`.padStart(10);
+function printed(title: string, gateway: Measured, reference: Measured, counted: Counted): string {
+  const unit = UNITS[counted];
+  const cell = (n: number) => n.toFixed(unit.digits).padStart(10);
+  const diff = (n: number) => `${n >= 0 ? '+' : ''}${n.toFixed(unit.digits)}`.padStart(10);
   const all = rows(gateway.perRequest, reference.perRequest);
-  const shown = all.filter((row) => row.gateway >= SMALL || row.reference >= SMALL);
+  const shown = all.filter((row) => row.gateway >= unit.small || row.reference >= unit.small);
   const small = all.filter((row) => !shown.includes(row));
   const sum = (list: typeof all, side: 'gateway' | 'reference' | 'difference') => list.reduce((total, row) => total + row[side], 0);
   const width = Math.max(40, ...shown.map((row) => row.group.length));
   const line = (name: string, a: number, b: number, d: number) => `${name.padEnd(width)}${cell(a)}${cell(b)}${diff(d)}`;
   return [
     title,
-    `${'µs per request (self time)'.padEnd(width)}${'gateway'.padStart(10)}${'reference'.padStart(10)}${'diff'.padStart(10)}`,
+    `${unit.header.padEnd(width)}${'gateway'.padStart(10)}${'reference'.padStart(10)}${'diff'.padStart(10)}`,
     ...shown.map((row) => line(row.group, row.gateway, row.reference, row.difference)),
-    ...(small.length > 0 ? [line(`(${small.length} groups under ${SMALL} µs each)`, sum(small, 'gateway'), sum(small, 'reference'), sum(small, 'difference'))] : []),
-    line('total, idle left out', gateway.totalPerRequest, reference.totalPerRequest, gateway.totalPerRequest - reference.totalPerRequest),
+    ...(small.length > 0 ? [line(`(${small.length} groups under ${unit.small} each)`, sum(small, 'gateway'), sum(small, 'reference'), sum(small, 'difference'))] : []),
+    line(unit.total, gateway.totalPerRequest, reference.totalPerRequest, gateway.totalPerRequest - reference.totalPerRequest),
     line('CPU from /proc, same runs', gateway.procCpuPerRequest, reference.procCpuPerRequest, gateway.procCpuPerRequest - reference.procCpuPerRequest),
     `gateway:   ${gateway.label}: ${gateway.requests} requests, ${gateway.requestsPerSecond} req/s, non-2xx ${gateway.non2xx}`,
     `reference: ${reference.label}: ${reference.requests} requests, ${reference.requestsPerSecond} req/s, non-2xx ${reference.non2xx}`,
@@ -196,9 +231,56 @@ interface Target {
   windows: { from: number; to: number }[];
   results: LoadResult[];
   procCpu: number;
+  /** Bytes allocated in the measured runs by group (`--allocations`). */
+  allocated: Map<string, number>;
 }
 
 const nowMicros = () => Number(process.hrtime.bigint() / 1000n);
+
+/** The four servers, started with the CPU profiler writing into `profiles` or the allocation sampler; the hit's cache warmed. */
+async function startTargets(products: Server, itemPath: string, profiles: string, counted: Counted): Promise<Target[]> {
+  const sample = await fetch(`${products.url}${itemPath}`);
+  const body = await sample.text();
+  const answered = Object.fromEntries(['content-type', 'etag', 'cache-control'].map((name) => [name, sample.headers.get(name) ?? '']));
+  const guarded = await guardOn();
+  const start = async (key: Target['key'], label: string, file: string, env: Record<string, string>, headers: Record<string, string>, nodeOptions: string[] = []): Promise<Target> => {
+    const dir = path.join(profiles, key);
+    mkdirSync(dir);
+    const instrument = counted === 'bytes' ? ALLOCATION_SAMPLER : profiled(dir);
+    const server = await startServer(label, process.execPath, [...nodeOptions, ...instrument, file], { env, port: await freePort(), ipc: counted === 'bytes' });
+    return { key, label, server, dir, headers, windows: [], results: [], procCpu: 0, allocated: new Map() };
+  };
+  const gatewayEnv = (cache: boolean) => ({ UPSTREAM_URL_TEMPLATE: products.url, REDIS_URL, CACHE_ENABLED: String(cache), ...guarded.env });
+  const targets = [
+    await start('gatewayProxied', 'gateway, cache off, auth + limits', 'gateway/dist/main.js', gatewayEnv(false), guarded.headers, startOptions('gateway')),
+    await start('hpm', 'http-proxy-middleware alone', 'bench/servers/hpm-proxy.ts', { UPSTREAM_URL: products.url }, {}),
+    await start('gatewayHit', 'gateway, warm hit, auth + limits', 'gateway/dist/main.js', gatewayEnv(true), guarded.headers, startOptions('gateway')),
+    await start('ceiling', 'bare node:http ceiling', 'bench/servers/ceiling.ts', { RESPONSE: JSON.stringify({ body, headers: answered }) }, {}),
+  ];
+  const gatewayHit = targets.find((t) => t.key === 'gatewayHit')!;
+  await warmHit(`${gatewayHit.server.url}${itemPath}`, gatewayHit.headers);
+  return targets;
+}
+
+/** `runs` interleaved rounds of `load` on every target, each run's window, result, CPU and (bytes) allocations kept. */
+async function measureRuns(targets: Target[], runs: number, counted: Counted, load: (target: Target) => Promise<LoadResult>): Promise<void> {
+  for (let run = 0; run < runs; run++) {
+    for (const target of run % 2 === 0 ? targets : [...targets].reverse()) {
+      let from = 0;
+      const { result, cpuMicros } = await measuredRun(target.server, async () => {
+        from = nowMicros();
+        if (counted === 'time') return load(target);
+        const sampled = await sampleAllocations<LoadResult, { head: AllocationNode }>(target.server.child, () => load(target));
+        bytesByGroup(sampled.profile.head, target.allocated);
+        return sampled.result;
+      });
+      target.windows.push({ from, to: nowMicros() });
+      target.results.push(result);
+      target.procCpu += cpuMicros;
+      console.log(`run ${run + 1} ${target.label.padEnd(36)} ${String(result.requestsPerSecond).padStart(6)} req/s  ${(cpuMicros / Math.max(result.requests, 1)).toFixed(1).padStart(6)} µs CPU/req  non-2xx ${result.non2xx}`);
+    }
+  }
+}
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -206,18 +288,20 @@ async function main(): Promise<void> {
       seconds: { type: 'string' },
       runs: { type: 'string' },
       connections: { type: 'string' },
+      allocations: { type: 'boolean', default: false },
       'keep-profiles': { type: 'boolean', default: false },
     },
   });
   const seconds = countOf('--seconds', values.seconds, 5);
   const runs = countOf('--runs', values.runs, 2);
   const connections = countOf('--connections', values.connections, 64);
+  const counted: Counted = values.allocations ? 'bytes' : 'time';
   ensureDebianTools({ wrk: 'wrk' });
   const schema = throwawaySchema('breakdown');
   cleanUpOnSignals([schema]);
   const profiles = mkdtempSync(path.join(os.tmpdir(), 'breakdown-'));
   const started = new Date();
-  const targets: Target[] = [];
+  let targets: Target[];
   let productPath: string;
   try {
     const { products, path: itemPath } = await productsServiceWithAProduct(schema, { sku: 'BREAKDOWN-1', name: 'Breakdown widget' });
@@ -227,60 +311,35 @@ async function main(): Promise<void> {
     // the write. The service moves to the load generator's core; each profiled server has the
     // servers' core to itself (but for other work on the machine).
     if (pinning) execFileSync('taskset', ['-a', '-p', '-c', pinning.load, String(products.child.pid)], { stdio: 'ignore' });
-    const sample = await fetch(`${products.url}${itemPath}`);
-    const body = await sample.text();
-    const answered = Object.fromEntries(['content-type', 'etag', 'cache-control'].map((name) => [name, sample.headers.get(name) ?? '']));
-    const guarded = await guardOn();
-    const start = async (key: Target['key'], label: string, file: string, env: Record<string, string>, headers: Record<string, string>, nodeOptions: string[] = []): Promise<Target> => {
-      const dir = path.join(profiles, key);
-      mkdirSync(dir);
-      const server = await startServer(label, process.execPath, [...nodeOptions, ...profiled(dir), file], { env, port: await freePort() });
-      return { key, label, server, dir, headers, windows: [], results: [], procCpu: 0 };
-    };
-    const gatewayEnv = (cache: boolean) => ({ UPSTREAM_URL_TEMPLATE: products.url, REDIS_URL, CACHE_ENABLED: String(cache), ...guarded.env });
-    targets.push(
-      await start('gatewayProxied', 'gateway, cache off, auth + limits', 'gateway/dist/main.js', gatewayEnv(false), guarded.headers, startOptions('gateway')),
-      await start('hpm', 'http-proxy-middleware alone', 'bench/servers/hpm-proxy.ts', { UPSTREAM_URL: products.url }, {}),
-      await start('gatewayHit', 'gateway, warm hit, auth + limits', 'gateway/dist/main.js', gatewayEnv(true), guarded.headers, startOptions('gateway')),
-      await start('ceiling', 'bare node:http ceiling', 'bench/servers/ceiling.ts', { RESPONSE: JSON.stringify({ body, headers: answered }) }, {}),
-    );
-    const gatewayHit = targets.find((t) => t.key === 'gatewayHit')!;
-    await warmHit(`${gatewayHit.server.url}${itemPath}`, gatewayHit.headers);
+    targets = await startTargets(products, itemPath, profiles, counted);
     const load = (target: Target, runSeconds: number) => wrk(`${target.server.url}${itemPath}`, { seconds: runSeconds, connections, headers: target.headers });
     for (const target of targets) await load(target, 2);
-    for (let run = 0; run < runs; run++) {
-      for (const target of run % 2 === 0 ? targets : [...targets].reverse()) {
-        let from = 0;
-        const { result, cpuMicros } = await measuredRun(target.server, async () => {
-          from = nowMicros();
-          return load(target, seconds);
-        });
-        target.windows.push({ from, to: nowMicros() });
-        target.results.push(result);
-        target.procCpu += cpuMicros;
-        console.log(`run ${run + 1} ${target.label.padEnd(36)} ${String(result.requestsPerSecond).padStart(6)} req/s  ${(cpuMicros / Math.max(result.requests, 1)).toFixed(1).padStart(6)} µs CPU/req  non-2xx ${result.non2xx}`);
-      }
-    }
+    await measureRuns(targets, runs, counted, (target) => load(target, seconds));
   } finally {
     // Each profiled server writes its profile as it exits.
     await stopAll();
     await dropSchemas([schema]);
   }
-  const measured = Object.fromEntries(targets.map((target) => [target.key, measure(target)])) as Record<Target['key'], Measured>;
+  const measured = Object.fromEntries(targets.map((target) => [target.key, measure(target, counted)])) as Record<Target['key'], Measured>;
   if (!values['keep-profiles']) rmSync(profiles, { recursive: true, force: true });
-  report({ started, seconds, runs, connections, path: productPath, measured, profiles: values['keep-profiles'] ? profiles : undefined });
+  report({ started, seconds, runs, connections, path: productPath, measured, counted, profiles: values['keep-profiles'] ? profiles : undefined });
 }
 
-/** A target's profile, read once its server has exited, as µs per request by group. */
-function measure(target: Target): Measured {
+/** A target's CPU time by group within its runs, from the profile its server wrote as it exited. */
+function profiledTime(target: Target): Map<string, number> {
   const files = readdirSync(target.dir).filter((file) => file.endsWith('.cpuprofile'));
   if (files.length !== 1) throw new Error(`${target.label} left ${files.length} CPU profiles in ${target.dir}, not 1 (did it exit on SIGTERM within 5 s?)`);
   const profile = JSON.parse(readFileSync(path.join(target.dir, files[0]!), 'utf8')) as CpuProfile;
   const outside = target.windows.find(({ from, to }) => from < profile.startTime || to > profile.endTime);
   if (outside) throw new Error(`${target.label}'s profile (${profile.startTime}–${profile.endTime} µs) does not cover a run (${outside.from}–${outside.to} µs): not the clock of process.hrtime?`);
+  return selfTimeByGroup(profile, target.windows);
+}
+
+/** A target's runs as µs (or bytes) per request by group. */
+function measure(target: Target, counted: Counted): Measured {
   const requests = target.results.reduce((sum, result) => sum + result.requests, 0);
-  const times = selfTimeByGroup(profile, target.windows);
-  const perRequest = Object.fromEntries([...times].map(([group, micros]) => [group, micros / Math.max(requests, 1)]));
+  const counts = counted === 'time' ? profiledTime(target) : target.allocated;
+  const perRequest = Object.fromEntries([...counts].map(([group, n]) => [group, n / Math.max(requests, 1)]));
   const seconds = target.windows.reduce((sum, { from, to }) => sum + (to - from), 0) / 1e6;
   return {
     label: target.label,
@@ -293,28 +352,29 @@ function measure(target: Target): Measured {
   };
 }
 
-function report(run: { started: Date; seconds: number; runs: number; connections: number; path: string; measured: Record<Target['key'], Measured>; profiles: string | undefined }): void {
+function report(run: { started: Date; seconds: number; runs: number; connections: number; path: string; measured: Record<Target['key'], Measured>; counted: Counted; profiles: string | undefined }): void {
   const { measured } = run;
   const comparisons = [
     { name: 'proxied read', title: `A proxied read: gateway (cache off) against http-proxy-middleware alone`, gateway: measured.gatewayProxied, reference: measured.hpm },
     { name: 'warm hit', title: `A warm hit: gateway (cache on) against the bare node:http ceiling`, gateway: measured.gatewayHit, reference: measured.ceiling },
   ];
   console.log(
-    `\nGET ${run.path}, wrk -t1 -c${run.connections}, ${run.runs} × ${run.seconds} s per server, interleaved; CPU profile every 100 µs; started ${run.started.toISOString()}\n`,
+    `\nGET ${run.path}, wrk -t1 -c${run.connections}, ${run.runs} × ${run.seconds} s per server, interleaved; ${run.counted === 'time' ? 'CPU profile every 100 µs' : `allocations sampled every ${ALLOCATION_SAMPLING_BYTES} bytes`}; started ${run.started.toISOString()}\n`,
   );
-  for (const comparison of comparisons) console.log(`${printed(comparison.title, comparison.gateway, comparison.reference)}\n`);
+  for (const comparison of comparisons) console.log(`${printed(comparison.title, comparison.gateway, comparison.reference, run.counted)}\n`);
   if (run.profiles) console.log(`profiles kept in ${run.profiles}`);
   const round = (record: Record<string, number>) => Object.fromEntries(Object.entries(record).map(([k, v]) => [k, round1(v)]));
   const results = path.join(ROOT, 'bench/results');
+  const file = run.counted === 'time' ? 'breakdown.json' : 'breakdown-allocations.json';
   mkdirSync(results, { recursive: true });
   writeFileSync(
-    path.join(results, 'breakdown.json'),
+    path.join(results, file),
     `${JSON.stringify(
       {
         date: run.started.toISOString(),
         machine: machine(),
-        settings: { path: run.path, connections: run.connections, runs: run.runs, seconds: run.seconds, samplingIntervalMicros: 100 },
-        unit: 'µs of profiled self time per request, idle left out',
+        settings: { path: run.path, connections: run.connections, runs: run.runs, seconds: run.seconds, ...(run.counted === 'time' ? { samplingIntervalMicros: 100 } : { samplingIntervalBytes: ALLOCATION_SAMPLING_BYTES }) },
+        unit: run.counted === 'time' ? 'µs of profiled self time per request, idle left out' : 'bytes allocated per request (sampled estimate)',
         comparisons: comparisons.map(({ name, gateway, reference }) => ({
           name,
           gateway: { ...gateway, procCpuPerRequest: round1(gateway.procCpuPerRequest), totalPerRequest: round1(gateway.totalPerRequest), perRequest: round(gateway.perRequest) },
@@ -326,7 +386,7 @@ function report(run: { started: Date; seconds: number; runs: number; connections
       2,
     )}\n`,
   );
-  console.log(`written to bench/results/breakdown.json`);
+  console.log(`written to bench/results/${file}`);
 }
 
 if (import.meta.main) await main();

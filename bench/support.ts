@@ -78,15 +78,15 @@ export interface GcTime {
 export const GC_METER = ['--import', './bench/gc-meter.mjs'];
 
 /**
- * Asks the GC meter preloaded into `child` (over its IPC channel) for its collections so far; fails
- * after `timeoutMs` without an answer rather than report a run without them.
+ * Asks a preload of `child` (over its IPC channel) `question` and resolves with the `key` field of
+ * its answer; fails after `timeoutMs` without one rather than report a run without it.
  */
-export function readGcMeter(child: ChildProcess, timeoutMs = 5_000): Promise<GcTime> {
+function askPreload(child: ChildProcess, question: string | object, key: string, timeoutMs: number): Promise<unknown> {
   return new Promise((resolve, reject) => {
     const answer = (message: unknown) => {
-      if (typeof message !== 'object' || message === null || !('gcTime' in message)) return;
+      if (typeof message !== 'object' || message === null || !(key in message)) return;
       done();
-      resolve(message.gcTime as GcTime);
+      resolve((message as Record<string, unknown>)[key]);
     };
     const done = () => {
       clearTimeout(timer);
@@ -94,15 +94,37 @@ export function readGcMeter(child: ChildProcess, timeoutMs = 5_000): Promise<GcT
     };
     const timer = setTimeout(() => {
       done();
-      reject(new Error(`the GC meter of process ${child.pid} did not answer in ${timeoutMs} ms`));
+      reject(new Error(`process ${child.pid} did not answer ${JSON.stringify(question)} in ${timeoutMs} ms`));
     }, timeoutMs);
     child.on('message', answer);
-    child.send('gc-time?', (error) => {
+    child.send(question, (error) => {
       if (!error) return;
       done();
       reject(error);
     });
   });
+}
+
+/** Asks the GC meter preloaded into `child` for its collections so far. */
+export const readGcMeter = (child: ChildProcess, timeoutMs = 5_000): Promise<GcTime> => askPreload(child, 'gc-time?', 'gcTime', timeoutMs) as Promise<GcTime>;
+
+/** Node options that preload the allocation sampler (bench/allocation-sampler.mjs), which answers over IPC. */
+export const ALLOCATION_SAMPLER = ['--import', './bench/allocation-sampler.mjs'];
+/** Bytes between the allocation sampler's samples, on average: fine enough for a request's few kilobytes over a run of thousands. */
+export const ALLOCATION_SAMPLING_BYTES = 512;
+
+/**
+ * Runs `load` with the allocation sampler preloaded into `child` on: what `load` gave, and the
+ * sampling heap profile of every allocation the process made meanwhile.
+ */
+export async function sampleAllocations<Result, Profile>(child: ChildProcess, load: () => Promise<Result>): Promise<{ result: Result; profile: Profile }> {
+  const failed = (answer: unknown) => typeof answer === 'object' && answer !== null && 'error' in answer;
+  const started = await askPreload(child, { startAllocations: ALLOCATION_SAMPLING_BYTES }, 'allocations', 5_000);
+  if (started !== 'started') throw new Error(`the allocation sampler of process ${child.pid} did not start: ${JSON.stringify(started)}`);
+  const result = await load();
+  const profile = await askPreload(child, 'allocations-stop', 'allocations', 30_000);
+  if (failed(profile)) throw new Error(`the allocation sampler of process ${child.pid} failed: ${JSON.stringify(profile)}`);
+  return { result, profile: profile as Profile };
 }
 
 const running = new Set<ChildProcess>();

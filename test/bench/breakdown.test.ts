@@ -2,7 +2,7 @@
  * The grouping of `npm run bench:breakdown` (bench/breakdown.ts): which group a profile node's self
  * time counts to, and the self time of a profile's samples by group within the measured runs.
  */
-import { groupOf, IDLE, rows, selfTimeByGroup, type CpuProfile } from '../../bench/breakdown.ts';
+import { bytesByGroup, groupOf, IDLE, rows, selfTimeByGroup, type AllocationNode, type CpuProfile } from '../../bench/breakdown.ts';
 
 /** The file URL `--cpu-prof` gives a script of this checkout (made here: a URL literal reads as a comment to test/docs/comment-paths.test.ts). */
 const file = (relative: string) => new URL(relative, 'file:/work/main/').href;
@@ -93,4 +93,29 @@ test('rows: every group of either side, the difference, largest first by the gat
     { group: 'a', gateway: 3, reference: 0, difference: 3 },
     { group: 'c', gateway: 0, reference: 1, difference: -1 },
   ]);
+});
+
+describe('bytesByGroup', () => {
+  const node = (functionName: string, url: string, selfSize: number, children: AllocationNode[] = []): AllocationNode => ({ callFrame: { functionName, url }, selfSize, children });
+  // (root) → parserOnIncoming (node:_http_server) → run (gateway pipeline) → (V8 API), randomUUID (node:internal/crypto/random)
+  //        → (V8 API) with no caller that has a script
+  const head = node('(root)', '', 0, [
+    node('parserOnIncoming', 'node:_http_server', 300, [node('run', file('gateway/dist/pipeline.js'), 200, [node('(V8 API)', '', 50), node('randomUUID', 'node:internal/crypto/random', 40)])]),
+    node('(V8 API)', '', 7),
+  ]);
+
+  test("counts each node's own bytes to its group, a frame without a script to its nearest caller's", () => {
+    expect(Object.fromEntries(bytesByGroup(head))).toEqual({
+      'node: http server + messages': 300,
+      'gateway: pipeline': 200 + 50,
+      'node: other internals': 40,
+      other: 7,
+    });
+  });
+
+  test('adds to the counts it is given: the runs of one server add up', () => {
+    const twice = bytesByGroup(head, bytesByGroup(head));
+    expect(twice.get('gateway: pipeline')).toBe(500);
+    expect(twice.get('other')).toBe(14);
+  });
 });
