@@ -7,7 +7,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { bytesByGroup, type AllocationNode } from '../../bench/breakdown.ts';
 import { ALLOCATION_SAMPLER, sampleAllocations } from '../../bench/support.ts';
-import { ROOT } from '../support/process.js';
+import { nextMessage as next, ROOT } from '../support/process.js';
 
 /** Arrays of this many numbers (8 bytes each, unboxed doubles), made and dropped at once: garbage only. */
 const ARRAY_LENGTH = 1_000;
@@ -37,18 +37,6 @@ const children: ChildProcess[] = [];
 afterEach(() => {
   for (const child of children.splice(0)) child.kill('SIGKILL');
 });
-
-/** The next message of `child` that has `key`: its value. */
-function next<T>(child: ChildProcess, key: string): Promise<T> {
-  return new Promise((resolve) => {
-    const listener = (message: unknown) => {
-      if (typeof message !== 'object' || message === null || !(key in message)) return;
-      child.off('message', listener);
-      resolve((message as Record<string, T>)[key]!);
-    };
-    child.on('message', listener);
-  });
-}
 
 async function node(args: string[]): Promise<ChildProcess> {
   const child = spawn(process.execPath, [...ALLOCATION_SAMPLER, ...args], { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });

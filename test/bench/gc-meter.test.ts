@@ -6,7 +6,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { GC_METER, readGcMeter, type GcTime } from '../../bench/support.ts';
-import { ROOT } from '../support/process.js';
+import { nextMessage as next, ROOT } from '../support/process.js';
 
 const COLLECTIONS = 5;
 
@@ -44,18 +44,6 @@ async function node(args: string[]): Promise<ChildProcess> {
   children.push(child);
   await next(child, 'ready');
   return child;
-}
-
-/** The next message of `child` that has `key`: its value. */
-function next<T>(child: ChildProcess, key: string): Promise<T> {
-  return new Promise((resolve) => {
-    const listener = (message: unknown) => {
-      if (typeof message !== 'object' || message === null || !(key in message)) return;
-      child.off('message', listener);
-      resolve((message as Record<string, T>)[key]!);
-    };
-    child.on('message', listener);
-  });
 }
 
 afterEach(() => {

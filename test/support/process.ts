@@ -91,3 +91,15 @@ export async function startWorkspace(workspace: string, env: Record<string, stri
     metricsUrl: metricsPort === undefined ? undefined : `http://127.0.0.1:${metricsPort}`,
   };
 }
+
+/** The next message of `child` (over its IPC channel) that has `key`: its value. */
+export function nextMessage<T>(child: ChildProcess, key: string): Promise<T> {
+  return new Promise((resolve) => {
+    const listener = (message: unknown) => {
+      if (typeof message !== 'object' || message === null || !(key in message)) return;
+      child.off('message', listener);
+      resolve((message as Record<string, T>)[key]!);
+    };
+    child.on('message', listener);
+  });
+}
