@@ -245,7 +245,7 @@ async function startTargets(products: Server, itemPath: string, profiles: string
   const guarded = await guardOn();
   const start = async (key: Target['key'], label: string, file: string, env: Record<string, string>, headers: Record<string, string>, nodeOptions: string[] = []): Promise<Target> => {
     const dir = path.join(profiles, key);
-    mkdirSync(dir);
+    if (counted === 'time') mkdirSync(dir);
     const instrument = counted === 'bytes' ? ALLOCATION_SAMPLER : profiled(dir);
     const server = await startServer(label, process.execPath, [...nodeOptions, ...instrument, file], { env, port: await freePort(), ipc: counted === 'bytes' });
     return { key, label, server, dir, headers, windows: [], results: [], procCpu: 0, allocated: new Map() };

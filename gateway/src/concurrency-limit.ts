@@ -211,7 +211,7 @@ export class ConcurrencyLimit {
   /**
    * How many of a kind may wait: as many as the service answered of it in the last `MAX_WAIT_MS`
    * (as many as get a slot within that wait if it keeps its pace), and never fewer than `limit`. A
-   * cap of `limit` alone shed the writes of a burst the service was answering: when hits are
+   * cap of `limit` alone would shed the writes of a burst the service is answering: with hits
    * answered fast, connections pile up on the slower writes, hundreds more than the slots.
    */
   #mostWaiting(kind: Kind): number {

@@ -249,7 +249,7 @@ describe('ConcurrencyLimit waiting', () => {
     expect({ waiting: waiting.map((asked) => asked.given), over: over.given, stop: over.stop }).toEqual({ waiting: [undefined, undefined, undefined, undefined], over: null, stop: undefined });
   });
 
-  it('lets as many wait as got a slot of their kind in the last MAX_WAIT_MS, one more is shed at once', () => {
+  it('lets as many wait as the service answered of their kind in the last MAX_WAIT_MS, one more is shed at once', () => {
     const limit = new ConcurrencyLimit('users', settings);
     for (let i = 0; i < 6; i++) take(limit, 1, true)[0]!();
     clock += MAX_WAIT_MS;
