@@ -9,11 +9,13 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
+import { Worker } from 'node:worker_threads';
 import { Redis } from 'ioredis';
 import { readServiceList } from '../shared/src/platform/services.ts';
 import { devPublicKey, signDevToken } from '../scripts/dev-token.ts';
 import { ATTACK_RUNS, type Target } from './attack-loads.ts';
-import { agentFrom, paced, send } from './attack-sockets.ts';
+import type { NormalClient } from './attack-normal-client.ts';
+import { agentFrom, send } from './attack-sockets.ts';
 import { bigDescription, connectionsWithin, missedBounds, openFilesLimit, reportLines, settingsFrom, summariseReads, type AttackName, type Observed, type Read, type Settings } from './attack-stats.ts';
 import { loopDelay, startProbed, type Probed } from './load-probes.ts';
 import { cleanUpOnSignals, dropSchemas, pinning, REDIS_URL, schemaUrl, settle, statusKiB, stopAll, stopServer, throwawaySchema } from './support.ts';
@@ -77,26 +79,24 @@ async function createProducts(products: Probed, tag: string, count: number): Pro
 
 /**
  * The normal client's reads, in turn: a product, its own user, and a lookup of one of its users by
- * an email never asked before (a cache miss each time, so that a busy service shows).
+ * an email never asked before (`{i}`, the read's number: a cache miss each time, so that a busy
+ * service shows).
  */
-function normalPath(run: Run, i: number): string {
-  const paths = [`/api/products/${run.productIds[i % run.productIds.length]}`, `/api/users/${run.normalUserId}`, `/api/users?email=lookup-${i}-${run.tag}%40example.com`];
-  return paths[i % paths.length]!;
-}
+const normalPaths = (run: Run) =>
+  run.productIds.slice(0, 10).flatMap((id) => [`/api/products/${id}`, `/api/users/${run.normalUserId}`, `/api/users?email=lookup-{i}-${run.tag}%40example.com`]);
 
-/** The normal client: reads at ATTACK_NORMAL_PER_SECOND from 127.0.0.1 until `stop` (or `seconds`); every read's time. */
+/** The normal client (bench/attack-normal-client.ts, a thread of its own) reading `gateway` until `stop` (or `seconds`); every read's time. */
 function normalClient(run: Run, gateway: Probed, seconds: number) {
-  const agent = agentFrom('127.0.0.1');
-  const port = Number(new URL(gateway.url).port);
-  const headers = { authorization: `Bearer ${run.tokens.normal}`, 'accept-encoding': 'br, gzip' };
-  let stopped = false;
-  const schedule = { perSecond: settings.normalPerSecond, seconds, count: settings.normalPerSecond * seconds, stopped: () => stopped };
-  const reads = paced(schedule, (i) => send({ agent, port, method: 'GET', path: normalPath(run, i), headers }));
+  const client: NormalClient = { port: Number(new URL(gateway.url).port), token: run.tokens.normal, paths: normalPaths(run), perSecond: settings.normalPerSecond, seconds };
+  const worker = new Worker(new URL('./attack-normal-client.ts', import.meta.url), { workerData: client });
+  const reads = new Promise<Read[]>((resolve, reject) => {
+    worker.once('message', resolve);
+    worker.once('error', reject);
+    worker.once('exit', (code) => reject(new Error(`the normal client exited (${code}) without its reads`)));
+  });
   return async (): Promise<Read[]> => {
-    stopped = true;
-    const all = await reads;
-    agent.destroy();
-    return all;
+    worker.postMessage('stop');
+    return reads.finally(() => worker.terminate());
   };
 }
 
@@ -115,7 +115,7 @@ async function warmUp(run: Run, gateway: Probed): Promise<void> {
   const agent = agentFrom('127.0.0.1');
   const port = Number(new URL(gateway.url).port);
   const headers = { authorization: `Bearer ${run.tokens.normal}` };
-  for (let i = 0; i < 30; i++) await send({ agent, port, method: 'GET', path: normalPath(run, i), headers });
+  for (const path of normalPaths(run)) await send({ agent, port, method: 'GET', path: path.replace('{i}', 'warm-up'), headers });
   agent.destroy();
 }
 
