@@ -44,15 +44,21 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.
 /**
  * Starts `start(i)` `perSecond` times a second, whether the ones before have finished or not, for
  * `seconds` or `count` starts, whichever ends first, or until `stopped()`; resolves once every one
- * started has settled, with what they gave.
+ * started has settled, with what they gave. The seconds are the clock's, not the schedule's: a
+ * script that falls behind (thousands of sockets to feed) starts fewer, not for longer.
  */
-export async function paced<T>(schedule: { perSecond: number; seconds: number; count: number; stopped?: () => boolean }, start: (i: number) => Promise<T>): Promise<T[]> {
-  const begun = performance.now();
+export async function paced<T>(
+  schedule: { perSecond: number; seconds: number; count: number; stopped?: () => boolean },
+  start: (i: number) => Promise<T>,
+  clock: { now(): number } = performance,
+): Promise<T[]> {
+  const begun = clock.now();
+  const end = begun + schedule.seconds * 1000;
   const started: Promise<T>[] = [];
   for (let i = 0; i < schedule.count; i++) {
     const at = begun + (i * 1000) / schedule.perSecond;
-    if (at - begun >= schedule.seconds * 1000 || schedule.stopped?.()) break;
-    await sleep(at - performance.now());
+    if (at >= end || clock.now() >= end || schedule.stopped?.()) break;
+    await sleep(at - clock.now());
     started.push(start(i));
   }
   return Promise.all(started);
