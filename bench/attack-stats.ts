@@ -150,6 +150,8 @@ export interface Observed {
   /** The event-loop delay's p99 over the attack; undefined when the gateway did not answer the probe. */
   lagP99Ms: number | undefined;
   reads: ReadSummary;
+  /** Whether the gateway was still running at the end: a crash frees its memory, and must not read as a pass. */
+  running: boolean;
 }
 
 export interface Verdict {
@@ -159,8 +161,9 @@ export interface Verdict {
 
 /** Each bound of the "Done when", held or missed by what was `observed`. */
 export function verdictsOf(observed: Observed): Verdict[] {
-  const { rssStartMiB, rssPeakMiB, rssAfterMiB, lagP99Ms, reads } = observed;
+  const { rssStartMiB, rssPeakMiB, rssAfterMiB, lagP99Ms, reads, running } = observed;
   return [
+    { bound: 'the gateway still running', pass: running },
     { bound: `RSS ≤ ${BOUNDS.peakRssMiB} MiB throughout`, pass: rssPeakMiB <= BOUNDS.peakRssMiB },
     { bound: `RSS back within ${BOUNDS.returnMiB} MiB of its start`, pass: rssAfterMiB - rssStartMiB <= BOUNDS.returnMiB },
     { bound: `event-loop lag p99 ≤ ${BOUNDS.lagP99Ms} ms`, pass: lagP99Ms !== undefined && lagP99Ms <= BOUNDS.lagP99Ms },

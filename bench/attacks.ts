@@ -151,7 +151,8 @@ async function runAttack(run: Run, name: AttackName, n: number): Promise<{ did: 
     console.log(`  ${name}: done (${did}); ${settings.afterSeconds} s until the RSS is read again …`);
     await sleep(settings.afterSeconds * 1000);
     const rssAfterMiB = mib(statusKiB(pid, ['VmRSS'])?.VmRSS);
-    return { did, observed: { rssStartMiB, rssPeakMiB: peak(), rssAfterMiB, lagP99Ms: lag?.p99Ms, reads } };
+    const running = gateway.child.exitCode === null && gateway.child.signalCode === null;
+    return { did, observed: { rssStartMiB, rssPeakMiB: peak(), rssAfterMiB, lagP99Ms: lag?.p99Ms, reads, running } };
   } finally {
     await stopServer(gateway);
   }

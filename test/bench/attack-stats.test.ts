@@ -113,7 +113,7 @@ describe('what the attacks send', () => {
 
 describe('the verdicts', () => {
   const reads = (...ms: number[]) => summariseReads(ms.map((n) => ({ ms: n, status: 200 })));
-  const within: Observed = { rssStartMiB: 120, rssPeakMiB: BOUNDS.peakRssMiB, rssAfterMiB: 120 + BOUNDS.returnMiB, lagP99Ms: BOUNDS.lagP99Ms, reads: reads(3, BOUNDS.slowReadMs) };
+  const within: Observed = { rssStartMiB: 120, rssPeakMiB: BOUNDS.peakRssMiB, rssAfterMiB: 120 + BOUNDS.returnMiB, lagP99Ms: BOUNDS.lagP99Ms, reads: reads(3, BOUNDS.slowReadMs), running: true };
 
   test('the normal client: its p50, max, reads over a second, and reads not answered with 2xx', () => {
     const summary = summariseReads([
@@ -137,6 +137,7 @@ describe('the verdicts', () => {
     ['event-loop lag p99 ≤ 100 ms', 'no answer from the probe', { lagP99Ms: undefined }],
     ['normal client: 0 reads over 1 s', 'one read 1 ms over', { reads: reads(3, BOUNDS.slowReadMs + 1) }],
     ['normal client: 0 reads over 1 s', 'no reads at all', { reads: reads() }],
+    ['the gateway still running', 'a gateway that exited', { running: false }],
   ])('%s is missed by %s alone', (bound, _, change) => {
     const observed = { ...within, ...change };
     expect(verdictsOf(observed).filter((v) => !v.pass).map((v) => v.bound)).toEqual([bound]);
