@@ -175,7 +175,7 @@ export const ${name}Api = resourceEndpoints(path, ${name}Resource);
 -- Every filtered column has an index (InnoDB appends the id, so a filtered page reads in id order).
 CREATE TABLE ${name} (
   id BINARY(16) NOT NULL,
-  owner VARCHAR(255) NULL,
+  owner VARBINARY(1020) NULL,
   reference VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
   customer_id CHAR(36) CHARACTER SET ascii COLLATE ascii_general_ci NOT NULL,
   title VARCHAR(200) NOT NULL,
