@@ -3,7 +3,8 @@
  * space after or before, by case or by Unicode form (NFC, NFD) are different owners, in SQL as in
  * code. Against the services directly over HTTP, as the gateway calls them (X-Auth-Subject
  * percent-encoded, X-Auth-Role), one service per ownership: users as services.json declares it
- * ("all"), products as declared ("none") and as "writes".
+ * ("all"), products as declared ("none") and as "writes". And for "all", a unique field is unique
+ * within its owner: another owner may take the same email, one owner may not take it twice.
  */
 import { randomUUID } from 'node:crypto';
 import { ADMIN_ROLE, encodeSubject } from '@app/shared/platform/subject';
@@ -114,4 +115,19 @@ describe.each(cases)('$label ("owner": "$ownership")', ({ ownership, path, resou
       });
     }
   });
+
+  if (ownership === 'all' && resource.unique) {
+    const { field, duplicateOf } = resource.unique;
+    it(`lets another owner take a ${field} an owner has (in any case), and no owner take one twice`, async () => {
+      const taken = resource.valid(next());
+      expect((await as(owner, 'POST', path, taken)).status).toBe(201);
+      for (const other of [`mallory-${run}`, ...Object.values(lookAlikes)]) {
+        const created = await as(other, 'POST', path, duplicateOf(taken, next()));
+        expect({ other, status: created.status }).toEqual({ other, status: 201 });
+        const again = await as(other, 'POST', path, duplicateOf(taken, next()));
+        expect({ other, status: again.status, errors: again.body.errors }).toEqual({ other, status: 409, errors: [{ path: field, message: 'is already taken' }] });
+      }
+      expect((await as(owner, 'POST', path, duplicateOf(taken, next()))).status).toBe(409);
+    });
+  }
 });
