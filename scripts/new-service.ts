@@ -49,7 +49,7 @@ if (['gateway', 'shared'].includes(name)) fail(`"${name}" is taken by a workspac
 
 const port = Math.max(...services.map((service) => service.port)) + 1;
 
-for (const [file, text] of Object.entries(serviceFiles(name))) {
+for (const [file, text] of Object.entries(serviceFiles(name, owner))) {
   const target = path.join(root, workspace, file);
   mkdirSync(path.dirname(target), { recursive: true });
   writeFileSync(target, text);

@@ -4,6 +4,7 @@
  * uses (`orders`); the sample resource is one of them (`order`).
  */
 import { readFileSync } from 'node:fs';
+import type { Ownership } from '../../shared/src/platform/services.ts';
 
 /** The start script a service runs with (its Node options, the telemetry preload): users-service's. */
 const START_SCRIPT = (JSON.parse(readFileSync(new URL('../../users-service/package.json', import.meta.url), 'utf8')) as { scripts: { start: string } }).scripts.start;
@@ -19,7 +20,23 @@ function deployFiles(name: string): Record<string, string> {
   return Object.fromEntries(DEPLOY_FILES.map((file) => [`deploy/${file}`, renamed(readFileSync(new URL(`../../users-service/deploy/${file}`, import.meta.url), 'utf8'))]));
 }
 
-export function serviceFiles(name: string): Record<string, string> {
+/**
+ * The owner column and the unique index of the sample table. An owner is binary, so that SQL
+ * compares subjects byte for byte (docs/api.md); where only the owner sees a record ("all"), a
+ * unique field is unique within its owner (`owner_key`: '' for rows without one, as NULLs never
+ * collide), so that a 409 tells no one what another owner has; the filter on it keeps an index of
+ * its own.
+ */
+function ownerColumns(name: string, owner: Ownership): { columns: string; unique: string } {
+  if (owner !== 'all') return { columns: '  owner VARBINARY(1020) NULL,\n', unique: `  UNIQUE KEY uq_${name}_reference (reference),\n` };
+  return {
+    columns: "  owner VARBINARY(1020) NULL,\n  owner_key VARBINARY(1020) AS (IFNULL(owner, '')) STORED,\n",
+    unique: `  UNIQUE KEY uq_${name}_reference (owner_key, reference),\n  KEY ix_${name}_reference (reference),\n`,
+  };
+}
+
+export function serviceFiles(name: string, owner: Ownership): Record<string, string> {
+  const { columns: ownerColumn, unique } = ownerColumns(name, owner);
   const workspace = `${name}-service`;
   const one = name.endsWith('s') && name.length > 1 ? name.slice(0, -1) : name;
   const One = one[0]!.toUpperCase() + one.slice(1);
@@ -175,8 +192,7 @@ export const ${name}Api = resourceEndpoints(path, ${name}Resource);
 -- Every filtered column has an index (InnoDB appends the id, so a filtered page reads in id order).
 CREATE TABLE ${name} (
   id BINARY(16) NOT NULL,
-  owner VARCHAR(255) NULL,
-  reference VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+${ownerColumn}  reference VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
   customer_id CHAR(36) CHARACTER SET ascii COLLATE ascii_general_ci NOT NULL,
   title VARCHAR(200) NOT NULL,
   quantity INT NOT NULL,
@@ -187,8 +203,7 @@ CREATE TABLE ${name} (
   updated_at DATETIME(3) NOT NULL,
   PRIMARY KEY (id),
   KEY ix_${name}_owner (owner, id),
-  UNIQUE KEY uq_${name}_reference (reference),
-  KEY ix_${name}_customer_id (customer_id),
+${unique}  KEY ix_${name}_customer_id (customer_id),
   KEY ix_${name}_status (status),
   KEY ix_${name}_quantity (quantity)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

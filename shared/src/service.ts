@@ -19,9 +19,10 @@ import { migrate } from './platform/migrate.js';
 import { Database, DEFAULT_WRITE_DEADLINE_MS } from './platform/mysql.js';
 import { UUID_V7 } from './platform/request-target.js';
 import { serve } from './platform/server.js';
+import { readServiceList } from './platform/services.js';
 import { configureServerSpans } from './telemetry/spans.js';
 import { MySqlIdempotencyStore } from './resource/idempotency-store.js';
-import { resourceEngineMigrations } from './resource/migrations.js';
+import { checkUniqueWithinOwner, resourceEngineMigrations } from './resource/migrations.js';
 import { DEFAULT_IDEMPOTENCY_SCOPE_BYTES, DEFAULT_IDEMPOTENCY_TTL_SECONDS, type IdempotencyStore } from './resource/idempotency.js';
 import type { ResourceRoutes } from './resource/routes.js';
 import { apiDocument, describe, documentEndpoint, probeEndpoints, routerOf, type Endpoint, type OpenApiDocument } from './api-description/openapi.js';
@@ -144,9 +145,12 @@ export function createServiceApp(service: ServiceDefinition, { db, logger, lifec
   return withItemReads(app, resource, logger);
 }
 
-/** The resource engine's migrations, then the service's own. */
-export function migrateSchema(service: ServiceDefinition, databaseUrl: string, logger: Logger): Promise<string[]> {
-  return migrate({ databaseUrl, sources: [resourceEngineMigrations, { directory: fileURLToPath(service.migrations) }], logger });
+/** The resource engine's migrations, then the service's own; then its unique indexes checked against its ownership. */
+export async function migrateSchema(service: ServiceDefinition, databaseUrl: string, logger: Logger): Promise<string[]> {
+  const applied = await migrate({ databaseUrl, sources: [resourceEngineMigrations, { directory: fileURLToPath(service.migrations) }], logger });
+  const ownership = readServiceList().find(({ workspace }) => workspace === service.name)?.owner ?? 'none';
+  await checkUniqueWithinOwner(databaseUrl, ownership);
+  return applied;
 }
 
 /** How often a replica deletes expired idempotency keys (each replica does; the DELETE is idempotent). */

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { copyFile, mkdtemp, rm } from 'node:fs/promises';
+import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import mysql from 'mysql2/promise';
 import { createLogger } from '@app/shared/platform/logger';
 import { migrate, schemaOf } from '@app/shared/platform/migrate';
-import { resourceEngineMigrations } from '@app/shared/resource/migrations';
+import { checkUniqueWithinOwner, resourceEngineMigrations } from '@app/shared/resource/migrations';
 
 /** The resource engine's migrations, on a schema of their own in the test MySQL (docs/testing.md). */
 let databaseUrl: string;
@@ -63,5 +63,28 @@ describe("the resource engine's migrations", () => {
 
     expect(await migrate({ databaseUrl, sources: [resourceEngineMigrations], logger: testLogger })).toEqual([]);
     expect(await tablesAndVersions()).toEqual(before);
+  });
+});
+
+describe('checkUniqueWithinOwner', () => {
+  const serviceMigrations = (workspace: string) => path.join(import.meta.dirname, '..', '..', workspace, 'migrations');
+
+  /** A folder holding the first `count` migrations of `workspace`. */
+  async function firstMigrations(workspace: string, count: number): Promise<string> {
+    const folder = await mkdtemp(path.join(os.tmpdir(), 'migrations-'));
+    directories.push(folder);
+    for (const file of (await readdir(serviceMigrations(workspace))).sort().slice(0, count)) await copyFile(path.join(serviceMigrations(workspace), file), path.join(folder, file));
+    return folder;
+  }
+
+  it('accepts the users table, whose email is unique within its owner, for "all"', async () => {
+    await migrate({ databaseUrl, sources: [resourceEngineMigrations, { directory: serviceMigrations('users-service') }], logger: testLogger });
+    await expect(checkUniqueWithinOwner(databaseUrl, 'all')).resolves.toBeUndefined();
+  });
+
+  it('refuses "all" for a unique index that does not lead with owner_key, naming it; accepts it for the other ownerships', async () => {
+    await migrate({ databaseUrl, sources: [resourceEngineMigrations, { directory: await firstMigrations('users-service', 3) }], logger: testLogger });
+    await expect(checkUniqueWithinOwner(databaseUrl, 'all')).rejects.toThrow('add a migration for users.uq_users_email (email_lower)');
+    for (const ownership of ['none', 'writes'] as const) await expect(checkUniqueWithinOwner(databaseUrl, ownership)).resolves.toBeUndefined();
   });
 });

@@ -177,6 +177,28 @@ describe('POST /api/widgets', () => {
   });
 });
 
+describe('a write whose body has the wrong shape', () => {
+  // About 100 KB of `[0,0,…]`, and an object with it as a field: refused before anything reads its items.
+  const zeros = Array(50_000).fill(0);
+  const unknownFields = Object.fromEntries(Array.from({ length: 500 }, (_, n) => [`field${n}`, n]));
+
+  it('answers 400 at once for POST, PUT and PATCH, naming what is wrong, and lists a bounded number of fields', async () => {
+    const id = await created();
+    const writes = [
+      (body: unknown) => create(body),
+      (body: unknown) => api.send('PUT', `${PATH}/${id}`, { body }),
+      (body: unknown) => api.send('PATCH', `${PATH}/${id}`, { body, type: 'application/merge-patch+json' }),
+    ];
+    for (const write of writes) {
+      expect(problem(await write(zeros), 400, 'validation').errors).toEqual([{ path: 'body', message: 'must be a JSON object' }]);
+      expect(problem(await write({ name: zeros }), 400, 'validation').errors).toEqual([{ path: 'name', message: 'must have at most 1000 items' }]);
+      const many = problem(await write({ name: 'Gear', ...unknownFields }), 400, 'validation');
+      expect({ detail: many.detail, listed: (many.errors as unknown[]).length }).toEqual({ detail: '500 fields are invalid; the first 20 are listed', listed: 20 });
+    }
+    expect([...store.rows.values()].map(({ version }) => version)).toEqual([1]);
+  });
+});
+
 describe('GET /api/widgets', () => {
   it('answers a page, no-cache, with the next cursor while there are more', async () => {
     const ids = [await created({ name: 'a' }), await created({ name: 'b' }), await created({ name: 'c' })];

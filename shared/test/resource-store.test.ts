@@ -47,7 +47,7 @@ beforeAll(async () => {
   // `label` is unique too: a second index a conflict must be told apart by (name and colour, joined).
   await db.query(`CREATE TABLE widgets (
     id BINARY(16) NOT NULL,
-    owner VARCHAR(255) NULL,
+    owner VARBINARY(1020) NULL,
     name VARCHAR(50) NOT NULL,
     colour VARCHAR(20) NOT NULL,
     stock INT NOT NULL,
@@ -57,8 +57,9 @@ beforeAll(async () => {
     updated_at DATETIME(3) NOT NULL,
     PRIMARY KEY (id),
     UNIQUE KEY uq_widgets_name (name),
-    UNIQUE KEY uq_widgets_label (label)
-  ) ENGINE=InnoDB`);
+    UNIQUE KEY uq_widgets_label (label),
+    KEY ix_widgets_owner (owner, id)
+  ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`);
 });
 afterAll(async () => {
   await db?.close();
@@ -111,6 +112,16 @@ describe('MySqlStore', () => {
     expect(await ids(undefined, { colour: 'blue' })).toEqual([all[0]!.id, all[2]!.id, all[3]!.id]);
     expect(await ids(undefined, { colour: 'blue', minStock: 5 })).toEqual([all[0]!.id, all[3]!.id]);
     expect(await ids(all[0]!.id, { colour: 'blue', minStock: 5 })).toEqual([all[3]!.id]);
+  });
+
+  it('finds and lists the rows of an owner only by its exact subject: spaces, case and Unicode form count', async () => {
+    // José in NFC (é is U+00E9), with a space after and before, in other case, and in NFD (e, then U+0301).
+    const subjects = ['Jos\u00e9', 'Jos\u00e9 ', ' Jos\u00e9', 'jos\u00e9', 'Jose\u0301'];
+    const all = await inserted(...subjects.map((owner) => ({ ...widget(), owner })));
+    for (const [index, owner] of subjects.entries()) {
+      expect((await widgets.list({ afterId: undefined, limit: 10, filter: {}, owner })).map((row) => row.owner)).toEqual([owner]);
+      for (const [other, row] of all.entries()) expect(await widgets.find(row.id, owner)).toEqual(other === index ? row : undefined);
+    }
   });
 
   it('updates only at the expected version', async () => {

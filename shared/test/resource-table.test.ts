@@ -77,7 +77,7 @@ describe('tableOf', () => {
     url.pathname = `/${schema}`;
     db = new Database(url.toString());
     await db.query(`CREATE TABLE reviews (
-      id BINARY(16) NOT NULL, owner VARCHAR(255) NULL, version INT UNSIGNED NOT NULL, created_at DATETIME(3) NOT NULL, updated_at DATETIME(3) NOT NULL,
+      id BINARY(16) NOT NULL, owner VARBINARY(1020) NULL, version INT UNSIGNED NOT NULL, created_at DATETIME(3) NOT NULL, updated_at DATETIME(3) NOT NULL,
       product_id CHAR(36) CHARACTER SET ascii COLLATE ascii_general_ci NOT NULL, rating TINYINT NOT NULL, status VARCHAR(20) NOT NULL,
       author_name VARCHAR(50) NOT NULL, author_verified BOOLEAN NOT NULL, text VARCHAR(100) NULL, note VARCHAR(100) NULL,
       PRIMARY KEY (id), UNIQUE KEY uq_reviews_author (author_name)

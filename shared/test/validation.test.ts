@@ -1,5 +1,5 @@
-import { forbiddenMembers, nestsDeeperThan } from '@app/shared/platform/http/bodies';
-import { HttpProblem } from '@app/shared/platform/problem';
+import { bodyShapeErrors, MAX_JSON_VALUES, nestsDeeperThan } from '@app/shared/platform/http/bodies';
+import { HttpProblem, MAX_LISTED_FIELD_ERRORS } from '@app/shared/platform/problem';
 import { mergePatch, parseOrThrow, text } from '@app/shared/platform/validation';
 import { z } from 'zod';
 
@@ -135,6 +135,12 @@ describe('parseOrThrow', () => {
     expect(() => parseOrThrow(product, {})).toThrow('3 fields are invalid');
   });
 
+  it(`lists at most ${MAX_LISTED_FIELD_ERRORS} invalid fields, and counts them all in the detail`, () => {
+    const unknown = Object.fromEntries(Array.from({ length: 500 }, (_, n) => [`field${n}`, n]));
+    expect(() => parseOrThrow(z.strictObject({}), unknown)).toThrow(`500 fields are invalid; the first ${MAX_LISTED_FIELD_ERRORS} are listed`);
+    expect(fieldErrorsOf(() => parseOrThrow(z.strictObject({}), unknown))).toHaveLength(MAX_LISTED_FIELD_ERRORS);
+  });
+
   it('names a nested field that is missing as path.to.field', () => {
     expect(fieldErrorsOf(() => parseOrThrow(product, { sku: 'A', name: 'B', price: { currency: 'EUR' } }))).toEqual([
       { path: 'price.amount', message: 'is required' },
@@ -185,9 +191,48 @@ describe('nestsDeeperThan', () => {
   });
 });
 
-describe('forbiddenMembers', () => {
+describe('bodyShapeErrors', () => {
+  /** `items` behind a proxy that counts how many of them are read. */
+  function counted(items: unknown[]) {
+    const reads = { count: 0 };
+    const proxy = new Proxy(items, {
+      get: (target, key, receiver) => {
+        if (typeof key === 'string' && /^\d+$/.test(key)) reads.count++;
+        return Reflect.get(target, key, receiver) as unknown;
+      },
+    });
+    return { proxy, reads };
+  }
+
   it('finds __proto__, constructor and prototype at any depth, with their paths, not in arrays or values', () => {
     const body: unknown = JSON.parse('{"__proto__":{"constructor":1},"a":[{"prototype":2}],"b":"__proto__","c":["constructor"]}');
-    expect(forbiddenMembers(body).map((error) => error.path).sort()).toEqual(['__proto__', '__proto__.constructor', 'a.0.prototype']);
+    expect(bodyShapeErrors(body).map((error) => error.path).sort()).toEqual(['__proto__', '__proto__.constructor', 'a.0.prototype']);
+  });
+
+  it('refuses a body that is not a JSON object, without looking into it', () => {
+    const { proxy, reads } = counted(Array(50_000).fill(0));
+    for (const body of [proxy, 'text', 42, null]) {
+      expect(bodyShapeErrors(body)).toEqual([{ path: 'body', message: body === null ? 'must not be null' : 'must be a JSON object' }]);
+    }
+    expect(reads.count).toBe(0);
+  });
+
+  it(`refuses an array or object of more than ${MAX_JSON_VALUES} values by its path, before reading any of them`, () => {
+    const { proxy, reads } = counted(Array(50_000).fill(0));
+    expect(bodyShapeErrors({ name: 'a', tags: proxy })).toEqual([{ path: 'tags', message: `must have at most ${MAX_JSON_VALUES} items` }]);
+    expect(reads.count).toBe(0);
+    const wide = Object.fromEntries(Array.from({ length: MAX_JSON_VALUES + 1 }, (_, n) => [`m${n}`, 0]));
+    expect(bodyShapeErrors({ a: [{ wide }] })).toEqual([{ path: 'a.0.wide', message: `must have at most ${MAX_JSON_VALUES} members` }]);
+    expect(bodyShapeErrors({ tags: Array(MAX_JSON_VALUES - 1).fill(0) })).toEqual([]);
+  });
+
+  it(`counts the values of the whole body: more than ${MAX_JSON_VALUES} in all is refused before they are read`, () => {
+    const first = counted(Array(600).fill({}));
+    const second = counted(Array(600).fill({}));
+    expect(bodyShapeErrors({ first: first.proxy, second: second.proxy })).toEqual([
+      { path: 'body', message: `must have at most ${MAX_JSON_VALUES} values in all (array items and object members)` },
+    ]);
+    // One of the two arrays is walked; the other is refused on its length, none of its items read.
+    expect(first.reads.count + second.reads.count).toBeLessThanOrEqual(600);
   });
 });

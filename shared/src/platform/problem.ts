@@ -73,12 +73,15 @@ export class HttpProblem extends Error {
 
 export const RETRY_AFTER_SECONDS = 5;
 
+/** How many invalid fields a validation problem lists; its detail counts them all. */
+export const MAX_LISTED_FIELD_ERRORS = 20;
+
 export const problems = {
   validation: (errors: FieldError[]) =>
     new HttpProblem(
       'validation',
-      errors.length === 1 ? '1 field is invalid' : `${errors.length} fields are invalid`,
-      { errors },
+      `${errors.length === 1 ? '1 field is' : `${errors.length} fields are`} invalid${errors.length > MAX_LISTED_FIELD_ERRORS ? `; the first ${MAX_LISTED_FIELD_ERRORS} are listed` : ''}`,
+      { errors: errors.slice(0, MAX_LISTED_FIELD_ERRORS) },
     ),
   notFound: (detail: string) => new HttpProblem('not-found', detail),
   methodNotAllowed: (method: string, allow: readonly string[]) =>

@@ -1,5 +1,7 @@
 import { fileURLToPath } from 'node:url';
-import type { MigrationSource } from '../platform/migrate.js';
+import mysql, { type RowDataPacket } from 'mysql2/promise';
+import { schemaOf, type MigrationSource } from '../platform/migrate.js';
+import type { Ownership } from '../platform/services.js';
 
 /**
  * The resource engine's tables (its idempotency keys), in shared/migrations/: migrated into every
@@ -14,3 +16,32 @@ export const resourceEngineMigrations: MigrationSource = {
     '0002_bound_idempotency_keys_per_caller.sql': '0003_bound_idempotency_keys_per_caller.sql',
   },
 };
+
+/** The column a unique index leads with to be unique within an owner: the owner, or '' for none. */
+export const OWNER_KEY_COLUMN = 'owner_key';
+
+/**
+ * Throws unless every unique index (but the primary key) of a table with owners in the schema leads
+ * with `owner_key`, when only owners see their records (`all`): a unique field is then unique
+ * within its owner, and a 409 tells no caller what another owner has (docs/api.md). Checked once
+ * the migrations ran, so that a service declared `all` (or changed to it) never starts without.
+ */
+export async function checkUniqueWithinOwner(databaseUrl: string, ownership: Ownership): Promise<void> {
+  if (ownership !== 'all') return;
+  const connection = await mysql.createConnection({ uri: databaseUrl, connectTimeout: 5_000 });
+  const [rows] = await connection.query<RowDataPacket[]>(
+    `SELECT s.TABLE_NAME AS tableName, s.INDEX_NAME AS indexName, GROUP_CONCAT(s.COLUMN_NAME ORDER BY s.SEQ_IN_INDEX) AS columnNames
+       FROM information_schema.STATISTICS s
+       JOIN information_schema.COLUMNS c ON c.TABLE_SCHEMA = s.TABLE_SCHEMA AND c.TABLE_NAME = s.TABLE_NAME AND c.COLUMN_NAME = 'owner'
+      WHERE s.TABLE_SCHEMA = ? AND s.NON_UNIQUE = 0 AND s.INDEX_NAME <> 'PRIMARY'
+      GROUP BY s.TABLE_NAME, s.INDEX_NAME
+      ORDER BY s.TABLE_NAME, s.INDEX_NAME`,
+    [schemaOf(databaseUrl)],
+  ).finally(() => connection.end());
+  const global = rows.filter((row) => String(row.columnNames).split(',')[0] !== OWNER_KEY_COLUMN);
+  if (global.length === 0) return;
+  const named = global.map((row) => `${String(row.tableName)}.${String(row.indexName)} (${String(row.columnNames)})`).join(', ');
+  throw new Error(
+    `"owner": "all" needs each unique index to lead with ${OWNER_KEY_COLUMN}, so that a 409 tells no caller what another owner has; add a migration for ${named} (docs/adding-a-service.md)`,
+  );
+}

@@ -284,8 +284,13 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
   ];
 }
 
-/** The routes of a resource at `path`, from its declaration. */
-export function resourceRoutes<F extends Record<string, unknown>, Filter>(path: string, service: ResourceService<F, Filter>, idempotency: IdempotencyStore): ResourceRoutes {
-  const runtime = { service: service as ResourceService<F, unknown>, idempotency, ownership: ownershipOf(path) };
+/** The routes of a resource at `path`, from its declaration, with the ownership services.json gives it unless another is named. */
+export function resourceRoutes<F extends Record<string, unknown>, Filter>(
+  path: string,
+  service: ResourceService<F, Filter>,
+  idempotency: IdempotencyStore,
+  ownership: Ownership = ownershipOf(path),
+): ResourceRoutes {
+  const runtime = { service: service as ResourceService<F, unknown>, idempotency, ownership };
   return { path, router: routerOf(resourceEndpoints(path, service.definition, runtime)), readItem: itemReader(runtime.service, runtime.ownership) };
 }

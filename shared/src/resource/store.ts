@@ -7,9 +7,11 @@ import type { ResourceDefinition, ResourceStore, Stored } from './rules.js';
 
 /**
  * How a resource's table looks. Every table has `id BINARY(16)` (UUIDv7, so id order is creation
- * order), `owner` (the subject that created the row, or NULL; indexed with the id, so that one
- * owner's page is a range of the index), `version`, `created_at` and `updated_at`; the mapping
- * names the columns of the fields.
+ * order), `owner VARBINARY(1020)` (the UTF-8 of the subject that created the row, or NULL; indexed
+ * with the id, so that one owner's page is a range of the index), `version`, `created_at` and
+ * `updated_at`; the mapping names the columns of the fields. The owner is binary so that SQL
+ * compares it byte for byte, as the code does: a VARCHAR pads spaces (`'alice' = 'alice '`), and
+ * a collation may fold case or Unicode forms.
  */
 export interface TableMapping<F, Filter> {
   table: string;
@@ -68,6 +70,9 @@ export function tableOf<F extends Record<string, unknown>, Filters extends Filte
 
 const uuidToBin = (id: string) => Buffer.from(id.replaceAll('-', ''), 'hex');
 
+/** An owner as its column holds it: the subject's UTF-8 bytes. */
+const ownerToBin = (owner: string) => Buffer.from(owner, 'utf8');
+
 function binToUuid(bin: Buffer): string {
   const hex = bin.toString('hex');
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
@@ -94,7 +99,7 @@ export class MySqlStore<F, Filter> implements ResourceStore<F, Filter> {
 
   async list({ afterId, limit, filter, owner }: { afterId: string | undefined; limit: number; filter: Filter; owner?: string }): Promise<Stored<F>[]> {
     const conditions = this.mapping.where(filter);
-    if (owner !== undefined) conditions.push({ sql: 'owner = ?', values: [owner] });
+    if (owner !== undefined) conditions.push({ sql: 'owner = ?', values: [ownerToBin(owner)] });
     if (afterId !== undefined) conditions.push({ sql: 'id > ?', values: [uuidToBin(afterId)] });
     const where = conditions.length ? ` WHERE ${conditions.map((c) => c.sql).join(' AND ')}` : '';
     const rows = await this.db.query(`${this.#select}${where} ORDER BY id LIMIT ?`, [...conditions.flatMap((c) => c.values), limit]);
@@ -102,14 +107,14 @@ export class MySqlStore<F, Filter> implements ResourceStore<F, Filter> {
   }
 
   async find(id: string, owner?: string): Promise<Stored<F> | undefined> {
-    const row = (await this.db.query(owner === undefined ? this.#selectById : `${this.#selectById} AND owner = ?`, owner === undefined ? [uuidToBin(id)] : [uuidToBin(id), owner]))[0];
+    const row = (await this.db.query(owner === undefined ? this.#selectById : `${this.#selectById} AND owner = ?`, owner === undefined ? [uuidToBin(id)] : [uuidToBin(id), ownerToBin(owner)]))[0];
     return row && this.#fromRow(row, id);
   }
 
   async insert(resource: Stored<F>): Promise<void> {
     await this.#write(this.#insert, [
       uuidToBin(resource.id),
-      resource.owner,
+      resource.owner === null ? null : ownerToBin(resource.owner),
       resource.version,
       resource.createdAt,
       resource.updatedAt,
@@ -144,7 +149,7 @@ export class MySqlStore<F, Filter> implements ResourceStore<F, Filter> {
   #fromRow(row: RowDataPacket, id = binToUuid(row.id as Buffer)): Stored<F> {
     return {
       id,
-      owner: (row.owner as string | null) ?? null,
+      owner: row.owner === null ? null : (row.owner as Buffer).toString('utf8'),
       version: Number(row.version),
       createdAt: row.created_at as Date,
       updatedAt: row.updated_at as Date,

@@ -56,17 +56,55 @@ function checkJsonBytes(_req: IncomingMessage, _res: ServerResponse, body: Buffe
 /** Member names that mean something to JavaScript objects: never a field of this API. */
 const FORBIDDEN_MEMBERS = new Set(['__proto__', 'constructor', 'prototype']);
 
-/** Every `__proto__`, `constructor` or `prototype` member in a parsed body, wherever it is (no recursion). */
-export function forbiddenMembers(body: unknown): FieldError[] {
+/**
+ * How many values (array items and object members) a request body may hold, in all: far more than
+ * any resource's fields, and few enough that nothing done per value costs much.
+ */
+export const MAX_JSON_VALUES = 1_000;
+
+/** A container met in a body, and how to name where it is (built only for an error). */
+interface Container {
+  value: object;
+  parent: Container | undefined;
+  key: string;
+}
+
+const pathOf = (container: Container, key?: string): string => {
+  const keys = key === undefined ? [] : [key];
+  for (let at: Container | undefined = container; at?.parent; at = at.parent) keys.unshift(at.key);
+  return keys.join('.') || 'body';
+};
+
+const tooMany = (at: string, what: string): FieldError[] => [{ path: at, message: `must have at most ${MAX_JSON_VALUES} ${what}` }];
+
+/**
+ * What is wrong with a parsed body before any schema reads it, in one pass without recursion: a
+ * body that is not a JSON object; more than MAX_JSON_VALUES values, in one array or object (named)
+ * or in all (refused as soon as the count is known, before the values are looked at); a member
+ * named `__proto__`, `constructor` or `prototype` anywhere. Every resource body is an object of a
+ * few fields, so a client that sends anything else learns it at once, and costs no work per value.
+ */
+export function bodyShapeErrors(body: unknown): FieldError[] {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    return [{ path: 'body', message: body === null ? 'must not be null' : 'must be a JSON object' }];
+  }
   const found: FieldError[] = [];
-  const pending: { value: unknown; path: string[] }[] = [{ value: body, path: [] }];
-  for (let next = pending.pop(); next; next = pending.pop()) {
-    const { value, path } = next;
-    if (typeof value !== 'object' || value === null) continue;
-    for (const [key, member] of Object.entries(value)) {
-      const at = [...path, key];
-      if (!Array.isArray(value) && FORBIDDEN_MEMBERS.has(key)) found.push({ path: at.join('.'), message: 'is not a known field' });
-      pending.push({ value: member, path: at });
+  const pending: Container[] = [{ value: body, parent: undefined, key: '' }];
+  let values = 0;
+  for (let container = pending.pop(); container; container = pending.pop()) {
+    const { value } = container;
+    const isArray = Array.isArray(value);
+    // An array's length is known before any of its items is touched.
+    const keys = isArray ? undefined : Object.keys(value);
+    const count = keys?.length ?? (value as unknown[]).length;
+    if (count > MAX_JSON_VALUES) return tooMany(pathOf(container), isArray ? 'items' : 'members');
+    values += count;
+    if (values > MAX_JSON_VALUES) return tooMany('body', 'values in all (array items and object members)');
+    for (let index = 0; index < count; index++) {
+      const key = keys?.[index] ?? String(index);
+      if (keys && FORBIDDEN_MEMBERS.has(key)) found.push({ path: pathOf(container, key), message: 'is not a known field' });
+      const member: unknown = (value as Record<string, unknown>)[key];
+      if (typeof member === 'object' && member !== null) pending.push({ value: member, parent: container, key });
     }
   }
   return found;
@@ -97,7 +135,7 @@ export const bodyTooLarge = () => new HttpProblem('payload-too-large', `The requ
 /**
  * Accepts only a JSON body of the given media types (415 otherwise) without a content coding (415
  * with Accept-Encoding), parsed with the size limit, as valid UTF-8, nested at most MAX_JSON_DEPTH
- * levels (400 malformed-json), and without members that name JavaScript object internals (400).
+ * levels (400 malformed-json), and then only a JSON object of a bounded shape (`bodyShapeErrors`, 400).
  */
 export function jsonBody(mediaTypes: readonly string[] = ['application/json']): RequestHandler[] {
   return [
@@ -118,8 +156,8 @@ export function jsonBody(mediaTypes: readonly string[] = ['application/json']): 
     refuseOversizedBodies,
     express.json({ type: () => true, limit: BODY_LIMIT, strict: true, inflate: false, verify: checkJsonBytes }),
     (req, _res, next) => {
-      const forbidden = forbiddenMembers(req.body);
-      if (forbidden.length > 0) throw problems.validation(forbidden);
+      const errors = bodyShapeErrors(req.body);
+      if (errors.length > 0) throw problems.validation(errors);
       next();
     },
   ];
