@@ -1,29 +1,63 @@
 /**
- * `npm run revoke -- --jti <id>` or `npm run revoke -- --sub <subject> [--before <time>]`: revokes
- * one access token, or every token of a subject issued at or before a time (now by default), for
- * every gateway replica within a second. It writes where the gateways read (their REDIS_URL or
- * REDIS_CLUSTER_NODES, REDIS_KEY_PREFIX and AUTH_MAX_TOKEN_LIFETIME_SECONDS, from the environment),
- * as `POST /admin/revocations` does. Run `tsc -b` first (the npm script does).
+ * `npm run revoke -- --token <jwt>`, `npm run revoke -- --jti <id> [--expires <time>]` or
+ * `npm run revoke -- --sub <subject> [--before <time>]`: revokes one access token, or every token of
+ * a subject issued before a time (now by default), for every gateway replica within a second. Given
+ * the whole token, it takes the `jti` and the `exp` from it (the signature is not checked: the token
+ * is only named). It writes where the gateways read (their REDIS_URL or REDIS_CLUSTER_NODES,
+ * REDIS_KEY_PREFIX, AUTH_MAX_TOKEN_LIFETIME_SECONDS and AUTH_CLOCK_TOLERANCE_SECONDS, from the
+ * environment), as `POST /admin/revocations` does. Run `tsc -b` first (the npm script does).
  */
 import { parseArgs } from 'node:util';
+import { decodeJwt } from 'jose';
 import { loadConfig } from '@app/shared/platform/config';
 import { createLogger } from '@app/shared/platform/logger';
-import { recordRevocation, type Revocation } from '../gateway/dist/auth/revocations.js';
+import { subjectFlaw } from '@app/shared/platform/subject';
+import { recordRevocation, tokenClockOf, type Revocation } from '../gateway/dist/auth/revocations.js';
 import { configSchema } from '../gateway/dist/config.js';
 import { createCacheClient, redisTarget } from '../gateway/dist/redis.js';
 
-const USAGE = `usage: npm run revoke -- --jti <token id>
+const USAGE = `usage: npm run revoke -- --token <access token>
+       npm run revoke -- --jti <token id> [--expires <its exp, RFC 3339>]
        npm run revoke -- --sub <subject> [--before <RFC 3339 time, default now>]
 Writes to the Redis the gateways read (REDIS_URL or REDIS_CLUSTER_NODES, REDIS_KEY_PREFIX).`;
 
-function revocationOf(values: { jti?: string; sub?: string; before?: string }): Revocation | undefined {
-  if (values.jti !== undefined && values.sub === undefined && values.before === undefined) return values.jti === '' ? undefined : { tokenId: values.jti };
-  if (values.sub === undefined || values.sub === '' || values.jti !== undefined) return undefined;
-  const issuedBefore = values.before === undefined ? Date.now() : Date.parse(values.before);
-  return Number.isNaN(issuedBefore) ? undefined : { subject: values.sub, issuedBefore };
+type Arguments = { token?: string; jti?: string; expires?: string; sub?: string; before?: string };
+
+/** A time given on the command line (ms), undefined when none is; NaN when it is not one. */
+const timeOf = (value: string | undefined): number | undefined => (value === undefined ? undefined : Date.parse(value));
+
+/** The `jti` and `exp` of a token, or undefined when it is no JWT with a `jti`. */
+function tokenRevocation(token: string): Revocation | undefined {
+  try {
+    const { jti, exp } = decodeJwt(token);
+    if (typeof jti !== 'string' || jti === '') return undefined;
+    return typeof exp === 'number' ? { tokenId: jti, expiresAt: exp * 1000 } : { tokenId: jti };
+  } catch {
+    return undefined;
+  }
 }
 
-const { values } = parseArgs({ options: { jti: { type: 'string' }, sub: { type: 'string' }, before: { type: 'string' }, help: { type: 'boolean', short: 'h' } } });
+function revocationOf({ token, jti, expires, sub, before }: Arguments): Revocation | undefined {
+  const given = [token, jti, sub].filter((value) => value !== undefined).length;
+  if (given !== 1) return undefined;
+  if (token !== undefined) return expires === undefined && before === undefined ? tokenRevocation(token) : undefined;
+  if (jti !== undefined) {
+    const expiresAt = timeOf(expires);
+    if (jti === '' || before !== undefined || Number.isNaN(expiresAt)) return undefined;
+    return expiresAt === undefined ? { tokenId: jti } : { tokenId: jti, expiresAt };
+  }
+  const issuedBefore = timeOf(before);
+  if (subjectFlaw(sub) !== undefined || expires !== undefined || Number.isNaN(issuedBefore)) return undefined;
+  return issuedBefore === undefined ? { subject: sub! } : { subject: sub!, issuedBefore };
+}
+
+const named = (revocation: Revocation, madeAt: number): string => {
+  if ('tokenId' in revocation) return `token ${revocation.tokenId}${revocation.expiresAt === undefined ? '' : ` (expiring ${new Date(revocation.expiresAt).toISOString()})`}`;
+  return `tokens of ${revocation.subject} issued until ${new Date(Math.min(revocation.issuedBefore ?? madeAt, madeAt)).toISOString()}`;
+};
+
+const options = { token: { type: 'string' }, jti: { type: 'string' }, expires: { type: 'string' }, sub: { type: 'string' }, before: { type: 'string' }, help: { type: 'boolean', short: 'h' } } as const;
+const { values } = parseArgs({ options });
 if (values.help) {
   console.log(USAGE);
   process.exit(0);
@@ -41,9 +75,8 @@ try {
     redis.once('ready', resolve);
     setTimeout(() => reject(new Error('Redis did not answer within 5 s')), 5_000).unref();
   });
-  const id = await recordRevocation(redis, revocation, config.AUTH_MAX_TOKEN_LIFETIME_SECONDS * 1000);
-  const what = 'tokenId' in revocation ? `token ${revocation.tokenId}` : `tokens of ${revocation.subject} issued at or before ${new Date(revocation.issuedBefore).toISOString()}`;
-  console.log(`revoked ${what} (entry ${id}); every gateway refuses them within a second`);
+  const madeAt = await recordRevocation(redis, revocation, tokenClockOf(config));
+  console.log(`revoked ${named(revocation, madeAt)} at ${new Date(madeAt).toISOString()}; every gateway refuses them within a second`);
 } catch (error) {
   console.error(`could not record the revocation: ${(error as Error).message}`);
   process.exitCode = 1;

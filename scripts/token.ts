@@ -9,6 +9,7 @@ import { parseArgs } from 'node:util';
 // The sources, run as they are: the token needs no build.
 import { DEV_AUDIENCE, DEV_ISSUER } from '../shared/src/platform/dev-auth.ts';
 import { GATEWAY_ADMIN_SCOPE, readServiceList } from '../shared/src/platform/services.ts';
+import { subjectFlaw } from '../shared/src/platform/subject.ts';
 import { DEV_SIGNING_KEY_FILE, signDevToken } from './dev-token.ts';
 
 const services = readServiceList();
@@ -40,8 +41,11 @@ if (values.help) {
 const scopes = values.scope.split(',').map((scope) => scope.trim()).filter((scope) => scope !== '');
 const unknown = scopes.filter((scope) => !KNOWN_SCOPES.includes(scope));
 const ttl = Number(values.ttl);
-if (unknown.length > 0 || !Number.isInteger(ttl) || ttl < 1) {
-  console.error(`${USAGE}${unknown.length > 0 ? `\nunknown scopes: ${unknown.join(', ')}` : ''}`);
+// A subject the gateway would refuse (docs/api.md) makes a token that is no use.
+const flaw = subjectFlaw(values.sub);
+if (unknown.length > 0 || !Number.isInteger(ttl) || ttl < 1 || flaw !== undefined) {
+  const why = [unknown.length > 0 ? `unknown scopes: ${unknown.join(', ')}` : '', flaw === undefined ? '' : `the subject ${flaw}`].filter((line) => line !== '');
+  console.error([USAGE, ...why].join('\n'));
   process.exit(2);
 }
 const tokenId = randomUUID();

@@ -10,7 +10,7 @@ import { allowOnly, notFound as expressNotFound } from '@app/shared/platform/htt
 import { createLogger, type Logger } from '@app/shared/platform/logger';
 import { configureServerSpans } from '@app/shared/telemetry/spans';
 import { revocationEndpoint } from './auth/revocation-endpoint.js';
-import { recordRevocation, RevocationFeed, RevocationList } from './auth/revocations.js';
+import { recordRevocation, RevocationFeed, RevocationList, tokenClockOf } from './auth/revocations.js';
 import { TokenVerifier } from './auth/tokens.js';
 import { Fills } from './cache/fills.js';
 import { createMemoryTier, type MemoryTier } from './cache/memory-tier.js';
@@ -183,10 +183,10 @@ function redisParts(config: GatewayConfig, logger: Logger, parts: GatewayParts) 
 
 /** The administration endpoints: revocations, recorded in Redis and known here at once. */
 function adminEndpoints(config: GatewayConfig, redis: CacheClient, feed: RevocationFeed): Endpoint[] {
-  const keepForMs = config.AUTH_MAX_TOKEN_LIFETIME_SECONDS * 1000;
   return [revocationEndpoint(async (revocation) => {
-    await recordRevocation(redis, revocation, keepForMs);
+    const madeAt = await recordRevocation(redis, revocation, tokenClockOf(config));
     await feed.caughtUp();
+    return madeAt;
   })];
 }
 
@@ -196,7 +196,7 @@ function adminEndpoints(config: GatewayConfig, redis: CacheClient, feed: Revocat
  */
 function revocationParts(config: GatewayConfig, logger: Logger, pollMs = 250): { client: CacheClient; feed: RevocationFeed } {
   const client = createCacheClient(redisTarget(config), logger, { commandTimeoutMs: 2 * config.REDIS_COMMAND_TIMEOUT_MS, keyPrefix: config.REDIS_KEY_PREFIX });
-  const list = new RevocationList(config.AUTH_MAX_TOKEN_LIFETIME_SECONDS * 1000);
+  const list = new RevocationList(tokenClockOf(config));
   return { client, feed: new RevocationFeed(client, list, { pollMs, logger }) };
 }
 

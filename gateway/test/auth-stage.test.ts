@@ -69,7 +69,7 @@ async function decide(tokens: TokenVerifier | undefined, exchange: Exchange, tra
 
 describe('authStages: identify', () => {
   it('refuses with 401 invalid_token a revoked token, remembered or verified, still counting its caller', async () => {
-    const revocations = new RevocationList(3_600_000);
+    const revocations = new RevocationList({ maxLifetimeMs: 3_600_000, clockToleranceMs: 30_000 });
     revocations.add({ tokenId: 'token-of-mallory' }, Date.now());
     for (const options of [{ remembered: principal('mallory', ['users:read']) }, { verified: principal('mallory', ['users:read']) }]) {
       const { exchange, answer } = exchangeOf('GET', `/api/users/${ID}`, { authorization: BEARER });

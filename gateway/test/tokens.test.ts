@@ -16,9 +16,14 @@ function sign(key: KeyObject, options: { kid?: string; expiresIn?: number } = {}
     .setIssuer(rules.issuer)
     .setAudience(rules.audience)
     .setIssuedAt(now)
+    .setJti('alice-1')
     .setExpirationTime(now + (options.expiresIn ?? 3600))
     .sign(key);
 }
+
+/** A token with these claims (`sub`, `iss`, `aud`, `jti`, `iat` and `exp` a valid one would have, unless given), signed with `key`. */
+const claims = (key: KeyObject, payload: Record<string, unknown> = {}) =>
+  new SignJWT({ sub: 'alice', iss: rules.issuer, aud: rules.audience, jti: 'alice-2', iat: now, exp: now + 600, ...payload }).setProtectedHeader({ alg: 'ES256' }).sign(key);
 
 describe('TokenVerifier', () => {
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
@@ -27,7 +32,7 @@ describe('TokenVerifier', () => {
     const verifier = new TokenVerifier({ publicKey }, rules);
     const header = `Bearer ${await sign(privateKey)}`;
     expect(verifier.remembered(header)).toBeUndefined();
-    const alice = { subject: 'alice', forwardedSubject: 'alice', caller: 'sub:alice', scopes: new Set(['users:read']), tokenId: undefined, issuedAt: now * 1000 };
+    const alice = { subject: 'alice', forwardedSubject: 'alice', caller: 'sub:alice', scopes: new Set(['users:read']), tokenId: 'alice-1', issuedAt: now * 1000 };
     expect(await verifier.verify(header)).toStrictEqual(alice);
     expect(verifier.remembered(header)).toStrictEqual(alice);
     // Expired 10 s ago: still inside the clock tolerance, so accepted, but not remembered.
@@ -85,47 +90,77 @@ describe('TokenVerifier', () => {
 
   it('takes the scopes apart at any number of spaces', async () => {
     const verifier = new TokenVerifier({ publicKey }, rules);
-    const token = await new SignJWT({ scope: ' users:read  users:write ' })
-      .setProtectedHeader({ alg: 'ES256' })
-      .setSubject('alice')
-      .setIssuer(rules.issuer)
-      .setAudience(rules.audience)
-      .setIssuedAt()
-      .setExpirationTime('1h')
-      .sign(privateKey);
+    const token = await claims(privateKey, { scope: ' users:read  users:write ' });
     expect((await verifier.verify(`Bearer ${token}`))?.scopes).toEqual(new Set(['users:read', 'users:write']));
-    const unscoped = await new SignJWT({}).setProtectedHeader({ alg: 'ES256' }).setSubject('bob').setIssuer(rules.issuer).setAudience(rules.audience).setIssuedAt().setExpirationTime('1h').sign(privateKey);
+    const unscoped = await claims(privateKey, { sub: 'bob' });
     expect((await verifier.verify(`Bearer ${unscoped}`))?.scopes).toEqual(new Set());
   });
 
   it("carries the token's id (jti) and issue time, for revocations", async () => {
     const verifier = new TokenVerifier({ publicKey }, rules);
-    const token = await new SignJWT({}).setProtectedHeader({ alg: 'ES256' }).setSubject('bob').setIssuer(rules.issuer).setAudience(rules.audience).setJti('t-1').setIssuedAt(now - 60).setExpirationTime(now + 600).sign(privateKey);
+    const token = await claims(privateKey, { sub: 'bob', jti: 't-1', iat: now - 60 });
     expect(await verifier.verify(`Bearer ${token}`)).toMatchObject({ tokenId: 't-1', issuedAt: (now - 60) * 1000 });
   });
 
   it('accepts a subject of up to 255 characters, what a record keeps as its owner', async () => {
     const subject = 'a'.repeat(255);
-    const token = await new SignJWT({}).setProtectedHeader({ alg: 'ES256' }).setSubject(subject).setIssuer(rules.issuer).setAudience(rules.audience).setIssuedAt(now).setExpirationTime(now + 600).sign(privateKey);
+    const token = await claims(privateKey, { sub: subject });
     expect((await new TokenVerifier({ publicKey }, rules).verify(`Bearer ${token}`))?.subject).toBe(subject);
+  });
+
+  it("bounds a token by the gateway's clock: an iat at most the tolerance ahead, so no exp further than the longest life", async () => {
+    let clock = now * 1000;
+    const verifier = new TokenVerifier({ publicKey }, rules, () => clock);
+    const ahead = (seconds: number) => claims(privateKey, { jti: `ahead-${seconds}`, iat: now + seconds, exp: now + seconds + 600 });
+    expect(await verifier.verify(`Bearer ${await ahead(30)}`)).toMatchObject({ issuedAt: (now + 30) * 1000 });
+    const tooFar = `Bearer ${await ahead(31)}`;
+    await expect(verifier.verify(tooFar)).rejects.toMatchObject({ message: 'The access token was issued in the future (its iat is later than now)' });
+    // The same token, once the clock has come within the tolerance of its iat.
+    clock += 1_000;
+    expect(await verifier.verify(tooFar)).toMatchObject({ issuedAt: (now + 31) * 1000 });
+  });
+
+  it("refuses any other spelling of a token's signature than base64url's own", async () => {
+    const verifier = new TokenVerifier({ publicKey }, rules);
+    const token = await sign(privateKey);
+    const signature = token.slice(token.lastIndexOf('.') + 1);
+    // 64 bytes are 86 characters, the last holding 2 bits and 4 unused ones: set one, or pad.
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+    const last = alphabet.indexOf(signature.at(-1)!);
+    const otherBits = `${token.slice(0, -1)}${alphabet[last ^ 1]}`;
+    expect(Buffer.from(otherBits.slice(otherBits.lastIndexOf('.') + 1), 'base64url')).toEqual(Buffer.from(signature, 'base64url'));
+    for (const spelling of [otherBits, `${token}==`]) {
+      await expect(verifier.verify(`Bearer ${spelling}`)).rejects.toMatchObject({ name: 'InvalidToken', message: "The access token's signature is not in base64url's one spelling" });
+    }
+    expect(await verifier.verify(`Bearer ${token}`)).toMatchObject({ subject: 'alice' });
   });
 
   it('says why it refuses a token, in words the client can act on', async () => {
     const other = generateKeyPairSync('ec', { namedCurve: 'P-256' });
     const p384 = generateKeyPairSync('ec', { namedCurve: 'P-384' });
-    const claims = (payload: Record<string, unknown> = {}) =>
-      new SignJWT({ sub: 'alice', iss: rules.issuer, aud: rules.audience, iat: now, exp: now + 600, ...payload }).setProtectedHeader({ alg: 'ES256' });
+    const signed = (payload: Record<string, unknown>) => claims(privateKey, payload);
     const cases: [string, string, KeySource?][] = [
       [await sign(privateKey, { expiresIn: -120 }), 'The access token has expired'],
-      [await claims({ nbf: Math.floor(Date.now() / 1000) + 600 }).sign(privateKey), 'The access token is not valid yet'],
-      [await claims({ aud: 'elsewhere' }).sign(privateKey), "The access token's aud claim is not accepted here"],
-      [await claims({ exp: undefined }).sign(privateKey), 'The access token has no exp claim'],
-      [await claims({ iat: undefined }).sign(privateKey), 'The access token has no iat claim'],
-      [await claims({ iat: 'then' }).sign(privateKey), "The access token's iat claim is not accepted here"],
-      [await claims({ exp: now + 86_401 }).sign(privateKey), 'The access token lives longer than this gateway accepts'],
-      [await claims({ sub: '' }).sign(privateKey), "The access token's sub claim is not accepted here"],
-      [await claims({ sub: 'a\uD800' }).sign(privateKey), "The access token's sub claim is not accepted here"],
-      [await claims({ sub: 'a'.repeat(256) }).sign(privateKey), "The access token's sub claim is not accepted here"],
+      [await signed({ nbf: Math.floor(Date.now() / 1000) + 600 }), 'The access token is not valid yet'],
+      [await signed({ aud: 'elsewhere' }), "The access token's aud claim is not accepted here"],
+      [await signed({ exp: undefined }), 'The access token has no exp claim'],
+      [await signed({ iat: undefined }), 'The access token has no iat claim'],
+      [await signed({ iat: 'then' }), "The access token's iat claim is not accepted here"],
+      [await signed({ exp: now + 86_401 }), 'The access token lives longer than this gateway accepts'],
+      [await signed({ iat: now + 120 }), 'The access token was issued in the future (its iat is later than now)'],
+      // Ten years ahead, with a life of a minute: a token bounded only by its own claims.
+      [await signed({ iat: now + 315_360_000 - 60, exp: now + 315_360_000 }), 'The access token was issued in the future (its iat is later than now)'],
+      [await signed({ iat: 1e15, exp: 1e15 }), 'The access token was issued in the future (its iat is later than now)'],
+      [await signed({ jti: undefined }), 'The access token has no jti claim'],
+      [await signed({ jti: '' }), "The access token's jti claim is not accepted here"],
+      [await signed({ jti: 7 }), "The access token's jti claim is not accepted here"],
+      [await signed({ jti: 'j'.repeat(256) }), "The access token's jti claim is not accepted here"],
+      [await signed({ sub: '' }), "The access token's sub claim is not a string of 1 to 255 characters"],
+      [await signed({ sub: 'a'.repeat(256) }), "The access token's sub claim is not a string of 1 to 255 characters"],
+      [await signed({ sub: 'a\uD800' }), "The access token's sub claim holds a lone surrogate"],
+      [await signed({ sub: 'al\u0085ice' }), "The access token's sub claim holds a control character"],
+      [await signed({ sub: 'alice ' }), "The access token's sub claim begins or ends with white space"],
+      [await signed({ sub: 'cafe\u0301' }), "The access token's sub claim is not in Unicode NFC"],
       [await new SignJWT({ sub: 'alice' }).setProtectedHeader({ alg: 'ES384' }).sign(p384.privateKey), "The access token's signature algorithm is not accepted"],
       [await sign(other.privateKey), "The access token's signature is not valid"],
       [await sign(privateKey, { kid: 'two' }), 'No key this gateway trusts signed the access token', { publicKey: { keys: [{ ...publicKey.export({ format: 'jwk' }), kid: 'one' }] } }],

@@ -4,7 +4,9 @@
  * replicas sharing a Redis then refuse it within a second on a warm cache hit, a miss and a write,
  * and on its caller's own cached read of a service whose records only their owners see ("owner":
  * "all"); a replica started afterwards refuses it from its first request; other tokens go on working.
- * `npm run revoke` does the same from a shell.
+ * A subject's revocation covers a token minted before it whose `iat` is later (within the clock
+ * tolerance), and an ECDSA signature's twin is revoked with its token. `npm run revoke` does the same
+ * from a shell, given a token id or a whole token.
  */
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -149,12 +151,64 @@ if (ownersOnly) {
 }
 
 describe('a subject revoked until a time', () => {
-  it('keeps the tokens issued after that time', async () => {
+  it('keeps the tokens issued after that time (and the clock tolerance)', async () => {
     const subject = `client-${randomUUID()}`;
     const token = await testToken({ subject });
     const response = await revoke({ subject, issuedBefore: new Date(Date.now() - 60_000).toISOString() });
     expect(response.status).toBe(201);
     expect((await client(replica.url, { token }).get(productPath)).status).toBe(200);
+  });
+
+  it('is never later than when it was made', async () => {
+    const before = Date.now();
+    const response = await revoke({ subject: `client-${randomUUID()}`, issuedBefore: new Date(before + 3_600_000).toISOString() });
+    expect(response.status).toBe(201);
+    expect(Date.parse(response.body.issuedBefore as string)).toBeLessThanOrEqual(Date.now());
+  });
+});
+
+describe('a subject revoked now', () => {
+  it('refuses a token minted before, whose iat is later than the revocation (within the clock tolerance)', async () => {
+    const subject = `client-${randomUUID()}`;
+    // An issuer whose clock runs 25 s ahead: within the tolerance, so the token is good until revoked.
+    const ahead = await testToken({ subject, issuedIn: 25 });
+    expect((await client(replica.url, { token: ahead }).get(productPath)).status).toBe(200);
+    expect((await revoke({ subject })).status).toBe(201);
+    expect(await untilRefused(replica, ahead, productPath)).toBeLessThanOrEqual(WITHIN_MS);
+    expectRevoked(await client(stack.gateway.url, { token: ahead }).get(productPath));
+  });
+});
+
+/** The other spelling of an ES256 signature (r, s): (r, n − s), which verifies as well. */
+function ecdsaTwin(token: string): string {
+  const P256_ORDER = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n;
+  const [header, payload, signature] = token.split('.') as [string, string, string];
+  const bytes = Buffer.from(signature, 'base64url');
+  const s = BigInt(`0x${bytes.subarray(32).toString('hex')}`);
+  const twinS = Buffer.from((P256_ORDER - s).toString(16).padStart(64, '0'), 'hex');
+  return `${header}.${payload}.${Buffer.concat([bytes.subarray(0, 32), twinS]).toString('base64url')}`;
+}
+
+describe("an ECDSA signature's twin (S for n − S)", () => {
+  it('is the same token: let in with it, and refused with it once its jti is revoked', async () => {
+    const tokenId = randomUUID();
+    const token = await testToken({ tokenId });
+    const twin = ecdsaTwin(token);
+    expect(twin).not.toBe(token);
+    for (const spelling of [token, twin]) expect((await client(replica.url, { token: spelling }).get(productPath)).status).toBe(200);
+    expect((await revoke({ tokenId })).status).toBe(201);
+    for (const spelling of [token, twin]) expect(await untilRefused(replica, spelling, productPath)).toBeLessThanOrEqual(WITHIN_MS);
+  });
+});
+
+describe('one token revoked with its exp', () => {
+  it('is recorded with it, and refused', async () => {
+    const tokenId = randomUUID();
+    const token = await testToken({ tokenId });
+    const expiresAt = new Date(Date.now() + 10 * 365 * 86_400_000).toISOString();
+    const response = await revoke({ tokenId, expiresAt });
+    expect({ status: response.status, body: response.body }).toEqual({ status: 201, body: { tokenId, expiresAt } });
+    expect(await untilRefused(replica, token, productPath)).toBeLessThanOrEqual(WITHIN_MS);
   });
 });
 
@@ -196,6 +250,10 @@ describe('the revocation endpoint', () => {
     ['an empty token id', { tokenId: '' }],
     ['a time that is not RFC 3339', { subject: 'y', issuedBefore: 'yesterday' }],
     ['a member it does not know', { tokenId: 'x', reason: 'leaked' }],
+    ['a subject no token can have (a trailing space)', { subject: 'mallory ' }],
+    ['a subject no token can have (not NFC)', { subject: 'cafe\u0301' }],
+    ['an exp that is not RFC 3339', { tokenId: 'x', expiresAt: 'never' }],
+    ['an exp for a subject', { subject: 'y', expiresAt: '2030-01-01T00:00:00Z' }],
   ])('refuses %s with a 400 naming the problem', async (_, body) => {
     expectProblem(await revoke(body), 400, 'validation');
   });
@@ -218,7 +276,19 @@ describe('npm run revoke', () => {
     expect(await untilRefused(replica, token, productPath)).toBeLessThanOrEqual(WITHIN_MS);
   });
 
+  it('revokes a whole token by its jti, with its exp', async () => {
+    const tokenId = randomUUID();
+    const token = await testToken({ tokenId });
+    expect((await client(replica.url, { token }).get(productPath)).status).toBe(200);
+    const { stdout } = await revokeCommand(['--token', token]);
+    const expiresAt = new Date(JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()).exp * 1000).toISOString();
+    expect(stdout).toContain(`revoked token ${tokenId} (expiring ${expiresAt})`);
+    expect(await untilRefused(replica, token, productPath)).toBeLessThanOrEqual(WITHIN_MS);
+  });
+
   it('refuses arguments that name no revocation, with its usage (exit 2)', async () => {
-    await expect(revokeCommand(['--jti', 'x', '--sub', 'y'])).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('usage: npm run revoke') });
+    for (const args of [['--jti', 'x', '--sub', 'y'], ['--token', 'not-a-jwt'], ['--sub', 'mallory ']]) {
+      await expect(revokeCommand(args)).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('usage: npm run revoke') });
+    }
   });
 });

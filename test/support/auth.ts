@@ -20,14 +20,16 @@ export interface TokenOptions {
   subject?: string;
   /** Seconds from now; negative for a token that has already expired. */
   expiresIn?: number;
+  /** Seconds from now of its `iat` (now unless given). */
+  issuedIn?: number;
   issuer?: string;
   audience?: string;
   notBefore?: number;
   /** Another key (a KeyObject or secret bytes) and its algorithm. */
   key?: Parameters<SignJWT['sign']>[0];
   algorithm?: string;
-  /** Its `jti` (a new UUID unless given). */
-  tokenId?: string;
+  /** Its `jti` (a new UUID unless given; none with null). */
+  tokenId?: string | null;
 }
 
 /** The subject of the tokens `client()` sends by default. */
@@ -41,9 +43,9 @@ export function testToken(options: TokenOptions = {}): Promise<string> {
     .setSubject(options.subject ?? DEFAULT_SUBJECT)
     .setIssuer(options.issuer ?? TEST_RULES.issuer)
     .setAudience(options.audience ?? TEST_RULES.audience)
-    .setIssuedAt(now)
-    .setJti(options.tokenId ?? randomUUID())
+    .setIssuedAt(now + (options.issuedIn ?? 0))
     .setExpirationTime(now + (options.expiresIn ?? 3600));
+  if (options.tokenId !== null) jwt.setJti(options.tokenId ?? randomUUID());
   if (options.notBefore !== undefined) jwt.setNotBefore(now + options.notBefore);
   return jwt.sign(options.key ?? privateKey);
 }

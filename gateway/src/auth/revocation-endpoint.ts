@@ -1,49 +1,79 @@
 import { headers, json, problemResponse, type Endpoint } from '@app/shared/api-description/openapi';
 import { HttpProblem, problems } from '@app/shared/platform/problem';
 import { GATEWAY_ADMIN_SCOPE } from '@app/shared/platform/services';
-import { decodeSubject, SUBJECT_HEADER } from '@app/shared/platform/subject';
+import { decodeSubject, MAX_SUBJECT_LENGTH, SUBJECT_HEADER, subjectFlaw } from '@app/shared/platform/subject';
 import { parseOrThrow } from '@app/shared/platform/validation';
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
 import { ADMIN_PATH } from '../routing.js';
 import type { Revocation } from './revocations.js';
+import { MAX_TOKEN_ID_LENGTH } from './tokens.js';
 
 export const REVOCATIONS_PATH = `${ADMIN_PATH}/revocations`;
 
-const tokenId = z.string().min(1).max(255).meta({ description: "The token's `jti`." });
-const subject = z.string().min(1).max(1024).meta({ description: "The tokens' `sub`." });
+const tokenId = z.string().min(1).max(MAX_TOKEN_ID_LENGTH).meta({ description: "The token's `jti`." });
+const subject = z
+  .string()
+  .min(1)
+  .max(MAX_SUBJECT_LENGTH)
+  .superRefine((value, context) => {
+    // Its length has its own checks (above), with their own messages.
+    const flaw = value === '' || value.length > MAX_SUBJECT_LENGTH ? undefined : subjectFlaw(value);
+    if (flaw !== undefined) context.addIssue({ code: 'custom', message: flaw });
+  })
+  .meta({ description: "The tokens' `sub`: one a token can have (1 to 255 characters, no control character, no white space at either end, Unicode NFC)." });
+const time = (description: string) => z.iso.datetime({ offset: true }).optional().meta({ description });
 
-/** One token by its id, or every token of a subject issued at or before a time (now, by default). */
-const revocationInput = z.union([
-  z.strictObject({ tokenId }),
-  z.strictObject({
-    subject,
-    issuedBefore: z.iso.datetime({ offset: true }).optional().meta({ description: 'Tokens issued at or before this time (RFC 3339) are refused; now when left out.' }),
-  }),
-]).meta({ id: 'RevocationInput' });
+/** One token by its id (and its `exp`, when known), or every token of a subject issued before a time (now, by default). */
+const revocationInput = z
+  .union([
+    z.strictObject({
+      tokenId,
+      expiresAt: time("The token's `exp` (RFC 3339), when known: the revocation is then kept until it (and the clock tolerance) at least, which covers a token dated in the future too."),
+    }),
+    z.strictObject({
+      subject,
+      issuedBefore: time('Tokens issued up to this time (RFC 3339, never later than now; now when left out), and up to the clock tolerance after it, are refused.'),
+    }),
+  ])
+  .meta({ id: 'RevocationInput' });
 
 const revocationOutput = z
-  .union([z.strictObject({ tokenId }), z.strictObject({ subject, issuedBefore: z.iso.datetime() })])
+  .union([z.strictObject({ tokenId, expiresAt: z.iso.datetime().optional() }), z.strictObject({ subject, issuedBefore: z.iso.datetime() })])
   .meta({ id: 'Revocation' });
 
-/** What the endpoint hands on: it resolves once Redis holds the revocation, and rejects when it does not. */
-export type RecordRevocation = (revocation: Revocation) => Promise<void>;
+/**
+ * What the endpoint hands on: it resolves once Redis holds the revocation, with when it was made (ms,
+ * by Redis's clock), and rejects when Redis does not hold it.
+ */
+export type RecordRevocation = (revocation: Revocation) => Promise<number>;
+
+function revocationFrom(input: z.output<typeof revocationInput>): Revocation {
+  if ('tokenId' in input) return input.expiresAt === undefined ? { tokenId: input.tokenId } : { tokenId: input.tokenId, expiresAt: Date.parse(input.expiresAt) };
+  return input.issuedBefore === undefined ? { subject: input.subject } : { subject: input.subject, issuedBefore: Date.parse(input.issuedBefore) };
+}
+
+/** The revocation as recorded: a subject's, until the time it was made at the latest. */
+function shown(revocation: Revocation, madeAt: number): z.output<typeof revocationOutput> {
+  const iso = (time: number) => new Date(time).toISOString();
+  if (!('tokenId' in revocation)) return { subject: revocation.subject, issuedBefore: iso(Math.min(revocation.issuedBefore ?? madeAt, madeAt)) };
+  return revocation.expiresAt === undefined ? { tokenId: revocation.tokenId } : { tokenId: revocation.tokenId, expiresAt: iso(revocation.expiresAt) };
+}
 
 const unrecorded = (cause: unknown) => problems.unavailable('The revocation could not be recorded (Redis is unavailable); try again shortly', cause);
 
-function handler(record: RecordRevocation, now: () => number): RequestHandler {
+function handler(record: RecordRevocation): RequestHandler {
   return async (req, res) => {
-    const input = parseOrThrow(revocationInput, req.body);
-    const revocation: Revocation = 'tokenId' in input ? input : { subject: input.subject, issuedBefore: input.issuedBefore ? Date.parse(input.issuedBefore) : now() };
+    const revocation = revocationFrom(parseOrThrow(revocationInput, req.body));
+    let madeAt: number;
     try {
-      await record(revocation);
+      madeAt = await record(revocation);
     } catch (error) {
       throw unrecorded(error);
     }
     const by = decodeSubject(String(req.headers[SUBJECT_HEADER] ?? ''));
     res.locals.log.info({ revocation, by }, 'Token revocation recorded');
-    const shown = 'tokenId' in revocation ? revocation : { subject: revocation.subject, issuedBefore: new Date(revocation.issuedBefore).toISOString() };
-    res.status(201).json(shown);
+    res.status(201).json(shown(revocation, madeAt));
   };
 }
 
@@ -53,7 +83,7 @@ function handler(record: RecordRevocation, now: () => number): RequestHandler {
  * the auth stage like an API scope. Without `record` (the gateway checks no tokens) it is only
  * described.
  */
-export function revocationEndpoint(record?: RecordRevocation, now: () => number = Date.now): Endpoint {
+export function revocationEndpoint(record?: RecordRevocation): Endpoint {
   const at = REVOCATIONS_PATH;
   return {
     path: REVOCATIONS_PATH,
@@ -63,7 +93,7 @@ export function revocationEndpoint(record?: RecordRevocation, now: () => number 
         operationId: 'createRevocation',
         summary: 'Revoke access tokens',
         description:
-          'Revokes one token (by its `jti`) or every token of a subject issued at or before a time, while the gateway checks tokens (404 otherwise). Every gateway replica refuses them within a second, cache hits included, with a 401 (`error="invalid_token"`). A revocation is kept until every token it names has expired (AUTH_MAX_TOKEN_LIFETIME_SECONDS).',
+          'Revokes one token (by its `jti`) or every token of a subject issued before a time (now at the latest), while the gateway checks tokens (404 otherwise). Every gateway replica refuses them within a second, cache hits included, with a 401 (`error="invalid_token"`). A revocation is kept until every token it names has expired; what each kind covers exactly is in the API guide (docs/api.md, "Revoked tokens").',
         security: [{ bearerAuth: [GATEWAY_ADMIN_SCOPE] }],
         requestBody: { required: true, content: json(revocationInput, { subject: 'mallory' }) },
         responses: {
@@ -73,7 +103,7 @@ export function revocationEndpoint(record?: RecordRevocation, now: () => number 
           403: problemResponse(403, { problem: new HttpProblem('insufficient-scope', `This request needs the ${GATEWAY_ADMIN_SCOPE} scope, which the access token does not grant`), at }, { 'WWW-Authenticate': 'WWWAuthenticate' }, ['insufficient-scope']),
           503: problemResponse(503, { problem: unrecorded(undefined), at }),
         },
-        handlers: record ? [handler(record, now)] : [],
+        handlers: record ? [handler(record)] : [],
       },
     },
   };

@@ -1,8 +1,8 @@
 import type { KeyObject } from 'node:crypto';
-import { createLocalJWKSet, createRemoteJWKSet, errors, jwtVerify, type JWTVerifyGetKey } from 'jose';
+import { createLocalJWKSet, createRemoteJWKSet, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { VerificationKey } from '../config.js';
-import { encodeSubject, MAX_SUBJECT_LENGTH } from '@app/shared/platform/subject';
+import { encodeSubject, subjectFlaw } from '@app/shared/platform/subject';
 import type { RevocableToken } from './revocations.js';
 
 /** Who a verified token speaks for, and what it may do. */
@@ -38,11 +38,15 @@ export interface TokenRules {
   algorithms: string[];
   clockToleranceSeconds: number;
   /**
-   * The longest a token may live (`exp` − `iat`): a revocation is kept this long, so a token that
-   * lived longer could outlive the revocation that names it.
+   * The longest a token may live (`exp` − `iat`). With `iat` no later than the clock (and the
+   * tolerance), no token is valid later than this from now: a revocation kept this long (and twice
+   * the tolerance) outlives every token it names (revocations.ts).
    */
   maxLifetimeSeconds: number;
 }
+
+/** The longest `jti` a token may have: what POST /admin/revocations takes, so that every token can be revoked by its id. */
+export const MAX_TOKEN_ID_LENGTH = 255;
 
 /** A key given in the config, or a JWKS URL (`refetchCooldownMs`: at most one fetch per this long, 30 s by default). */
 export type KeySource = { publicKey: VerificationKey } | { jwksUrl: string; refetchCooldownMs?: number };
@@ -80,6 +84,18 @@ function reason(error: unknown): string {
   if (error instanceof errors.JWSSignatureVerificationFailed) return "The access token's signature is not valid";
   if (error instanceof errors.JWKSNoMatchingKey || error instanceof errors.JWKSMultipleMatchingKeys) return 'No key this gateway trusts signed the access token';
   return 'The access token is malformed';
+}
+
+/**
+ * Whether a compact JWS's signature is spelled as base64url spells its bytes (RFC 7515 §2: no
+ * padding, unused bits zero). The signature is the one part of a token that its signature does not
+ * cover, and decoders take other spellings of it too: each would be another header for the same
+ * token, verified and remembered apart. (An ECDSA signature's twin, S for n − S, is let in: see
+ * docs/api.md.)
+ */
+function hasCanonicalSignature(token: string): boolean {
+  const signature = token.slice(token.lastIndexOf('.') + 1);
+  return Buffer.from(signature, 'base64url').toString('base64url') === signature;
 }
 
 // RFC 6750: `Bearer` and a b64token.
@@ -138,6 +154,7 @@ export class TokenVerifier {
     if (token === undefined) return undefined;
     const known = this.remembered(authorization);
     if (known) return known;
+    const now = this.now();
     let payload;
     try {
       const options = {
@@ -145,7 +162,8 @@ export class TokenVerifier {
         audience: this.rules.audience,
         algorithms: this.rules.algorithms,
         clockTolerance: this.rules.clockToleranceSeconds,
-        requiredClaims: ['exp', 'iat', 'sub'],
+        currentDate: new Date(now),
+        requiredClaims: ['exp', 'iat', 'sub', 'jti'],
       };
       ({ payload } =
         typeof this.#keys === 'function' ? await jwtVerify(token, this.#keys, options) : await jwtVerify(token, this.#keys, options));
@@ -155,25 +173,37 @@ export class TokenVerifier {
       if (error instanceof KeysUnavailable) throw error;
       throw new InvalidToken(reason(error));
     }
-    // A lone surrogate has no UTF-8 form: it could be neither encoded for the services nor compared as
-    // text. The services record a subject as a record's owner, in at most MAX_SUBJECT_LENGTH characters.
-    if (typeof payload.sub !== 'string' || payload.sub === '' || payload.sub.length > MAX_SUBJECT_LENGTH || !payload.sub.isWellFormed()) {
-      throw new InvalidToken("The access token's sub claim is not accepted here");
-    }
-    // `exp` and `iat` are required claims: jose refused the token without them.
-    const issuedAt = (payload.iat ?? 0) * 1000;
-    const expiresAt = (payload.exp ?? 0) * 1000;
-    if (expiresAt - issuedAt > this.rules.maxLifetimeSeconds * 1000) throw new InvalidToken('The access token lives longer than this gateway accepts');
+    if (!hasCanonicalSignature(token)) throw new InvalidToken("The access token's signature is not in base64url's one spelling");
+    const { issuedAt, expiresAt } = this.#lifetime(payload, now);
+    const flaw = subjectFlaw(payload.sub);
+    if (flaw !== undefined) throw new InvalidToken(`The access token's sub claim ${flaw}`);
+    const subject = payload.sub as string;
+    const { jti } = payload;
+    if (typeof jti !== 'string' || jti === '' || jti.length > MAX_TOKEN_ID_LENGTH) throw new InvalidToken("The access token's jti claim is not accepted here");
     const scope = typeof payload.scope === 'string' ? payload.scope : '';
     const principal: Principal = {
-      subject: payload.sub,
-      forwardedSubject: encodeSubject(payload.sub),
-      caller: `sub:${payload.sub}`,
+      subject,
+      forwardedSubject: encodeSubject(subject),
+      caller: `sub:${subject}`,
       scopes: new Set(scope.split(' ').filter((s) => s !== '')),
-      tokenId: typeof payload.jti === 'string' && payload.jti !== '' ? payload.jti : undefined,
+      tokenId: jti,
       issuedAt,
     };
-    if (expiresAt > this.now()) this.#verified.set(authorization.slice(-FINGERPRINT_CHARS), { authorization, principal, expiresAt });
+    if (expiresAt > now) this.#verified.set(authorization.slice(-FINGERPRINT_CHARS), { authorization, principal, expiresAt });
     return principal;
+  }
+
+  /**
+   * A verified token's `iat` and `exp` (ms), bounded by the gateway's clock and not only by each
+   * other: `iat` no later than now (and the tolerance), and `exp` − `iat` within the longest
+   * lifetime, so that no token is valid further ahead than that lifetime and the tolerance.
+   */
+  #lifetime(payload: JWTPayload, now: number): { issuedAt: number; expiresAt: number } {
+    // `exp` and `iat` are required claims, NumericDates: jose refused the token without them.
+    const issuedAt = (payload.iat ?? 0) * 1000;
+    const expiresAt = (payload.exp ?? 0) * 1000;
+    if (issuedAt > now + this.rules.clockToleranceSeconds * 1000) throw new InvalidToken('The access token was issued in the future (its iat is later than now)');
+    if (expiresAt - issuedAt > this.rules.maxLifetimeSeconds * 1000) throw new InvalidToken('The access token lives longer than this gateway accepts');
+    return { issuedAt, expiresAt };
   }
 }
