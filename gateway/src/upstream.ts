@@ -38,6 +38,15 @@ const SET_BEFORE_THE_HOP = new Set([SUBJECT_HEADER, ROLE_HEADER]);
 const staysHere = (name: string, named: ReadonlySet<string> | undefined): boolean =>
   HOP_BY_HOP.has(name) || name.startsWith('proxy-') || (named !== undefined && named.has(name));
 
+/** The headers a `Connection` value names, but those set before the hop; undefined for the usual `keep-alive` or `close`, which name none. */
+function namedByConnection(connection: string): Set<string> | undefined {
+  const usual = connection.toLowerCase();
+  if (usual === 'keep-alive' || usual === 'close') return undefined;
+  const named = new Set(usual.split(',').map((token) => token.trim()));
+  for (const name of SET_BEFORE_THE_HOP) named.delete(name);
+  return named;
+}
+
 /**
  * A request's headers as its service gets them: without those about the client's connection to the
  * gateway (staysHere), which is not the gateway's to the service: a client's `Connection: close`
@@ -45,12 +54,7 @@ const staysHere = (name: string, named: ReadonlySet<string> | undefined): boolea
  * is nothing to drop; else a new one (not `delete`: see `without` in stages/auth.ts).
  */
 export function endToEndHeaders(headers: http.IncomingHttpHeaders): http.IncomingHttpHeaders {
-  const connection = headers.connection;
-  let named: Set<string> | undefined;
-  if (connection !== undefined) {
-    named = new Set(connection.split(',').map((token) => token.trim().toLowerCase()));
-    for (const name of SET_BEFORE_THE_HOP) named.delete(name);
-  }
+  const named = headers.connection === undefined ? undefined : namedByConnection(headers.connection);
   for (const name in headers) {
     if (!staysHere(name, named)) continue;
     const kept: http.IncomingHttpHeaders = {};
@@ -59,6 +63,7 @@ export function endToEndHeaders(headers: http.IncomingHttpHeaders): http.Incomin
   }
   return headers;
 }
+
 /** The service was too slow: no response headers, or no end of its response body, in time. */
 class UpstreamTimeout extends Error {
   constructor(

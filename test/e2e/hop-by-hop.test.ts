@@ -56,9 +56,9 @@ const HOSTILE = {
 const STAYING = ['x-foo', 'keep-alive', 'te', 'upgrade', 'proxy-authorization', 'proxy-connection', 'transfer-encoding'];
 
 /** One request on a connection of its own (the client's `Connection: close`), a body sent chunked when given. */
-function send(method: string, path: string, body?: string): Promise<number> {
+function send(method: string, path: string, body?: string, headers: http.OutgoingHttpHeaders = HOSTILE): Promise<number> {
   return new Promise((resolve, reject) => {
-    const request = http.request(`${gateway.url}${path}`, { method, agent: false, headers: { ...HOSTILE, authorization: `Bearer ${defaultToken}`, 'content-type': 'application/json' } }, (response) => {
+    const request = http.request(`${gateway.url}${path}`, { method, agent: false, headers: { ...headers, authorization: `Bearer ${defaultToken}`, 'content-type': 'application/json' } }, (response) => {
       response.resume();
       response.on('end', () => resolve(response.statusCode ?? 0));
     });
@@ -77,7 +77,7 @@ function expectOnlyEndToEnd(headers: http.IncomingHttpHeaders) {
   expect(headers[SUBJECT_HEADER]).toBe(DEFAULT_SUBJECT);
 }
 
-test('a proxied write reaches the service without them, its body framed anew, over one kept-alive connection', async () => {
+test('proxied writes reach the service without them, their bodies framed anew, over one kept-alive connection', async () => {
   expect(await send('PATCH', '/api/users/0193a5c2-7b1e-7c4d-9a61-2f0c1b9e8d40', '{"name":"a"}')).toBe(200);
   expect(await send('PATCH', '/api/users/0193a5c2-7b1e-7c4d-9a61-2f0c1b9e8d40', '{"name":"b"}')).toBe(200);
   expect(heard.map(({ body }) => body)).toEqual(['{"name":"a"}', '{"name":"b"}']);
@@ -85,8 +85,11 @@ test('a proxied write reaches the service without them, its body framed anew, ov
     expectOnlyEndToEnd(headers);
     expect(headers['content-length']).toBe('12');
   }
-  const [first, second] = heard;
-  expect(second!.connection).toBe(first!.connection);
+  // And the plain, usual `Connection: close` of a client.
+  expect(await send('PATCH', '/api/users/0193a5c2-7b1e-7c4d-9a61-2f0c1b9e8d40', '{"name":"c"}', { connection: 'close' })).toBe(200);
+  const [first, second, third] = heard;
+  expect(third!.headers.connection).toBe('keep-alive');
+  expect([second!.connection, third!.connection]).toEqual([first!.connection, first!.connection]);
 });
 
 test('a cache fill reaches the service without them', async () => {
