@@ -102,6 +102,12 @@ export const configSchema = z.object({
   CACHE_STALE_SECONDS: seconds(300, 0),
   /** Bytes of hot entries each gateway keeps in memory in front of Redis; 0 turns that tier off. */
   CACHE_MEMORY_MB: megabytes(16, 4096),
+  /** The memory the gateway may use (overload.ts); 0: its container's limit (cgroup), else 256. */
+  GATEWAY_MEMORY_LIMIT_MB: megabytes(0, 1_048_576),
+  /** The shares of that limit (and of V8's heap limit) at which it stops keep-alive, stops storing new cache entries, and sheds. */
+  OVERLOAD_CLOSE_PERCENT: count(80, 1, 100),
+  OVERLOAD_NO_STORE_PERCENT: count(90, 1, 100),
+  OVERLOAD_SHED_PERCENT: count(95, 1, 100),
   AUTH_ENABLED: flag(true),
   AUTH_PUBLIC_KEY: verificationKey,
   AUTH_JWKS_URL: optionalUrl(HTTP_SCHEMES),

@@ -20,6 +20,7 @@ import { authConfigProblems, upstreamSettings, type GatewayConfig, type ServedUp
 import { exchangeOf } from './exchange.js';
 import { GatewayMetrics } from './metrics.js';
 import { openApiRoutes } from './openapi.js';
+import { containerMemoryLimitBytes, OverloadManager, overloadConfigProblems, overloadSettings, type MemoryReader } from './overload.js';
 import { pipeline, type Stage } from './pipeline.js';
 import { RateLimits } from './rate-limit.js';
 import { createCacheClient, redisTarget, type CacheClient } from './redis.js';
@@ -31,6 +32,7 @@ import { CacheRead } from './stages/cache-read.js';
 import { canonicalOnly } from './stages/canonical.js';
 import { corsStages } from './stages/cors.js';
 import { notFound } from './stages/not-found.js';
+import { overloadStage } from './stages/overload.js';
 import { ownEndpoints } from './stages/own-endpoints.js';
 import { proxyStage } from './stages/proxy.js';
 import { rateLimitStage } from './stages/rate-limit.js';
@@ -55,6 +57,8 @@ export interface GatewayParts {
   now?: () => number;
   /** How often the revocations are read from Redis (ms): 250 unless given. */
   revocationPollMs?: number;
+  /** What the overload manager reads memory with: the process's own unless given. */
+  readMemory?: MemoryReader;
 }
 
 export interface Gateway {
@@ -81,7 +85,7 @@ const OWN_ROUTES = new Set(PROBE_PATHS);
  */
 export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): Gateway {
   const { upstreams, problems } = upstreamSettings(config);
-  const configProblems = [...(parts.tokens ? [] : authConfigProblems(config)), ...problems];
+  const configProblems = [...(parts.tokens ? [] : authConfigProblems(config)), ...problems, ...overloadConfigProblems(config)];
   if (configProblems.length > 0) throw new ConfigError(configProblems);
   const logger = parts.logger ?? createLogger('gateway', config.LOG_LEVEL);
   const lifecycle = parts.lifecycle ?? new Lifecycle();
@@ -100,6 +104,7 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
   });
   const tokens = parts.tokens ?? (config.AUTH_ENABLED ? tokenVerifier(config) : undefined);
   const writer = new ResponseWriter((outcome) => metrics.cacheOutcome(outcome));
+  const overload = overloadManager(config, logger, metrics, parts.readMemory);
   const hops = serviceHops(config, upstreams, { writer, metrics, cache: redis.cache, resolveReplicas: parts.resolveReplicas });
   if (redis.cache) metrics.observeCache(redis.cache);
   const cors = config.CORS_ORIGINS.length > 0 ? corsStages(config.CORS_ORIGINS, writer) : undefined;
@@ -109,13 +114,14 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
   // The order a request meets them in: docs/architecture.md draws it.
   const stages: (Stage | undefined)[] = [
     cors?.headers,
+    overloadStage(overload, writer, metrics.overloadShed),
     auth.identify,
     redis.limits && rateLimitStage({ limits: redis.limits, trustedProxyHops: config.TRUSTED_PROXY_HOPS, writer }),
     cors?.preflight,
     tokens && auth.enforce,
     canonicalOnly(writer),
     ownEndpoints(app, writer),
-    redis.cache && new CacheRead({ cache: redis.cache, fills: new Fills(), hops, writer }),
+    redis.cache && new CacheRead({ cache: redis.cache, fills: new Fills(), hops, writer, pressure: overload }),
     proxyStage(hops),
     notFound(writer),
   ];
@@ -128,9 +134,10 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
     logger,
     lifecycle,
     cache: redis.cache,
-    details: describe(config, upstreams, redis, tokens),
+    details: { ...describe(config, upstreams, redis, tokens), memory: overload.settings },
     ready: revocations ? revocations.feed.start() : Promise.resolve(),
     release: async () => {
+      overload.stop();
       revocations?.feed.stop();
       revocations?.client.disconnect();
       for (const hop of hops.values()) hop.close();
@@ -138,6 +145,14 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
       await redis.release();
     },
   };
+}
+
+/** The overload manager (overload.ts), its level on /metrics, reading memory from now on. */
+function overloadManager(config: GatewayConfig, logger: Logger, metrics: GatewayMetrics, readMemory: MemoryReader | undefined): OverloadManager {
+  const overload = new OverloadManager(overloadSettings(config, containerMemoryLimitBytes()), { logger, read: readMemory });
+  metrics.observeOverload(overload);
+  overload.start();
+  return overload;
 }
 
 /** The Redis-backed parts: the cache with its memory tier, and the rate limits; and how to close what was made here. */

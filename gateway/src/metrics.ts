@@ -126,6 +126,12 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly #overloadShed = new Counter({
+    name: 'gateway_overload_shed_total',
+    help: 'Requests refused with 503 because the gateway\'s memory was past OVERLOAD_SHED_PERCENT of its limit.',
+    registers: [this.registry],
+  });
+
   /** `routeOf` labels a request by its route: `/api/users/{id}`, `/healthz`, … */
   constructor(private readonly routeOf: (request: IncomingMessage, path: string) => string) {
     // Registered with the registry, which reads it for /metrics; `requestFinished` adds to its tallies.
@@ -189,6 +195,23 @@ export class GatewayMetrics {
       },
     });
   }
+
+  /** `gateway_overload_level`: the overload manager's level (overload.ts), read when /metrics is asked. */
+  observeOverload(overload: { level: number }): void {
+    new Gauge({
+      name: 'gateway_overload_level',
+      help: 'The memory overload level: 0 normal, 1 closing connections, 2 storing no new cache entries, 3 shedding new requests.',
+      registers: [this.registry],
+      collect() {
+        this.set(overload.level);
+      },
+    });
+  }
+
+  readonly overloadShed = (): void => {
+    currentServerSpan()?.setAttribute('gateway.shed', true);
+    this.#overloadShed.inc();
+  };
 
   /** Counts a cache outcome, and puts it on the request's trace (`X-Cache` says less: a collapsed request is a MISS). */
   cacheOutcome(outcome: CacheOutcome): void {

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { HttpProblem } from '@app/shared/platform/problem';
+import { ROLE_HEADER, SUBJECT_HEADER } from '@app/shared/platform/subject';
 import { endClientSpan, type RequestTrace, startClientSpan, traceOf } from '@app/shared/telemetry/spans';
 import { createProxyMiddleware, proxyEventsPlugin } from 'http-proxy-middleware';
 import { exchangeOf, type Exchange } from './exchange.js';
@@ -25,6 +26,44 @@ export const HOP_BY_HOP = new Set([
   'transfer-encoding',
   'upgrade',
 ]);
+
+/**
+ * Headers the gateway has set on a request before its hop (identify: who the caller is), which a
+ * client's `Connection` may not take away: without them a service would see no caller, and serve
+ * every owner's records.
+ */
+const SET_BEFORE_THE_HOP = new Set([SUBJECT_HEADER, ROLE_HEADER]);
+
+/** Whether a request header goes no further than the gateway: HOP_BY_HOP, any `Proxy-*`, or one the client's `Connection` names. */
+const staysHere = (name: string, named: ReadonlySet<string> | undefined): boolean =>
+  HOP_BY_HOP.has(name) || name.startsWith('proxy-') || (named !== undefined && named.has(name));
+
+/** The headers a `Connection` value names, but those set before the hop; undefined for the usual `keep-alive` or `close`, which name none. */
+function namedByConnection(connection: string): Set<string> | undefined {
+  const usual = connection.toLowerCase();
+  if (usual === 'keep-alive' || usual === 'close') return undefined;
+  const named = new Set(usual.split(',').map((token) => token.trim()));
+  for (const name of SET_BEFORE_THE_HOP) named.delete(name);
+  return named;
+}
+
+/**
+ * A request's headers as its service gets them: without those about the client's connection to the
+ * gateway (staysHere), which is not the gateway's to the service: a client's `Connection: close`
+ * would close a kept-alive socket to the service after each request. The same object when there
+ * is nothing to drop; else a new one (not `delete`: see `without` in stages/auth.ts).
+ */
+export function endToEndHeaders(headers: http.IncomingHttpHeaders): http.IncomingHttpHeaders {
+  const named = headers.connection === undefined ? undefined : namedByConnection(headers.connection);
+  for (const name in headers) {
+    if (!staysHere(name, named)) continue;
+    const kept: http.IncomingHttpHeaders = {};
+    for (const other in headers) if (!staysHere(other, named)) kept[other] = headers[other];
+    return kept;
+  }
+  return headers;
+}
+
 /** The service was too slow: no response headers, or no end of its response body, in time. */
 class UpstreamTimeout extends Error {
   constructor(
@@ -103,9 +142,12 @@ export function upstreamProxy(
   });
   return (exchange, next) => {
     const { req, res } = exchange;
-    // What the service hears besides the request: its id, and the client's address (as a cache fill
-    // sends them). Set on the request's headers, which the proxy copies: no header set on its
-    // request after that (nor httpxy's xfwd, which also added X-Forwarded-Port, -Proto and -Host).
+    // What the service hears besides the request: its end-to-end headers, its id, and the client's
+    // address (as a cache fill sends them). Set on the request's headers, which the proxy copies: no
+    // header set on its request after that (nor httpxy's xfwd, which also added X-Forwarded-Port,
+    // -Proto and -Host). A body received whole goes with its length: the proxy frames it anew.
+    req.headers = endToEndHeaders(req.headers);
+    if (exchange.body) req.headers['content-length'] = String(exchange.body.length);
     req.headers['x-request-id'] = exchange.requestId;
     const chain = forwardedFor(req.headers['x-forwarded-for'], req.socket.remoteAddress);
     if (chain === undefined) delete req.headers['x-forwarded-for'];
@@ -163,9 +205,9 @@ export interface FetchedResponse {
   body: Buffer;
 }
 
-// Request headers a cache fill does not pass on: the gateway fetches the full representation and
-// answers conditionals itself.
-const NOT_FORWARDED = new Set([...HOP_BY_HOP, 'host', 'if-none-match', 'if-modified-since', 'content-length']);
+// End-to-end request headers a cache fill does not pass on: the gateway fetches the full
+// representation and answers conditionals itself.
+const NOT_FORWARDED = new Set(['host', 'if-none-match', 'if-modified-since', 'content-length']);
 
 /**
  * A plain GET of `path` from the service, body in memory: what the cache stores and shares. Traced
@@ -177,7 +219,7 @@ export function fetchFromUpstream(
   options: { deadlines: Deadlines; agent: http.Agent },
 ): Promise<FetchedResponse> {
   const headers: http.OutgoingHttpHeaders = {};
-  for (const [name, value] of Object.entries(request.headers)) if (!NOT_FORWARDED.has(name)) headers[name] = value;
+  for (const [name, value] of Object.entries(endToEndHeaders(request.headers))) if (!NOT_FORWARDED.has(name)) headers[name] = value;
   const chain = forwardedFor(request.headers['x-forwarded-for'], request.remoteAddress);
   if (chain !== undefined) headers['x-forwarded-for'] = chain;
   headers['x-request-id'] = request.requestId;

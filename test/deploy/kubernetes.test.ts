@@ -4,6 +4,7 @@ import type { IDeployment } from 'kubernetes-models/apps/v1';
 import type { IIngress } from 'kubernetes-models/networking.k8s.io/v1';
 import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import type { IConfigMap, IContainer, IService, IServiceAccount } from 'kubernetes-models/v1';
+import { DEFAULT_MEMORY_LIMIT_BYTES } from '../../gateway/dist/overload.js';
 import { type KubernetesObject, objectId, renderKustomization } from './kustomize.js';
 import { schemaErrors, unknownFields } from './kubernetes-schema.js';
 import {
@@ -195,4 +196,13 @@ test('dev runs MySQL and Redis as StatefulSets behind their Services, MySQL with
   expect(findObject(objects, 'StatefulSet', 'mysql').spec).toMatchObject({ volumeClaimTemplates: [{ metadata: { name: 'data' } }] });
   const initScript = findObject<IConfigMap>(objects, 'ConfigMap', 'mysql-init').data!['create-service-users.sh'];
   expect(initScript).toBe(readFileSync(repoPath('compose', 'mysql-init', 'create-service-users.sh'), 'utf8'));
+});
+
+test('the gateway’s memory limit where it finds no cgroup limit is its container’s limit in every overlay (docs/architecture.md)', () => {
+  const limits = overlays.map((overlay) => mainContainer(findObject<KubernetesObject & IDeployment>(rendered[overlay], 'Deployment', 'gateway')).resources?.limits?.memory);
+  const bytes = limits.map((limit) => {
+    const [, mebibytes] = /^(\d+)Mi$/.exec(String(limit)) ?? [];
+    return Number(mebibytes) * 1024 * 1024;
+  });
+  expect(bytes).toEqual(overlays.map(() => DEFAULT_MEMORY_LIMIT_BYTES));
 });

@@ -20,7 +20,7 @@ import { ServiceHop } from '../../gateway/src/service-hop.js';
 import { defaultToken } from '../support/auth.js';
 import { client, expectProblem, type Client } from '../support/http.js';
 import { testRedisTarget } from '../support/redis-cluster.js';
-import { startGateway, startStack, testLogger } from '../support/stack.js';
+import { calmMemory, startGateway, startStack, testLogger } from '../support/stack.js';
 
 let stack: Awaited<ReturnType<typeof startStack>>;
 let api: Client;
@@ -127,7 +127,7 @@ describe('a gateway that is released', () => {
     await new Promise((resolve) => redis.once('ready', resolve));
     const readyListeners = redis.listenerCount('ready');
     const config = gatewayConfig.parse({ GATEWAY_UPSTREAMS: `users=${url},products=${url}`, AUTH_ENABLED: 'false', RATE_LIMIT_ENABLED: 'false' });
-    const gateway = createGateway(config, { logger: testLogger, redis, memory: null, limits: null });
+    const gateway = createGateway(config, { logger: testLogger, redis, memory: null, limits: null, readMemory: calmMemory });
     const running = await listen(gateway.handler, 0, '127.0.0.1');
     try {
       await Promise.all(Array.from({ length: 4 }, (_, i) => fetch(`http://127.0.0.1:${running.port}/api/users?email=r${i}@example.com`).then((r) => r.text())));

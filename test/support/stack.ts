@@ -11,6 +11,7 @@ import { createMemoryTier, type MemoryTier } from '../../gateway/src/cache/memor
 import type { ResponseCache } from '../../gateway/src/cache/response-cache.js';
 import type { ConcurrencyLimitSettings } from '../../gateway/src/concurrency-limit.js';
 import { configSchema as gatewayConfig } from '../../gateway/src/config.js';
+import type { MemoryReader } from '../../gateway/src/overload.js';
 import type { ResolveEndpoints } from '../../gateway/src/upstream-agent.js';
 import type { TokenVerifier } from '../../gateway/src/auth/tokens.js';
 import { RateLimits, type RateLimitSettings } from '../../gateway/src/rate-limit.js';
@@ -102,6 +103,13 @@ export async function startService(
 export const startUsersService = (options?: Parameters<typeof startService>[2]) => startService(usersService, createUsersApp, options);
 export const startProductsService = (options?: Parameters<typeof startService>[2]) => startService(productsService, createProductsApp, options);
 
+/**
+ * Memory as a test's gateway's overload manager reads it unless the test says otherwise: none used.
+ * The test's process holds the services, Jest and more besides the gateway, so its own memory says
+ * nothing about the gateway's.
+ */
+export const calmMemory: MemoryReader = () => ({ rssBytes: 0, heapUsedBytes: 0, heapLimitBytes: 1 });
+
 export interface RunningGateway {
   url: string;
   /** The gateway's metrics port, where it serves GET /metrics. */
@@ -158,6 +166,8 @@ export async function startGateway(options: {
   /** The replicas behind a service URL's host and port (default: DNS, i.e. the URL itself). */
   resolveReplicas?: ResolveEndpoints;
   guard?: GatewayGuardOptions;
+  /** What its overload manager reads memory with (default: calmMemory). */
+  readMemory?: MemoryReader;
 }): Promise<RunningGateway> {
   const logger = options.logger ?? testLogger;
   const guardOptions = options.guard ?? {};
@@ -193,6 +203,7 @@ export async function startGateway(options: {
     limits: limits ?? null,
     now: options.cache?.now,
     revocationPollMs: guardOptions.revocationPollMs,
+    readMemory: options.readMemory ?? calmMemory,
   });
   await gateway.ready;
   const running = await listen(gateway.handler, 0, '127.0.0.1');

@@ -2,6 +2,7 @@ import { SUBJECT_HEADER } from '@app/shared/platform/subject';
 import { isStorable, representations } from '../cache/entry.js';
 import type { Fill, Fills } from '../cache/fills.js';
 import type { Lookup, ResponseCache } from '../cache/response-cache.js';
+import type { MemoryPressure } from '../overload.js';
 import type { ReadScope } from '../cache/scope.js';
 import type { Exchange } from '../exchange.js';
 import type { Stage } from '../pipeline.js';
@@ -37,7 +38,9 @@ function isCacheable(exchange: Exchange): boolean {
 export class CacheRead implements Stage {
   readonly name = 'cache read';
 
-  constructor(private readonly options: { cache: ResponseCache; fills: Fills; hops: ReadonlyMap<string, ServiceHop>; writer: ResponseWriter }) {}
+  constructor(
+    private readonly options: { cache: ResponseCache; fills: Fills; hops: ReadonlyMap<string, ServiceHop>; writer: ResponseWriter; pressure?: MemoryPressure },
+  ) {}
 
   run(exchange: Exchange): boolean | Promise<boolean> {
     const { cache, hops, writer } = this.options;
@@ -84,7 +87,8 @@ export class CacheRead implements Stage {
     const fill = flight.then((fetched) => ({ fetched, representation: representations(fetched.status, fetched.headers, fetched.body) }));
     const stored = fill
       .then(async ({ fetched, representation }) => {
-        if (isStorable(fetched.status, fetched.headers)) await cache.store(scope, { generation, storedAt: cache.now(), ...representation });
+        // Short of memory (overload.ts), the gateway serves what it fetched and keeps none of it.
+        if (isStorable(fetched.status, fetched.headers) && !this.options.pressure?.storesNothing) await cache.store(scope, { generation, storedAt: cache.now(), ...representation });
       })
       .catch(() => undefined);
     fills.start(scope, generation, fill, stored);
