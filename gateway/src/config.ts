@@ -63,6 +63,8 @@ export const configSchema = z.object({
   PORT: port(8080),
   /** Where GET /metrics is served, and only there: a port the operator's scraper reaches, clients never. */
   METRICS_PORT: port(9464),
+  /** Connections from one peer address on each port; 0: no cap (behind a proxy, every client has the proxy's address). */
+  MAX_CONNECTIONS_PER_ADDRESS: count(256, 0, 1_000_000),
   /** The services to proxy (services.json): each one's path prefix, default port and kind of reads. */
   SERVICES_FILE: z.preprocess(unsetIfEmpty, z.string().default(SERVICES_FILE)),
   /** Where each listed service is, from its workspace name and port: `http://{service}:{port}` in Compose and Kubernetes. */
@@ -91,7 +93,6 @@ export const configSchema = z.object({
   REDIS_KEY_PREFIX: z.string().regex(/^[\w.:-]{0,64}$/, 'at most 64 letters, digits, _ . : or -').default(''),
   REDIS_COMMAND_TIMEOUT_MS: milliseconds(1_000),
   UPSTREAM_TIMEOUT_MS: milliseconds(10_000),
-  REQUEST_BODY_TIMEOUT_MS: milliseconds(30_000),
   // The services' default DATABASE_POOL_SIZE + DATABASE_QUEUE_LIMIT (see concurrency-limit.ts).
   UPSTREAM_CONCURRENCY_LIMIT: count(210, 2, 100_000),
   UPSTREAM_WRITE_SHARE_PERCENT: count(25, 1, 90),

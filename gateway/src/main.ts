@@ -1,4 +1,4 @@
-import { ConfigError, loadConfig } from '@app/shared/platform/config';
+import { ConfigError, connectionBudgetOf, loadConfig } from '@app/shared/platform/config';
 import { serve } from '@app/shared/platform/server';
 import { configSchema } from './config.js';
 import { createGateway, type Gateway } from './gateway.js';
@@ -25,7 +25,7 @@ await serve({
   logger,
   shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
   listenSockets: config.LISTEN_SOCKETS,
-  requestHeadTimeoutMs: config.REQUEST_HEAD_TIMEOUT_MS,
+  connections: connectionBudgetOf(config, config.MAX_CONNECTIONS_PER_ADDRESS),
   release: gateway.release,
   details: gateway.details,
 });

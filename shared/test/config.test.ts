@@ -23,6 +23,7 @@ const named = (problems: string[]) => problems.map((problem) => problem.split(':
 const gatewayDefaults = {
   PORT: 8080,
   METRICS_PORT: 9464,
+  MAX_CONNECTIONS_PER_ADDRESS: 256,
   SERVICES_FILE: SERVICES_FILE,
   UPSTREAM_URL_TEMPLATE: 'http://127.0.0.1:{port}',
   GATEWAY_UPSTREAMS: [],
@@ -58,6 +59,7 @@ const gatewayDefaults = {
   SHUTDOWN_TIMEOUT_MS: 10_000,
   LISTEN_SOCKETS: 64,
   REQUEST_HEAD_TIMEOUT_MS: 10_000,
+  MAX_CONNECTIONS: 4096,
 };
 
 const services = [
@@ -270,9 +272,9 @@ describe.each(services)('the $name configuration', ({ schema, port, databaseUrl 
   });
 
   it('uses the defaults when variables are unset or empty', () => {
-    const defaults = { PORT: port, HOST: '127.0.0.1', DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: 10, DATABASE_QUEUE_LIMIT: 200, MIGRATE_ON_START: true, IDEMPOTENCY_TTL_SECONDS: 86_400, IDEMPOTENCY_SCOPE_BYTES: 1_048_576, WRITE_DEADLINE_MS: 5_000, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: 10_000, LISTEN_SOCKETS: 64, REQUEST_HEAD_TIMEOUT_MS: 10_000 };
+    const defaults = { PORT: port, HOST: '127.0.0.1', DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: 10, DATABASE_QUEUE_LIMIT: 200, MIGRATE_ON_START: true, IDEMPOTENCY_TTL_SECONDS: 86_400, IDEMPOTENCY_SCOPE_BYTES: 1_048_576, WRITE_DEADLINE_MS: 5_000, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: 10_000, LISTEN_SOCKETS: 64, REQUEST_HEAD_TIMEOUT_MS: 10_000, REQUEST_BODY_TIMEOUT_MS: 30_000, MAX_CONNECTIONS: 4096 };
     expect(parseConfig(schema, {})).toEqual(defaults);
-    expect(parseConfig(schema, { PORT: '', HOST: '', DATABASE_URL: '', DATABASE_POOL_SIZE: '', DATABASE_QUEUE_LIMIT: '', MIGRATE_ON_START: '', IDEMPOTENCY_TTL_SECONDS: '', IDEMPOTENCY_SCOPE_BYTES: '', WRITE_DEADLINE_MS: '', LOG_LEVEL: '', SHUTDOWN_TIMEOUT_MS: '', LISTEN_SOCKETS: '', REQUEST_HEAD_TIMEOUT_MS: '' })).toEqual(defaults);
+    expect(parseConfig(schema, { PORT: '', HOST: '', DATABASE_URL: '', DATABASE_POOL_SIZE: '', DATABASE_QUEUE_LIMIT: '', MIGRATE_ON_START: '', IDEMPOTENCY_TTL_SECONDS: '', IDEMPOTENCY_SCOPE_BYTES: '', WRITE_DEADLINE_MS: '', LOG_LEVEL: '', SHUTDOWN_TIMEOUT_MS: '', LISTEN_SOCKETS: '', REQUEST_HEAD_TIMEOUT_MS: '', REQUEST_BODY_TIMEOUT_MS: '', MAX_CONNECTIONS: '' })).toEqual(defaults);
   });
 
   it.each([
