@@ -2,7 +2,8 @@ import { ConfigError, parseConfig } from '@app/shared/platform/config';
 import type { z } from 'zod';
 import { generateKeyPairSync, KeyObject } from 'node:crypto';
 import { SERVICES_FILE } from '@app/shared/platform/services';
-import { authConfigProblems, configSchema as gatewaySchema, upstreamSettings } from '../../gateway/src/config.js';
+import { authConfigProblems, configSchema as gatewaySchema, devKeyProblems, isLoopback, upstreamSettings } from '../../gateway/src/config.js';
+import { DEV_PUBLIC_KEY_JWK } from '@app/shared/platform/dev-auth';
 import { configSchema as productsSchema } from '../../products-service/src/config.js';
 import { configSchema as usersSchema } from '../../users-service/src/config.js';
 
@@ -22,7 +23,9 @@ const named = (problems: string[]) => problems.map((problem) => problem.split(':
 
 const gatewayDefaults = {
   PORT: 8080,
+  HOST: '127.0.0.1',
   METRICS_PORT: 9464,
+  METRICS_HOST: '127.0.0.1',
   MAX_CONNECTIONS_PER_ADDRESS: 256,
   SERVICES_FILE: SERVICES_FILE,
   UPSTREAM_URL_TEMPLATE: 'http://127.0.0.1:{port}',
@@ -40,6 +43,7 @@ const gatewayDefaults = {
   CACHE_TTL_SECONDS: 60,
   CACHE_STALE_SECONDS: 300,
   AUTH_ENABLED: true,
+  AUTH_ALLOW_DEV_KEY: false,
   AUTH_ISSUER: 'rest-microservices-dev',
   AUTH_AUDIENCE: 'rest-microservices',
   AUTH_ALGORITHMS: ['ES256', 'RS256', 'EdDSA'],
@@ -250,6 +254,31 @@ describe('the gateway configuration', () => {
     expect(problems({ AUTH_PUBLIC_KEY: pem })).toEqual([]);
     expect(problems({ AUTH_JWKS_URL: 'https://id.example/jwks' })).toEqual([]);
     expect(problems({ AUTH_ENABLED: 'false' })).toEqual([]);
+  });
+});
+
+describe('the development key', () => {
+  const devJwk = JSON.stringify({ ...DEV_PUBLIC_KEY_JWK, kid: 'dev-1', alg: 'ES256', use: 'sig' });
+  const problems = (env: Record<string, string>) => devKeyProblems(parseConfig(gatewaySchema, env));
+
+  it('is refused on an address other machines reach, naming the variable, unless AUTH_ALLOW_DEV_KEY=true', () => {
+    for (const HOST of ['0.0.0.0', '::', '10.0.0.5']) {
+      expect(problems({ HOST, AUTH_PUBLIC_KEY: devJwk })).toEqual([expect.stringMatching(/^AUTH_PUBLIC_KEY: the development key .* AUTH_ALLOW_DEV_KEY=true$/)]);
+      expect(problems({ HOST, AUTH_PUBLIC_KEY: JSON.stringify({ keys: [JSON.parse(devJwk)] }) })).toHaveLength(1);
+      expect(problems({ HOST, AUTH_PUBLIC_KEY: devJwk, AUTH_ALLOW_DEV_KEY: 'true' })).toEqual([]);
+    }
+  });
+
+  it('is taken on loopback, and any other key anywhere', () => {
+    for (const HOST of ['127.0.0.1', '127.0.0.2', '::1']) expect(problems({ HOST, AUTH_PUBLIC_KEY: devJwk })).toEqual([]);
+    const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    expect(problems({ HOST: '0.0.0.0', AUTH_PUBLIC_KEY: publicKey.export({ format: 'pem', type: 'spki' }).toString() })).toEqual([]);
+    expect(problems({ HOST: '0.0.0.0', AUTH_ENABLED: 'false', AUTH_PUBLIC_KEY: devJwk })).toEqual([]);
+  });
+
+  it('tells loopback addresses from the others', () => {
+    expect(['127.0.0.1', '127.255.0.9', '::1', '0:0:0:0:0:0:0:1', '::ffff:127.0.0.1'].filter((address) => !isLoopback(address))).toEqual([]);
+    expect(['0.0.0.0', '::', '10.0.0.1', '128.0.0.1', '::2', '::ffff:10.0.0.1'].filter(isLoopback)).toEqual([]);
   });
 });
 

@@ -126,8 +126,8 @@ export async function listen(
 }
 
 /**
- * A process's HTTP server from start to exit: listens on `port` (at `host`: every interface unless
- * given), and on `metrics.port` for its metrics when given, each connection within `connections`, says where (with
+ * A process's HTTP server from start to exit: listens on `port` at `host`, and on `metrics.port` at
+ * `metrics.host` for its metrics when given, each connection within `connections`, says where (with
  * `details`), and on SIGTERM or SIGINT shuts down in order: readiness turns 503, the servers stop
  * accepting and drain, `release` closes pools and clients, the spans still held are sent, and the
  * process exits 0.
@@ -136,9 +136,9 @@ export async function serve(options: {
   name: string;
   handler: RequestListener;
   port: number;
-  host?: string;
+  host: string;
   /** A second server, for the metrics alone: on a port clients are not given. */
-  metrics?: { handler: RequestListener; port: number };
+  metrics?: { handler: RequestListener; port: number; host: string };
   lifecycle: Lifecycle;
   logger: Logger;
   shutdownTimeoutMs: number;
@@ -150,9 +150,9 @@ export async function serve(options: {
 }): Promise<void> {
   const { name, handler, port, host, metrics, logger, listenSockets, connections, details } = options;
   const running = await listen(handler, port, host, logger, listenSockets, connections);
-  const metricsServer = metrics && (await listen(metrics.handler, metrics.port, host, logger, 1, connections));
+  const metricsServer = metrics && (await listen(metrics.handler, metrics.port, metrics.host, logger, 1, connections));
   logger.info(
-    { port: running.port, ...(metricsServer && { metricsPort: metricsServer.port }), ...(host && { host }), listenSockets: running.listenSockets, ...details },
+    { port: running.port, host, ...(metrics && metricsServer && { metricsPort: metricsServer.port, metricsHost: metrics.host }), listenSockets: running.listenSockets, ...details },
     `${name} listening`,
   );
   const servers = metricsServer ? [running, metricsServer] : [running];
