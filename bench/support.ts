@@ -170,7 +170,8 @@ export async function startServer(
   const [file, argv] = pinned('core' in options ? options.core : pinning?.server, command, args);
   const child = spawn(file, argv, {
     cwd: ROOT,
-    env: { PATH: process.env.PATH, PORT: String(options.port), METRICS_PORT: '0', LOG_LEVEL: 'warn', ...options.env },
+    // The load generator's connections all come from one address: no cap per address on the gateway.
+    env: { PATH: process.env.PATH, PORT: String(options.port), METRICS_PORT: '0', MAX_CONNECTIONS_PER_ADDRESS: '0', LOG_LEVEL: 'warn', ...options.env },
     stdio: ['ignore', 'inherit', 'inherit', ...(options.ipc || options.gcMeter ? (['ipc'] as const) : [])],
   });
   running.add(child);

@@ -213,8 +213,11 @@ async function startContainers(databases: Databases, runtime: string[]): Promise
     '--env', `GATEWAY_UPSTREAMS=${placed.map(({ name, workspace, port }) => `${name}=http://${workspace}:${port}`).join(',')}`,
     // A Redis database of its own, so no other gateway's list pages meet this one's.
     '--env', `REDIS_URL=redis://127.0.0.1:6379/${1 + (randomBytes(1)[0]! % 15)}`,
-    // Authentication on, with the development key (as Compose runs it).
+    // Authentication on, with the development key (as Compose runs it), which the gateway takes on
+    // loopback only: on the host's network, it listens there and nowhere else.
     '--env', `AUTH_PUBLIC_KEY=${devPublicKey()}`,
+    '--env', 'HOST=127.0.0.1',
+    '--env', 'METRICS_HOST=127.0.0.1',
     tag('gateway'));
   const started = performance.now();
   await Promise.all([

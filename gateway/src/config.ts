@@ -1,6 +1,7 @@
-import { createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto';
-import { commonConfig, count, flag, hasScheme, HTTP_SCHEMES, megabytes, milliseconds, optionalUrl, port, seconds, unsetIfEmpty, url } from '@app/shared/platform/config';
-import { DEV_AUDIENCE, DEV_ISSUER } from '@app/shared/platform/dev-auth';
+import { createPublicKey, type JsonWebKey, KeyObject } from 'node:crypto';
+import { isIP } from 'node:net';
+import { commonConfig, count, flag, hasScheme, HTTP_SCHEMES, listenAddress, megabytes, milliseconds, optionalUrl, port, seconds, unsetIfEmpty, url } from '@app/shared/platform/config';
+import { DEV_AUDIENCE, DEV_ISSUER, DEV_PUBLIC_KEY_JWK } from '@app/shared/platform/dev-auth';
 import { readServiceList, SERVICES_FILE, type Ownership, type ServiceEntry } from '@app/shared/platform/services';
 import { z } from 'zod';
 import { parseClusterNode } from './redis.js';
@@ -61,8 +62,13 @@ const origin = z.string().refine((value) => URL.canParse(value) && new URL(value
 /** The environment the gateway reads (validated at start-up). */
 export const configSchema = z.object({
   PORT: port(8080),
+  /** Loopback unless a deployment says otherwise (the image sets 0.0.0.0): `npm start` trusts the development key. */
+  HOST: listenAddress('127.0.0.1'),
   /** Where GET /metrics is served, and only there: a port the operator's scraper reaches, clients never. */
   METRICS_PORT: port(9464),
+  METRICS_HOST: listenAddress('127.0.0.1'),
+  /** Connections from one peer address on each port; 0: no cap (behind a proxy, every client has the proxy's address). */
+  MAX_CONNECTIONS_PER_ADDRESS: count(256, 0, 1_000_000),
   /** The services to proxy (services.json): each one's path prefix, default port and kind of reads. */
   SERVICES_FILE: z.preprocess(unsetIfEmpty, z.string().default(SERVICES_FILE)),
   /** Where each listed service is, from its workspace name and port: `http://{service}:{port}` in Compose and Kubernetes. */
@@ -91,7 +97,6 @@ export const configSchema = z.object({
   REDIS_KEY_PREFIX: z.string().regex(/^[\w.:-]{0,64}$/, 'at most 64 letters, digits, _ . : or -').default(''),
   REDIS_COMMAND_TIMEOUT_MS: milliseconds(1_000),
   UPSTREAM_TIMEOUT_MS: milliseconds(10_000),
-  REQUEST_BODY_TIMEOUT_MS: milliseconds(30_000),
   // The services' default DATABASE_POOL_SIZE + DATABASE_QUEUE_LIMIT (see concurrency-limit.ts).
   UPSTREAM_CONCURRENCY_LIMIT: count(210, 2, 100_000),
   UPSTREAM_WRITE_SHARE_PERCENT: count(25, 1, 90),
@@ -110,6 +115,8 @@ export const configSchema = z.object({
   OVERLOAD_SHED_PERCENT: count(95, 1, 100),
   AUTH_ENABLED: flag(true),
   AUTH_PUBLIC_KEY: verificationKey,
+  /** Whether the development key (dev-keys/, its private half published) may be trusted on an address other machines reach. */
+  AUTH_ALLOW_DEV_KEY: flag(false),
   AUTH_JWKS_URL: optionalUrl(HTTP_SCHEMES),
   AUTH_ISSUER: z.preprocess(unsetIfEmpty, z.string().default(DEV_ISSUER)),
   AUTH_AUDIENCE: z.preprocess(unsetIfEmpty, z.string().default(DEV_AUDIENCE)),
@@ -142,6 +149,37 @@ export const configSchema = z.object({
 export function authConfigProblems(config: { AUTH_ENABLED: boolean; AUTH_PUBLIC_KEY?: unknown; AUTH_JWKS_URL?: string }): string[] {
   if (!config.AUTH_ENABLED || (config.AUTH_PUBLIC_KEY === undefined) !== (config.AUTH_JWKS_URL === undefined)) return [];
   return ['AUTH_PUBLIC_KEY, AUTH_JWKS_URL: set exactly one of them while AUTH_ENABLED is true (or AUTH_ENABLED=false)'];
+}
+
+/** Whether `address` is one only this machine reaches: 127.0.0.0/8 or ::1 (an IPv4-mapped one too). */
+export function isLoopback(address: string): boolean {
+  const v4 = address.replace(/^::ffff:/i, '');
+  if (isIP(v4) === 4) return v4.startsWith('127.');
+  return isIP(address) === 6 && /^(0{0,4}:){2,7}0{0,3}1$/.test(address);
+}
+
+const devKey = createPublicKey({ key: DEV_PUBLIC_KEY_JWK, format: 'jwk' });
+
+/** Whether `key` is, or (a JWK Set) holds, the development key. */
+function isDevKey(key: VerificationKey): boolean {
+  const keys = 'keys' in key ? key.keys : [key];
+  return keys.some((one) => {
+    try {
+      return (one instanceof KeyObject ? one : createPublicKey({ key: one as JsonWebKey, format: 'jwk' })).equals(devKey);
+    } catch {
+      return false;
+    }
+  });
+}
+
+/**
+ * The development key's private half is in the repository: anyone who reaches a gateway that
+ * trusts it can sign any token. Refused unless the gateway listens on loopback only, or
+ * AUTH_ALLOW_DEV_KEY says the operator means it (a local stack whose network is the boundary).
+ */
+export function devKeyProblems(config: { HOST: string; AUTH_ENABLED: boolean; AUTH_PUBLIC_KEY?: VerificationKey; AUTH_ALLOW_DEV_KEY: boolean }): string[] {
+  if (!config.AUTH_ENABLED || config.AUTH_ALLOW_DEV_KEY || isLoopback(config.HOST) || config.AUTH_PUBLIC_KEY === undefined || !isDevKey(config.AUTH_PUBLIC_KEY)) return [];
+  return [`AUTH_PUBLIC_KEY: the development key (dev-keys/), whose private half is published, on HOST=${config.HOST}, which other machines reach: use your own key, HOST=127.0.0.1, or AUTH_ALLOW_DEV_KEY=true`];
 }
 
 export type GatewayConfig = z.infer<typeof configSchema>;

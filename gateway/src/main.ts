@@ -1,11 +1,13 @@
-import { ConfigError, loadConfig } from '@app/shared/platform/config';
+import { ConfigError, connectionBudgetOf, loadConfig } from '@app/shared/platform/config';
 import { serve } from '@app/shared/platform/server';
-import { configSchema } from './config.js';
+import { configSchema, devKeyProblems } from './config.js';
 import { createGateway, type Gateway } from './gateway.js';
 
 const config = loadConfig(configSchema);
 let gateway: Gateway;
 try {
+  const problems = devKeyProblems(config);
+  if (problems.length > 0) throw new ConfigError(problems);
   gateway = createGateway(config);
 } catch (error) {
   if (!(error instanceof ConfigError)) throw error;
@@ -20,12 +22,13 @@ await serve({
   name: 'gateway',
   handler: gateway.handler,
   port: config.PORT,
-  metrics: { handler: gateway.metricsHandler, port: config.METRICS_PORT },
+  host: config.HOST,
+  metrics: { handler: gateway.metricsHandler, port: config.METRICS_PORT, host: config.METRICS_HOST },
   lifecycle: gateway.lifecycle,
   logger,
   shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
   listenSockets: config.LISTEN_SOCKETS,
-  requestHeadTimeoutMs: config.REQUEST_HEAD_TIMEOUT_MS,
+  connections: connectionBudgetOf(config, config.MAX_CONNECTIONS_PER_ADDRESS),
   release: gateway.release,
   details: gateway.details,
 });

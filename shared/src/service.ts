@@ -7,7 +7,7 @@ import type { RequestListener } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
-import { commonConfig, count, flag, listenAddress, loadConfig, milliseconds, port, seconds, url } from './platform/config.js';
+import { commonConfig, connectionBudgetOf, count, flag, listenAddress, loadConfig, milliseconds, port, seconds, url } from './platform/config.js';
 import { baseApp } from './platform/http/app.js';
 import { answerFailure, problemHandler } from './platform/http/failures.js';
 import { healthRoutes } from './platform/http/health.js';
@@ -182,7 +182,8 @@ export async function runService(service: ServiceDefinition): Promise<void> {
     logger,
     shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
     listenSockets: config.LISTEN_SOCKETS,
-    requestHeadTimeoutMs: config.REQUEST_HEAD_TIMEOUT_MS,
+    // No cap per address: a service's clients are the gateways, few addresses with many connections each.
+    connections: connectionBudgetOf(config, 0),
     release: () => {
       clearInterval(purge);
       return db.close();

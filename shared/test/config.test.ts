@@ -2,7 +2,8 @@ import { ConfigError, parseConfig } from '@app/shared/platform/config';
 import type { z } from 'zod';
 import { generateKeyPairSync, KeyObject } from 'node:crypto';
 import { SERVICES_FILE } from '@app/shared/platform/services';
-import { authConfigProblems, configSchema as gatewaySchema, upstreamSettings } from '../../gateway/src/config.js';
+import { authConfigProblems, configSchema as gatewaySchema, devKeyProblems, isLoopback, upstreamSettings } from '../../gateway/src/config.js';
+import { DEV_PUBLIC_KEY_JWK } from '@app/shared/platform/dev-auth';
 import { configSchema as productsSchema } from '../../products-service/src/config.js';
 import { configSchema as usersSchema } from '../../users-service/src/config.js';
 
@@ -22,7 +23,10 @@ const named = (problems: string[]) => problems.map((problem) => problem.split(':
 
 const gatewayDefaults = {
   PORT: 8080,
+  HOST: '127.0.0.1',
   METRICS_PORT: 9464,
+  METRICS_HOST: '127.0.0.1',
+  MAX_CONNECTIONS_PER_ADDRESS: 256,
   SERVICES_FILE: SERVICES_FILE,
   UPSTREAM_URL_TEMPLATE: 'http://127.0.0.1:{port}',
   GATEWAY_UPSTREAMS: [],
@@ -39,6 +43,7 @@ const gatewayDefaults = {
   CACHE_TTL_SECONDS: 60,
   CACHE_STALE_SECONDS: 300,
   AUTH_ENABLED: true,
+  AUTH_ALLOW_DEV_KEY: false,
   AUTH_ISSUER: 'rest-microservices-dev',
   AUTH_AUDIENCE: 'rest-microservices',
   AUTH_ALGORITHMS: ['ES256', 'RS256', 'EdDSA'],
@@ -58,6 +63,7 @@ const gatewayDefaults = {
   SHUTDOWN_TIMEOUT_MS: 10_000,
   LISTEN_SOCKETS: 64,
   REQUEST_HEAD_TIMEOUT_MS: 10_000,
+  MAX_CONNECTIONS: 4096,
 };
 
 const services = [
@@ -251,6 +257,31 @@ describe('the gateway configuration', () => {
   });
 });
 
+describe('the development key', () => {
+  const devJwk = JSON.stringify({ ...DEV_PUBLIC_KEY_JWK, kid: 'dev-1', alg: 'ES256', use: 'sig' });
+  const problems = (env: Record<string, string>) => devKeyProblems(parseConfig(gatewaySchema, env));
+
+  it('is refused on an address other machines reach, naming the variable, unless AUTH_ALLOW_DEV_KEY=true', () => {
+    for (const HOST of ['0.0.0.0', '::', '10.0.0.5']) {
+      expect(problems({ HOST, AUTH_PUBLIC_KEY: devJwk })).toEqual([expect.stringMatching(/^AUTH_PUBLIC_KEY: the development key .* AUTH_ALLOW_DEV_KEY=true$/)]);
+      expect(problems({ HOST, AUTH_PUBLIC_KEY: JSON.stringify({ keys: [JSON.parse(devJwk)] }) })).toHaveLength(1);
+      expect(problems({ HOST, AUTH_PUBLIC_KEY: devJwk, AUTH_ALLOW_DEV_KEY: 'true' })).toEqual([]);
+    }
+  });
+
+  it('is taken on loopback, and any other key anywhere', () => {
+    for (const HOST of ['127.0.0.1', '127.0.0.2', '::1']) expect(problems({ HOST, AUTH_PUBLIC_KEY: devJwk })).toEqual([]);
+    const { publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+    expect(problems({ HOST: '0.0.0.0', AUTH_PUBLIC_KEY: publicKey.export({ format: 'pem', type: 'spki' }).toString() })).toEqual([]);
+    expect(problems({ HOST: '0.0.0.0', AUTH_ENABLED: 'false', AUTH_PUBLIC_KEY: devJwk })).toEqual([]);
+  });
+
+  it('tells loopback addresses from the others', () => {
+    expect(['127.0.0.1', '127.255.0.9', '::1', '0:0:0:0:0:0:0:1', '::ffff:127.0.0.1'].filter((address) => !isLoopback(address))).toEqual([]);
+    expect(['0.0.0.0', '::', '10.0.0.1', '128.0.0.1', '::2', '::ffff:10.0.0.1'].filter(isLoopback)).toEqual([]);
+  });
+});
+
 describe.each(services)('the $name configuration', ({ schema, port, databaseUrl }) => {
   it('names every bad variable at once', () => {
     const problems = problemsOf(schema, {
@@ -270,9 +301,9 @@ describe.each(services)('the $name configuration', ({ schema, port, databaseUrl 
   });
 
   it('uses the defaults when variables are unset or empty', () => {
-    const defaults = { PORT: port, HOST: '127.0.0.1', DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: 10, DATABASE_QUEUE_LIMIT: 200, MIGRATE_ON_START: true, IDEMPOTENCY_TTL_SECONDS: 86_400, IDEMPOTENCY_SCOPE_BYTES: 1_048_576, WRITE_DEADLINE_MS: 5_000, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: 10_000, LISTEN_SOCKETS: 64, REQUEST_HEAD_TIMEOUT_MS: 10_000 };
+    const defaults = { PORT: port, HOST: '127.0.0.1', DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: 10, DATABASE_QUEUE_LIMIT: 200, MIGRATE_ON_START: true, IDEMPOTENCY_TTL_SECONDS: 86_400, IDEMPOTENCY_SCOPE_BYTES: 1_048_576, WRITE_DEADLINE_MS: 5_000, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: 10_000, LISTEN_SOCKETS: 64, REQUEST_HEAD_TIMEOUT_MS: 10_000, REQUEST_BODY_TIMEOUT_MS: 30_000, MAX_CONNECTIONS: 4096 };
     expect(parseConfig(schema, {})).toEqual(defaults);
-    expect(parseConfig(schema, { PORT: '', HOST: '', DATABASE_URL: '', DATABASE_POOL_SIZE: '', DATABASE_QUEUE_LIMIT: '', MIGRATE_ON_START: '', IDEMPOTENCY_TTL_SECONDS: '', IDEMPOTENCY_SCOPE_BYTES: '', WRITE_DEADLINE_MS: '', LOG_LEVEL: '', SHUTDOWN_TIMEOUT_MS: '', LISTEN_SOCKETS: '', REQUEST_HEAD_TIMEOUT_MS: '' })).toEqual(defaults);
+    expect(parseConfig(schema, { PORT: '', HOST: '', DATABASE_URL: '', DATABASE_POOL_SIZE: '', DATABASE_QUEUE_LIMIT: '', MIGRATE_ON_START: '', IDEMPOTENCY_TTL_SECONDS: '', IDEMPOTENCY_SCOPE_BYTES: '', WRITE_DEADLINE_MS: '', LOG_LEVEL: '', SHUTDOWN_TIMEOUT_MS: '', LISTEN_SOCKETS: '', REQUEST_HEAD_TIMEOUT_MS: '', REQUEST_BODY_TIMEOUT_MS: '', MAX_CONNECTIONS: '' })).toEqual(defaults);
   });
 
   it.each([

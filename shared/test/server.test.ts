@@ -8,7 +8,7 @@ v8.setFlagsFromString('--expose-gc');
 const gc = vm.runInNewContext('gc') as () => void;
 
 it('keeps nothing of a connection that closed before sending a request: its first-head deadline goes with it', async () => {
-  const running = await listen((_req, res) => res.end(), 0, '127.0.0.1', undefined, 1, 60_000);
+  const running = await listen((_req, res) => res.end(), 0, '127.0.0.1', undefined, 1, { headMs: 60_000 });
   let accepted: WeakRef<net.Socket> | undefined;
   const closed = new Promise<void>((resolve) =>
     running.server.once('connection', (socket: net.Socket) => {

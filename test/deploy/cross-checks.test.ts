@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { RequestListener } from 'node:http';
-import { DEV_AUDIENCE, DEV_ISSUER } from '@app/shared/platform/dev-auth';
+import { DEV_AUDIENCE, DEV_ISSUER, DEV_PUBLIC_KEY_JWK } from '@app/shared/platform/dev-auth';
 import { Lifecycle } from '@app/shared/platform/http/lifecycle';
 import { createLogger } from '@app/shared/platform/logger';
 import { Database, DEFAULT_WRITE_DEADLINE_MS } from '@app/shared/platform/mysql';
@@ -8,7 +8,7 @@ import { listen } from '@app/shared/platform/server';
 import type { IDeployment } from 'kubernetes-models/apps/v1';
 import type { IService } from 'kubernetes-models/v1';
 import { createGateway } from '../../gateway/dist/gateway.js';
-import { configSchema as gatewayConfig, upstreamSettings } from '../../gateway/dist/config.js';
+import { configSchema as gatewayConfig, devKeyProblems, isLoopback, upstreamSettings } from '../../gateway/dist/config.js';
 import { serviceModules } from '../../scripts/services.js';
 import { imageName, type KubernetesObject, renderKustomization } from './kustomize.js';
 import {
@@ -243,6 +243,24 @@ test('Compose and k8s dev hold the same local credentials', () => {
   expect(secretData('gateway-auth')).toEqual(readEnvFile('compose/gateway-auth.env'));
   // The development key's public half, which `npm start` uses and `npm run token` signs for.
   expect(JSON.parse(secretData('gateway-auth').AUTH_PUBLIC_KEY!)).toEqual(JSON.parse(readFileSync(repoPath('dev-keys', 'public-key.jwk'), 'utf8')));
+  // And the one the gateway knows, to refuse it where other machines reach it.
+  expect(JSON.parse(readFileSync(repoPath('dev-keys', 'public-key.jwk'), 'utf8'))).toMatchObject(DEV_PUBLIC_KEY_JWK);
+});
+
+/** What the gateway's image sets (ENV in its last stage): a deployment's own variables go over it. */
+const gatewayImageEnvironment = Object.fromEntries(
+  instructionArgs(deployableDockerfile(deployables.find(({ name }) => name === 'gateway')!).at(-1)!, 'ENV').map((env) => [env.slice(0, env.indexOf('=')), env.slice(env.indexOf('=') + 1)]),
+);
+
+test('the gateway starts in every deployment (the development key only where AUTH_ALLOW_DEV_KEY says so), and Prometheus reaches its metrics', () => {
+  const environments: [string, Record<string, string>][] = [
+    ['docker-compose.yml', composeEnvironment(composeFile.services.gateway!)],
+    ...overlays.map((overlay): [string, Record<string, string>] => [`k8s ${overlay}`, knownValues(k8sEnvironment(overlay, 'gateway'))]),
+  ];
+  for (const [source, environment] of environments) {
+    const config = effectiveConfig(gatewayConfig, { ...gatewayImageEnvironment, ...environment }) as Parameters<typeof devKeyProblems>[0] & { METRICS_HOST: string };
+    expect({ source, problems: devKeyProblems(config), metricsHostReachable: !isLoopback(config.METRICS_HOST) }).toEqual({ source, problems: [], metricsHostReachable: true });
+  }
 });
 
 test('Compose and k8s dev expect the issuer and audience `npm run token` signs for', () => {

@@ -123,6 +123,17 @@ export function requestBytes(method: string, target: string, headers: Record<str
 
 export const portOf = (url: string) => Number(new URL(url).port);
 
+/** Whether a connection to `host`:`port` opens: 127.0.0.2 is this machine too, but a process listening on 127.0.0.1 alone does not take it. */
+export function reaches(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port }, () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
 /** Whether nothing listens on `port` any more: a connection to it is refused. */
 export function refusesConnections(port: number): Promise<boolean> {
   return new Promise((resolve) => {

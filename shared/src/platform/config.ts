@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { type ConnectionBudget, DEFAULT_MAX_CONNECTIONS, DEFAULT_REQUEST_BODY_TIMEOUT_MS, KEEP_ALIVE_TIMEOUT_MS } from './http/connection-budget.js';
 import { DEFAULT_LISTEN_SOCKETS } from './http/listening-sockets.js';
 import { DEFAULT_REQUEST_HEAD_TIMEOUT_MS } from './http/request-head-deadline.js';
 
@@ -136,5 +137,13 @@ export const commonConfig = {
   LISTEN_SOCKETS: count(DEFAULT_LISTEN_SOCKETS, 1, 1_024),
   SHUTDOWN_TIMEOUT_MS: milliseconds(10_000),
   REQUEST_HEAD_TIMEOUT_MS: milliseconds(DEFAULT_REQUEST_HEAD_TIMEOUT_MS),
+  REQUEST_BODY_TIMEOUT_MS: milliseconds(DEFAULT_REQUEST_BODY_TIMEOUT_MS),
+  MAX_CONNECTIONS: count(DEFAULT_MAX_CONNECTIONS, 1, 1_000_000),
   ...tracingConfig,
 };
+
+/** The budget of each connection (see ConnectionBudget) the common variables give, with a per-address cap (0: none). */
+export const connectionBudgetOf = (
+  config: { REQUEST_HEAD_TIMEOUT_MS: number; REQUEST_BODY_TIMEOUT_MS: number; MAX_CONNECTIONS: number },
+  perAddress: number,
+): ConnectionBudget => ({ headMs: config.REQUEST_HEAD_TIMEOUT_MS, bodyMs: config.REQUEST_BODY_TIMEOUT_MS, idleMs: KEEP_ALIVE_TIMEOUT_MS, total: config.MAX_CONNECTIONS, perAddress });

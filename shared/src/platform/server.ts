@@ -6,17 +6,38 @@ import { answerClientErrors, lastResponseOf, responseDone, responseOwed } from '
 import type { Lifecycle } from './http/lifecycle.js';
 import { LISTEN_BACKLOG, listenShared } from './http/listening-sockets.js';
 import { refuseMalformedRequests, refuseUnmetExpectations } from './http/malformed-requests.js';
-import { closeConnectionsWithoutRequest, DEFAULT_REQUEST_HEAD_TIMEOUT_MS, headArrived } from './http/request-head-deadline.js';
+import { capConnections, type ConnectionBudget, DEFAULT_CONNECTION_BUDGET } from './http/connection-budget.js';
+import { closeConnectionsWithoutRequest, headArrived } from './http/request-head-deadline.js';
 import { inTurn } from './http/requests-in-turn.js';
 import { endLongPollPhases } from './http/turn-ender.js';
 import type { Logger } from './logger.js';
 import { flushTelemetry, traceRequests } from '../telemetry/spans.js';
 
 /**
- * Longer than any client's idle keep-alive (the gateway's agent keeps idle sockets for
- * UPSTREAM_IDLE_SOCKET_MS), so the server never closes a socket a client is about to reuse.
+ * Node checks its head and request timeouts on an interval (30 s by default), so a deadline is
+ * late by up to that: a tenth of the head's budget, at most a second.
  */
-export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
+const timeoutCheckInterval = (headMs: number) => Math.max(1, Math.min(1_000, Math.floor(headMs / 10)));
+
+/**
+ * Node's server with a budget for each part of a connection's life: a head within `headMs` of its
+ * first byte (headersTimeout), a whole request, head and body, within `headMs + bodyMs` of its first
+ * byte (requestTimeout: also the body of a request answered before its body was read, which Node
+ * reads and discards), and an idle connection closed after `idleMs` without a byte.
+ */
+function createServer(handler: RequestListener, budget: ConnectionBudget): http.Server {
+  return http.createServer(
+    {
+      keepAliveTimeout: budget.idleMs,
+      headersTimeout: budget.headMs,
+      requestTimeout: budget.headMs + budget.bodyMs,
+      connectionsCheckingInterval: timeoutCheckInterval(budget.headMs),
+      requireHostHeader: false,
+    },
+    // With tracing on, every request in a server span, the malformed ones too.
+    traceRequests(refuseMalformedRequests(inTurn(handler))),
+  );
+}
 
 export interface RunningServer {
   server: http.Server;
@@ -28,9 +49,10 @@ export interface RunningServer {
 }
 
 /**
- * Listens with the keep-alive settings on `sockets` listening sockets (see DEFAULT_LISTEN_SOCKETS),
- * answers requests Node's parser rejects and request targets over MAX_REQUEST_TARGET_BYTES with
- * problem+json (closing the connection), and tracks in-flight requests for a graceful close.
+ * Listens on `sockets` listening sockets (see DEFAULT_LISTEN_SOCKETS) with a budget for every
+ * connection's whole life (`budget`, each part defaulted), answers requests Node's parser rejects
+ * and request targets over MAX_REQUEST_TARGET_BYTES with problem+json (closing the connection), and
+ * tracks in-flight requests for a graceful close.
  */
 export async function listen(
   handler: RequestListener,
@@ -38,14 +60,12 @@ export async function listen(
   host?: string,
   logger?: Logger,
   sockets = 1,
-  requestHeadTimeoutMs = DEFAULT_REQUEST_HEAD_TIMEOUT_MS,
+  budget: Partial<ConnectionBudget> = {},
 ): Promise<RunningServer> {
-  const server = http.createServer(
-    { keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS, headersTimeout: KEEP_ALIVE_TIMEOUT_MS + 1_000, requireHostHeader: false },
-    // With tracing on, every request in a server span, the malformed ones too.
-    traceRequests(refuseMalformedRequests(inTurn(handler))),
-  );
-  closeConnectionsWithoutRequest(server, requestHeadTimeoutMs, logger);
+  const whole = { ...DEFAULT_CONNECTION_BUDGET, ...budget };
+  const server = createServer(handler, whole);
+  server.on('connection', capConnections(whole, logger));
+  const awaitNextHead = closeConnectionsWithoutRequest(server, { firstMs: whole.headMs, nextMs: whole.idleMs + whole.headMs }, logger);
   answerClientErrors(server, logger);
   refuseUnmetExpectations(server);
   // Connections, not responses: a Set that takes and lets go of an entry per request keeps every
@@ -64,7 +84,10 @@ export async function listen(
   const endLongTurn = endLongPollPhases();
   // One listener for every response (no closure per request: see observeRequest in http/observation.ts).
   const forget = function (this: http.ServerResponse) {
-    responseDone(this.req.socket);
+    const socket = this.req.socket;
+    responseDone(socket);
+    // No later request has come on the connection: its next head is due.
+    if (lastResponseOf(socket) === this) awaitNextHead(socket);
   };
   // Before the handler, which may have answered by the time a later listener runs (a cache hit is sent at once).
   server.prependListener('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
@@ -103,33 +126,33 @@ export async function listen(
 }
 
 /**
- * A process's HTTP server from start to exit: listens on `port` (at `host`: every interface unless
- * given), and on `metrics.port` for its metrics when given, says where (with `details`), and on
- * SIGTERM or SIGINT shuts down in order: readiness turns 503, the servers stop accepting and drain,
- * `release` closes pools and clients, the spans still held are sent, and the process exits 0.
+ * A process's HTTP server from start to exit: listens on `port` at `host`, and on `metrics.port` at
+ * `metrics.host` for its metrics when given, each connection within `connections`, says where (with
+ * `details`), and on SIGTERM or SIGINT shuts down in order: readiness turns 503, the servers stop
+ * accepting and drain, `release` closes pools and clients, the spans still held are sent, and the
+ * process exits 0.
  */
 export async function serve(options: {
   name: string;
   handler: RequestListener;
   port: number;
-  host?: string;
+  host: string;
   /** A second server, for the metrics alone: on a port clients are not given. */
-  metrics?: { handler: RequestListener; port: number };
+  metrics?: { handler: RequestListener; port: number; host: string };
   lifecycle: Lifecycle;
   logger: Logger;
   shutdownTimeoutMs: number;
   release: () => Promise<void>;
   /** LISTEN_SOCKETS: see DEFAULT_LISTEN_SOCKETS. */
   listenSockets: number;
-  /** REQUEST_HEAD_TIMEOUT_MS: see closeConnectionsWithoutRequest. */
-  requestHeadTimeoutMs: number;
+  connections: ConnectionBudget;
   details?: Record<string, unknown>;
 }): Promise<void> {
-  const { name, handler, port, host, metrics, logger, listenSockets, requestHeadTimeoutMs, details } = options;
-  const running = await listen(handler, port, host, logger, listenSockets, requestHeadTimeoutMs);
-  const metricsServer = metrics && (await listen(metrics.handler, metrics.port, host, logger, 1, requestHeadTimeoutMs));
+  const { name, handler, port, host, metrics, logger, listenSockets, connections, details } = options;
+  const running = await listen(handler, port, host, logger, listenSockets, connections);
+  const metricsServer = metrics && (await listen(metrics.handler, metrics.port, metrics.host, logger, 1, connections));
   logger.info(
-    { port: running.port, ...(metricsServer && { metricsPort: metricsServer.port }), ...(host && { host }), listenSockets: running.listenSockets, ...details },
+    { port: running.port, host, ...(metrics && metricsServer && { metricsPort: metricsServer.port, metricsHost: metrics.host }), listenSockets: running.listenSockets, ...details },
     `${name} listening`,
   );
   const servers = metricsServer ? [running, metricsServer] : [running];

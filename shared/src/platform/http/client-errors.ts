@@ -97,9 +97,11 @@ export function answerClientErrors(server: http.Server, logger: Logger | undefin
     // While the last request's body is incomplete and its response unfinished, the error is that
     // request's own; otherwise it is a later request's, refused once the earlier ones are answered.
     const last = tracked[LAST_RESPONSE];
-    const ownError = last !== undefined && !last.req.complete && !last.writableEnded;
-    // A response already under way on this socket cannot be replaced: only cut it.
-    if (error.code === 'ECONNRESET' || !socket.writable || (ownError && last.headersSent)) {
+    const incomplete = last !== undefined && !last.req.complete;
+    const ownError = incomplete && !last.writableEnded;
+    // A response already under way on this socket cannot be replaced: only cut it. Nor does the
+    // body of a request already answered (its rest read to be discarded) get an answer of its own.
+    if (error.code === 'ECONNRESET' || !socket.writable || (ownError && last.headersSent) || (incomplete && last.writableEnded)) {
       socket.destroy();
       return;
     }

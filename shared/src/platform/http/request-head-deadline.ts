@@ -5,9 +5,19 @@ import type { Logger } from '../logger.js';
 import { HttpProblem } from '../problem.js';
 import { writeRawProblem } from './raw-problem.js';
 
-/** Until a connection's first request head is complete, the timer that closes it when none comes in time. */
-const HEAD_DEADLINE = Symbol('first request head deadline');
-type SocketAwaitingHead = Duplex & { [HEAD_DEADLINE]?: NodeJS.Timeout };
+/**
+ * A connection between requests: whether it waits for a request head now, its bytes read when it
+ * began to wait (more since: a head under way), and the timers that close it when none comes in
+ * time, the first head's and the later heads' (kept, and re-armed after each response).
+ */
+interface HeadWait {
+  waiting: boolean;
+  bytesBefore: number;
+  first?: NodeJS.Timeout;
+  next?: NodeJS.Timeout;
+}
+const HEAD_WAIT = Symbol('request head wait');
+type SocketAwaitingHead = Duplex & { [HEAD_WAIT]?: HeadWait };
 
 /** REQUEST_HEAD_TIMEOUT_MS by default: how long a new connection may take to send its first request head. */
 export const DEFAULT_REQUEST_HEAD_TIMEOUT_MS = 10_000;
@@ -18,45 +28,70 @@ export const connectionsWithoutRequest = { closed: 0 };
 /** How often at most the closes of connections without a request are logged (with their count). */
 const SILENT_CLOSE_LOG_INTERVAL_MS = 60_000;
 
-/** The socket's first request head is complete (or refused): its deadline no longer applies. */
+/** A request head on the socket is complete (or refused): no deadline applies until its response is done. */
 export function headArrived(socket: Duplex): void {
-  const tracked = socket as SocketAwaitingHead;
-  const deadline = tracked[HEAD_DEADLINE];
-  if (deadline === undefined) return;
-  clearTimeout(deadline);
-  tracked[HEAD_DEADLINE] = undefined;
+  const wait = (socket as SocketAwaitingHead)[HEAD_WAIT];
+  if (wait === undefined) return;
+  wait.waiting = false;
+  clearTimeout(wait.first);
+  wait.first = undefined;
 }
 
-function deadlineGone(this: Duplex): void {
-  headArrived(this);
+function deadlinesGone(this: SocketAwaitingHead): void {
+  const wait = this[HEAD_WAIT];
+  clearTimeout(wait?.first);
+  clearTimeout(wait?.next);
+}
+
+/** How long a connection may take: to send its first request head after accept, and its next one after a response. */
+export interface HeadDeadlines {
+  /** REQUEST_HEAD_TIMEOUT_MS. */
+  firstMs: number;
+  /** The keep-alive timeout plus REQUEST_HEAD_TIMEOUT_MS. */
+  nextMs: number;
 }
 
 /**
- * Closes a connection whose first request head is not complete within `timeoutMs` of accept. Node
- * times a request head only once its first byte came (headersTimeout), so a connection that sends
- * nothing would otherwise stay open for good, holding a file descriptor. One that sent part of a
- * head gets a 408; one that sent nothing is just closed. After the first request, keepAliveTimeout
- * and headersTimeout take over. Counted, and logged at most once per SILENT_CLOSE_LOG_INTERVAL_MS.
+ * Closes a connection whose first request head is not complete within `deadlines.firstMs` of
+ * accept, or whose next one is not within `deadlines.nextMs` of the response before it. Node times
+ * a head only from its first byte (headersTimeout), and a connection idle past a response only while
+ * no byte comes (keepAliveTimeout): one that sends nothing would stay open for good, one that sends
+ * a CRLF now and then too (the parser skips them between requests, and each byte renews the idle
+ * timer). One that sent part of a head gets a 408; one that sent nothing is just closed. Counted, and
+ * logged at most once per SILENT_CLOSE_LOG_INTERVAL_MS. Returns what the server calls once a
+ * response is done and no later request has come: the connection waits for its next head.
  */
-export function closeConnectionsWithoutRequest(server: http.Server, timeoutMs: number, logger: Logger | undefined): void {
+export function closeConnectionsWithoutRequest(server: http.Server, deadlines: HeadDeadlines, logger: Logger | undefined): (socket: net.Socket) => void {
   let unlogged = 0;
   let loggedAt = -Infinity;
-  const expire = (socket: net.Socket) => {
-    (socket as SocketAwaitingHead)[HEAD_DEADLINE] = undefined;
-    if (socket.destroyed || !socket.writable) return;
+  const expire = (socket: net.Socket & SocketAwaitingHead) => {
+    const wait = socket[HEAD_WAIT];
+    if (wait === undefined) return;
+    wait.first = undefined;
+    if (!wait.waiting || socket.destroyed || !socket.writable) return;
+    wait.waiting = false;
     connectionsWithoutRequest.closed++;
     unlogged++;
     if (performance.now() - loggedAt >= SILENT_CLOSE_LOG_INTERVAL_MS) {
-      logger?.info({ closed: unlogged, requestHeadTimeoutMs: timeoutMs }, 'closed connections that sent no request in time');
+      logger?.info({ closed: unlogged, requestHeadTimeoutMs: deadlines.firstMs }, 'closed connections that sent no request in time');
       loggedAt = performance.now();
       unlogged = 0;
     }
-    if (socket.bytesRead > 0) writeRawProblem(socket, new HttpProblem('request-timeout', 'The request did not arrive in time'));
+    if (socket.bytesRead > wait.bytesBefore) writeRawProblem(socket, new HttpProblem('request-timeout', 'The request did not arrive in time'));
     else socket.destroy();
   };
-  server.on('connection', (socket: net.Socket) => {
-    (socket as SocketAwaitingHead)[HEAD_DEADLINE] = setTimeout(expire, timeoutMs, socket).unref();
-    // A connection that goes first takes its deadline along: the timer would hold the socket till then.
-    socket.once('close', deadlineGone);
+  server.on('connection', (socket: net.Socket & SocketAwaitingHead) => {
+    socket[HEAD_WAIT] = { waiting: true, bytesBefore: 0, first: setTimeout(expire, deadlines.firstMs, socket).unref() };
+    // A connection that goes first takes its deadlines along: a timer would hold the socket till then.
+    socket.once('close', deadlinesGone);
   });
+  return (socket: net.Socket & SocketAwaitingHead) => {
+    const wait = socket[HEAD_WAIT];
+    if (wait === undefined || socket.destroyed) return;
+    wait.waiting = true;
+    wait.bytesBefore = socket.bytesRead;
+    // One timer a connection, re-armed (refresh) rather than made anew for each response.
+    if (wait.next === undefined) wait.next = setTimeout(expire, deadlines.nextMs, socket).unref();
+    else wait.next.refresh();
+  };
 }
