@@ -111,7 +111,7 @@ export class GatewayMetrics {
   #connectionsWithoutRequestCounted = connectionsWithoutRequest.closed;
   readonly #connectionsWithoutRequest = new Counter({
     name: 'gateway_connections_without_request_closed_total',
-    help: 'Connections closed because no complete request head came within REQUEST_HEAD_TIMEOUT_MS of accept.',
+    help: 'Connections closed because no complete request head came within REQUEST_HEAD_TIMEOUT_MS of accept, or of the response before it (plus the keep-alive time).',
     registers: [this.registry],
     collect: (): void => {
       this.#connectionsWithoutRequest.inc(connectionsWithoutRequest.closed - this.#connectionsWithoutRequestCounted);
