@@ -102,6 +102,10 @@ export const configSchema = z.object({
   CACHE_STALE_SECONDS: seconds(300, 0),
   /** Bytes of hot entries each gateway keeps in memory in front of Redis; 0 turns that tier off. */
   CACHE_MEMORY_MB: megabytes(16, 4096),
+  /** The largest response body (identity) the cache stores, or compresses: a larger one is answered as it came. */
+  CACHE_MAX_ENTRY_BYTES: count(262_144, 1_024, 1_073_741_824),
+  /** The bytes of entries one caller may store per entry lifetime (TTL + stale), whatever it reads. */
+  CACHE_CALLER_BYTES: count(8_388_608, 1_024, 1_099_511_627_776),
   AUTH_ENABLED: flag(true),
   AUTH_PUBLIC_KEY: verificationKey,
   AUTH_JWKS_URL: optionalUrl(HTTP_SCHEMES),

@@ -5,6 +5,7 @@ import { decode, encode, type CachedResponse } from './entry.js';
 import type { MemoryTier } from './memory-tier.js';
 import { defaultBreakerSettings, RedisHealth, type RedisBreakerSettings } from './redis-health.js';
 import type { ReadScope, WriteScope } from './scope.js';
+import { SpaceBudget } from './space-budget.js';
 
 /**
  * Generations outlive every entry by far; they only need to expire eventually. Not much later: a
@@ -23,6 +24,10 @@ export const CLUSTER_FAILOVER_WAIT_MS = 5_000;
 export interface CacheSettings {
   ttlSeconds: number;
   staleSeconds: number;
+  /** The largest identity body stored (CACHE_MAX_ENTRY_BYTES): a larger one is answered, never stored. */
+  maxEntryBytes: number;
+  /** The bytes each caller may store per entry lifetime (CACHE_CALLER_BYTES; see SpaceBudget). */
+  callerBytes: number;
   /** The clock (ms), for tests of expiry. */
   now?: () => number;
   /** When Redis counts as down (see RedisHealth). */
@@ -62,6 +67,7 @@ export class ResponseCache {
   /** Ends the settling loop's pause between two attempts, while it pauses. */
   #wakeSettle: (() => void) | undefined;
   readonly #health: RedisHealth;
+  readonly #space: SpaceBudget;
   readonly #stopListening: () => void;
   #closed = false;
   readonly now: () => number;
@@ -79,6 +85,7 @@ export class ResponseCache {
     this.now = settings.now ?? Date.now;
     this.#generationSeconds = settings.ttlSeconds + settings.staleSeconds + GENERATION_MARGIN_SECONDS;
     this.#health = new RedisHealth(redis, logger, { ...defaultBreakerSettings, ...settings.breaker });
+    this.#space = new SpaceBudget(redis, settings.callerBytes, settings.ttlSeconds + settings.staleSeconds);
     this.#owedWaitMs = isClusterClient(redis) ? CLUSTER_FAILOVER_WAIT_MS : 0;
     // Pay what is owed on the turn Redis is back, not after the retry pause under way.
     const onReady = () => {
@@ -179,12 +186,16 @@ export class ResponseCache {
   /**
    * Stores a fill in Redis, and in memory at once when its generation is known current there (as its
    * lookup found it): the requests that come while the SET is under way are hits from memory already.
+   * Only an entry of at most `maxEntryBytes` of body; in Redis, only within what `caller` may still
+   * store there (SpaceBudget). The memory tier has its own bound, and no round trip to wait for.
    */
-  async store(scope: ReadScope, entry: CachedResponse): Promise<void> {
-    if (!this.#usable(scope)) return;
+  async store(scope: ReadScope, entry: CachedResponse, caller: string): Promise<void> {
+    if (!this.#usable(scope) || entry.body.length > this.settings.maxEntryBytes) return;
     this.memory?.learn(scope, entry);
+    const encoded = encode(entry);
+    if (!(await this.#space.take(caller, encoded.length))) return;
     const lifetime = this.settings.ttlSeconds + this.settings.staleSeconds;
-    await this.#health.run((redis) => redis.set(scope.entryKey, encode(entry), 'EX', lifetime)).catch(() => undefined);
+    await this.#health.run((redis) => redis.set(scope.entryKey, encoded, 'EX', lifetime)).catch(() => undefined);
   }
 
   /**

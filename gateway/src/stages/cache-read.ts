@@ -81,10 +81,12 @@ export class CacheRead implements Stage {
     const { cache, fills } = this.options;
     const flight = hop.fetch(exchange);
     if (!flight) return undefined;
-    const fill = flight.then((fetched) => ({ fetched, representation: representations(fetched.status, fetched.headers, fetched.body) }));
+    const fill = flight.then(async (fetched) => ({ fetched, representation: await representations(fetched.status, fetched.headers, fetched.body, cache.settings.maxEntryBytes) }));
+    // Counted against the caller the rate limits count, or the address the request came from.
+    const caller = exchange.caller ?? `addr:${exchange.req.socket.remoteAddress}`;
     const stored = fill
       .then(async ({ fetched, representation }) => {
-        if (isStorable(fetched.status, fetched.headers)) await cache.store(scope, { generation, storedAt: cache.now(), ...representation });
+        if (isStorable(fetched.status, fetched.headers)) await cache.store(scope, { generation, storedAt: cache.now(), ...representation }, caller);
       })
       .catch(() => undefined);
     fills.start(scope, generation, fill, stored);
