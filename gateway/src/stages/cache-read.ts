@@ -1,4 +1,4 @@
-import { SUBJECT_HEADER } from '@app/shared/platform/subject';
+import { ADMIN_ROLE, ROLE_HEADER, SUBJECT_HEADER } from '@app/shared/platform/subject';
 import { isStorable, representations } from '../cache/entry.js';
 import type { Fill, Fills } from '../cache/fills.js';
 import type { Lookup, ResponseCache } from '../cache/response-cache.js';
@@ -12,12 +12,15 @@ import { upstreamProblem } from '../upstream.js';
 /**
  * Whether the cache may answer this request at all: a GET or HEAD with no body, token or cookie.
  * If-Match on a read is the service's to evaluate (412, or 400 when malformed): the cache only
- * answers If-None-Match.
+ * answers If-None-Match. Nor an admin's read of a service whose records only their owners see: it
+ * sees other owners' records, and an entry keyed by its subject alone would serve them to that
+ * subject's other tokens, an admin's revoked one included.
  */
 function isCacheable(exchange: Exchange): boolean {
   const { headers } = exchange.req;
   return (
     exchange.kind === 'read' &&
+    !(exchange.service?.upstream.owner === 'all' && headers[ROLE_HEADER] === ADMIN_ROLE) &&
     headers.authorization === undefined &&
     headers.cookie === undefined &&
     headers['if-match'] === undefined &&
