@@ -122,6 +122,25 @@ describe('CACHE_CALLER_BYTES', () => {
     expect(await becomesHit(as.bob, refused)).toBe(true);
   });
 
+  it('charges a refill after a write only for what it adds, and keeps its key\'s expiry', async () => {
+    const dave = client(stack.gateway.url, { token: await testToken({ subject: `dave-${run}`, scopes: ALL_SCOPES }) });
+    const created = await dave.post('/api/users', { email: `dave-${run}@example.com`, name: 'Dave' });
+    expect(created.status).toBe(201);
+    const path = '/api/users?limit=10';
+    const entryKey = `${prefix}c:{users}:limit=10 dave-${run}`;
+    const spent = async () => Number(await redis.get(`${prefix}cs:sub:dave-${run}`));
+    expect(await becomesHit(dave, path)).toBe(true);
+    const [spentBefore, bytesBefore, expiryBefore] = [await spent(), await redis.strlen(entryKey), await redis.pttl(entryKey)];
+    expect(spentBefore).toBe(bytesBefore);
+    // As many bytes after the write, give or take a digit: the refill replaces the entry.
+    expect((await dave.patch(created.headers.get('location')!, { name: 'Evad' })).status).toBe(200);
+    expect((await dave.get(path)).headers.get('x-cache')).toBe('MISS');
+    expect(await becomesHit(dave, path)).toBe(true);
+    expect((await dave.get(path)).body.items[0].name).toBe('Evad');
+    expect(await spent()).toBe(spentBefore + Math.max(0, (await redis.strlen(entryKey)) - bytesBefore));
+    expect(await redis.pttl(entryKey)).toBeLessThanOrEqual(expiryBefore);
+  });
+
   it("bounds an anonymous caller's public reads too, by its address", async () => {
     const { storedCount } = await readUntilRefused(as.anonymous, pages('products'));
     expect(storedCount).toBeGreaterThan(0);

@@ -38,6 +38,8 @@ export interface CacheSettings {
 export interface Lookup {
   generation: string | null;
   entry?: CachedResponse;
+  /** The bytes Redis held under the entry's key, whatever their generation: what storing a fill replaces. */
+  storedBytes?: number;
 }
 
 const newGeneration = () => randomBytes(8).toString('base64url');
@@ -148,10 +150,11 @@ export class ResponseCache {
     const current = generation?.toString() ?? null;
     if (read) this.memory?.learnGeneration(read, hold === null ? current : null);
     if (hold !== null) return undefined;
+    const storedBytes = stored?.length;
     const entry = stored ? decode(stored) : undefined;
-    if (!entry || entry.generation !== current) return { generation: current };
+    if (!entry || entry.generation !== current) return { generation: current, storedBytes };
     if (this.isFresh(entry)) this.memory?.learn(scope, entry);
-    return { generation: current, entry };
+    return { generation: current, entry, storedBytes };
   }
 
   ageSeconds(entry: CachedResponse): number {
@@ -187,15 +190,26 @@ export class ResponseCache {
    * Stores a fill in Redis, and in memory at once when its generation is known current there (as its
    * lookup found it): the requests that come while the SET is under way are hits from memory already.
    * Only an entry of at most `maxEntryBytes` of body; in Redis, only within what `caller` may still
-   * store there (SpaceBudget). The memory tier has its own bound, and no round trip to wait for.
+   * store there (SpaceBudget), paid for in the same round trip as the SET: an entry it could not pay
+   * for is deleted again. A refill of a key that held `replacedBytes` (after a write, or once fresh no
+   * more) pays only for what it adds and keeps the key's expiry, so every entry lives at most one
+   * lifetime from when its space was paid for. The memory tier has its own bound.
    */
-  async store(scope: ReadScope, entry: CachedResponse, caller: string): Promise<void> {
+  async store(scope: ReadScope, entry: CachedResponse, caller: string, replacedBytes = 0): Promise<void> {
     if (!this.#usable(scope) || entry.body.length > this.settings.maxEntryBytes) return;
     this.memory?.learn(scope, entry);
     const encoded = encode(entry);
-    if (!(await this.#space.take(caller, encoded.length))) return;
     const lifetime = this.settings.ttlSeconds + this.settings.staleSeconds;
-    await this.#health.run((redis) => redis.set(scope.entryKey, encoded, 'EX', lifetime)).catch(() => undefined);
+    const expiry = replacedBytes > 0 ? ['XX', 'KEEPTTL'] : ['EX', lifetime];
+    const added = Math.max(0, encoded.length - replacedBytes);
+    const set = (...options: (string | number)[]) => this.#health.run((redis) => redis.call('SET', scope.entryKey, encoded, ...options)).catch(() => 'failed');
+    const [paid, stored] = await Promise.all([added > 0 ? this.#space.take(caller, added) : true, set(...expiry)]);
+    if (!paid) {
+      await this.#health.run((redis) => redis.del(scope.entryKey)).catch(() => undefined);
+      return;
+    }
+    // The key being refilled expired meanwhile: it is made anew, and paid for in full.
+    if (stored === null && (await this.#space.take(caller, encoded.length - added))) await set('EX', lifetime);
   }
 
   /**

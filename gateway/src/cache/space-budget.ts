@@ -5,8 +5,9 @@ import type { CacheClient } from '../redis.js';
  * The bytes of cache entries each caller may store, per entry lifetime (CACHE_TTL_SECONDS +
  * CACHE_STALE_SECONDS), counted in Redis with rate-limiter-flexible as the rate limits are, so
  * every replica shares one count. Past it, the caller's misses are answered but not stored: however
- * many distinct query strings (cursors, say) it sends, an entry lives at most one window, so what it
- * holds in Redis at any moment is at most twice its budget (this window's and the last one's).
+ * many distinct query strings (cursors, say) it sends, an entry lives at most one window from when
+ * its space was paid for (a refill keeps its key's expiry: ResponseCache.store), so what it holds in
+ * Redis at any moment is at most twice its budget (this window's and the last one's).
  */
 export class SpaceBudget {
   readonly #counter: RateLimiterRedis;

@@ -71,7 +71,7 @@ export class CacheRead implements Stage {
     const generation = lookup.generation ?? (await cache.generationFor(scope, lookup));
     if (generation === undefined) return false;
     const joined = fills.started(scope, generation);
-    const flight = joined ?? this.#startFill(exchange, hop, scope, generation);
+    const flight = joined ?? this.#startFill(exchange, hop, scope, generation, lookup.storedBytes);
     if (flight) return this.#answerFromFill(exchange, hop, lookup, flight, joined === undefined);
     if (this.#serveStale(exchange, lookup)) return true;
     exchange.cache = 'miss';
@@ -79,8 +79,11 @@ export class CacheRead implements Stage {
     return true;
   }
 
-  /** Starts the fill of `scope` under `generation`; undefined when the service has no slot for it. */
-  #startFill(exchange: Exchange, hop: ServiceHop, scope: ReadScope, generation: string): Promise<Fill> | undefined {
+  /**
+   * Starts the fill of `scope` under `generation`, to replace the `storedBytes` Redis holds for it;
+   * undefined when the service has no slot for it.
+   */
+  #startFill(exchange: Exchange, hop: ServiceHop, scope: ReadScope, generation: string, storedBytes: number | undefined): Promise<Fill> | undefined {
     const { cache, fills } = this.options;
     const flight = hop.fetch(exchange);
     if (!flight) return undefined;
@@ -89,7 +92,7 @@ export class CacheRead implements Stage {
     const caller = exchange.caller ?? `addr:${exchange.req.socket.remoteAddress}`;
     const stored = fill
       .then(async ({ fetched, representation }) => {
-        if (isStorable(fetched.status, fetched.headers)) await cache.store(scope, { generation, storedAt: cache.now(), ...representation }, caller);
+        if (isStorable(fetched.status, fetched.headers)) await cache.store(scope, { generation, storedAt: cache.now(), ...representation }, caller, storedBytes);
       })
       .catch(() => undefined);
     fills.start(scope, generation, fill, stored);
