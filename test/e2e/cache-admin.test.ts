@@ -6,6 +6,7 @@
  * users service and Redis.
  */
 import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
 import { testToken } from '../support/auth.js';
 import { client, type Client } from '../support/http.js';
 import { startStack } from '../support/stack.js';
@@ -45,6 +46,13 @@ it("never caches an admin's reads: the same subject without the admin scope is n
       const read = await as.carolAdmin.get(path);
       adminReads.push({ path, status: read.status, cache: read.headers.get('x-cache') });
     }
+  }
+  // Nothing of the admin's reads is in Redis for anyone to be served later, its token revoked or not.
+  const redis = new Redis(process.env.TEST_REDIS_URL!);
+  try {
+    expect(await redis.keys(`${process.env.TEST_REDIS_KEY_PREFIX ?? ''}c:{users* ${carol}`)).toEqual([]);
+  } finally {
+    redis.disconnect();
   }
   // Carol without the scope: her own answers, fetched for her, not the admin's.
   const [record, byOwner, all] = await Promise.all(paths.map((path) => as.carol.get(path)));
