@@ -113,6 +113,10 @@ export const configSchema = z.object({
   OVERLOAD_CLOSE_PERCENT: count(80, 1, 100),
   OVERLOAD_NO_STORE_PERCENT: count(90, 1, 100),
   OVERLOAD_SHED_PERCENT: count(95, 1, 100),
+  /** The largest response body (identity) the cache stores, or compresses: a larger one is answered as it came. */
+  CACHE_MAX_ENTRY_BYTES: count(262_144, 1_024, 1_073_741_824),
+  /** The bytes of entries one caller may store per entry lifetime (TTL + stale), whatever it reads. */
+  CACHE_CALLER_BYTES: count(8_388_608, 1_024, 1_099_511_627_776),
   AUTH_ENABLED: flag(true),
   AUTH_PUBLIC_KEY: verificationKey,
   /** Whether the development key (dev-keys/, its private half published) may be trusted on an address other machines reach. */

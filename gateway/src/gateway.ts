@@ -174,7 +174,14 @@ function redisParts(config: GatewayConfig, logger: Logger, parts: GatewayParts) 
     redis && config.CACHE_ENABLED
       ? new ResponseCache(
           redis,
-          { ttlSeconds: config.CACHE_TTL_SECONDS, staleSeconds: config.CACHE_STALE_SECONDS, now: parts.now, breaker: { timeoutMs: config.REDIS_COMMAND_TIMEOUT_MS } },
+          {
+            ttlSeconds: config.CACHE_TTL_SECONDS,
+            staleSeconds: config.CACHE_STALE_SECONDS,
+            maxEntryBytes: config.CACHE_MAX_ENTRY_BYTES,
+            callerBytes: config.CACHE_CALLER_BYTES,
+            now: parts.now,
+            breaker: { timeoutMs: config.REDIS_COMMAND_TIMEOUT_MS },
+          },
           logger,
           memory,
         )

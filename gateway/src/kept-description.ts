@@ -56,7 +56,7 @@ export class KeptDescription {
     const parts = this.upstreams.map((upstream, i) => ({ upstream, document: JSON.parse(texts[i] as string) as OpenApiDocument }));
     const body = Buffer.from(JSON.stringify(this.merge(parts)));
     const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;
-    this.#built = { body, variants: compressVariants(body), etag, from };
+    this.#built = { body, variants: await compressVariants(body), etag, from };
     return this.#built;
   }
 

@@ -44,6 +44,7 @@ class FakeCache {
   readonly lookups: string[] = [];
   readonly stored: { entryKey: string; entry: CachedResponse }[] = [];
   readonly now = () => NOW;
+  readonly settings = { maxEntryBytes: 262_144 };
 
   held(scope: ReadScope): CachedResponse | undefined {
     return scope.entryKey === 'c:{users}:' ? this.inMemory : undefined;

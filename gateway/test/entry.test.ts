@@ -80,24 +80,31 @@ describe('headerList', () => {
 });
 
 describe('representations', () => {
+  const MAX_ENTRY_BYTES = 262_144;
   const page = Buffer.from(JSON.stringify({ items: Array.from({ length: 50 }, (_, i) => ({ id: i, name: `Product ${i}`, price: '9.99' })) }));
 
-  it('makes br and gzip variants of a JSON 200 worth compressing, and every one says Vary: Accept-Encoding', () => {
-    const made = representations(200, { 'content-type': 'application/json; charset=utf-8', etag: 'W/"7"' }, page);
+  it('makes br and gzip variants of a JSON 200 worth compressing, and every one says Vary: Accept-Encoding', async () => {
+    const made = await representations(200, { 'content-type': 'application/json; charset=utf-8', etag: 'W/"7"' }, page, MAX_ENTRY_BYTES);
     expect(made.headers.vary).toBe('Accept-Encoding');
     expect(made.variants?.br?.headers).toMatchObject({ 'content-encoding': 'br', vary: 'Accept-Encoding', etag: 'W/"7"' });
     expect(made.variants?.gzip?.body.length).toBeLessThan(page.length);
   });
 
-  it('leaves a small body, another status, another type or a strong ETag (a resource\'s version) as it is', () => {
-    expect(representations(200, { 'content-type': 'application/json', etag: '"7"' }, page).variants).toBeUndefined();
-    expect(representations(200, { 'content-type': 'application/json' }, Buffer.from('{"id":1}')).variants).toBeUndefined();
-    expect(representations(404, { 'content-type': 'application/json' }, page).variants).toBeUndefined();
-    expect(representations(200, { 'content-type': 'image/png' }, page).variants).toBeUndefined();
+  it('leaves a small body, another status, another type or a strong ETag (a resource\'s version) as it is', async () => {
+    expect((await representations(200, { 'content-type': 'application/json', etag: '"7"' }, page, MAX_ENTRY_BYTES)).variants).toBeUndefined();
+    expect((await representations(200, { 'content-type': 'application/json' }, Buffer.from('{"id":1}'), MAX_ENTRY_BYTES)).variants).toBeUndefined();
+    expect((await representations(404, { 'content-type': 'application/json' }, page, MAX_ENTRY_BYTES)).variants).toBeUndefined();
+    expect((await representations(200, { 'content-type': 'image/png' }, page, MAX_ENTRY_BYTES)).variants).toBeUndefined();
   });
 
-  it('round-trips through the stored format, variants and all', () => {
-    const made = representations(200, { 'content-type': 'application/json' }, page);
+  it('passes a body over the largest entry on as it came: the same bytes, not compressed', async () => {
+    const made = await representations(200, { 'content-type': 'application/json', 'content-length': String(page.length) }, page, page.length - 1);
+    expect(made).toEqual({ status: 200, headers: { 'content-type': 'application/json' }, body: page });
+    expect(made.body).toBe(page);
+  });
+
+  it('round-trips through the stored format, variants and all', async () => {
+    const made = await representations(200, { 'content-type': 'application/json' }, page, MAX_ENTRY_BYTES);
     const stored = { generation: 'g', storedAt: 1, ...made };
     const back = decode(encode(stored));
     expect(back?.body.equals(page)).toBe(true);

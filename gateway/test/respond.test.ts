@@ -150,9 +150,9 @@ describe('ResponseWriter.held', () => {
     expect(held.headerList).toEqual(list);
   });
 
-  it('sends the variant in the coding the client takes best, and identity to one that takes none', () => {
+  it('sends the variant in the coding the client takes best, and identity to one that takes none', async () => {
     const body = Buffer.from(JSON.stringify({ items: Array.from({ length: 100 }, (_, i) => ({ id: i, name: `Product ${i}` })) }));
-    const held = representations(200, { 'content-type': 'application/json', etag: 'W/"4"' }, body);
+    const held = await representations(200, { 'content-type': 'application/json', etag: 'W/"4"' }, body, body.length);
     for (const [acceptEncoding, coding] of [['gzip', 'gzip'], [undefined, undefined]] as const) {
       const { res, writes, ends } = recorder();
       writer().writer.held(exchangeOf({ method: 'GET', url: ITEM, headers: acceptEncoding ? { 'accept-encoding': acceptEncoding } : {} }, res), held);

@@ -131,6 +131,9 @@ export interface GatewayCacheOptions {
   memoryRedisUrls?: { tracked: RedisTarget; subscriber: RedisTarget };
   /** REDIS_KEY_PREFIX (default: this test run's, so that runs sharing a Redis never meet). */
   keyPrefix?: string;
+  /** CACHE_MAX_ENTRY_BYTES and CACHE_CALLER_BYTES (default: the gateway's). */
+  maxEntryBytes?: number;
+  callerBytes?: number;
 }
 
 export interface GatewayGuardOptions {
@@ -191,6 +194,8 @@ export async function startGateway(options: {
     UPSTREAM_WRITE_SHARE_PERCENT: options.concurrency && Math.round(options.concurrency.writeShare * 100),
     CACHE_TTL_SECONDS: options.cache?.ttlSeconds,
     CACHE_STALE_SECONDS: options.cache?.staleSeconds,
+    CACHE_MAX_ENTRY_BYTES: options.cache?.maxEntryBytes,
+    CACHE_CALLER_BYTES: options.cache?.callerBytes,
   };
   const config = gatewayConfig.parse(Object.fromEntries(Object.entries(settings).flatMap(([name, value]) => (value === undefined ? [] : [[name, String(value)]]))));
   const { redis, memory, limitsRedis, limits } = await testRedisParts(options.cache, guardOptions, config.CACHE_MEMORY_MB * 1024 * 1024, logger);

@@ -1,11 +1,12 @@
+import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import Negotiator from 'negotiator';
 
 /**
  * Compressed variants of a cached response: which coding a client gets (`negotiateCoding`), whether
  * a response is worth compressing (`isCompressible`), its variants made once per entry
- * (`compressVariants`), and the headers each variant goes out with (`variantHeaders`). Pure: no
- * I/O, nothing kept per request but the memo of Accept-Encoding values.
+ * (`compressVariants`, in libuv's thread pool), and the headers each variant goes out with
+ * (`variantHeaders`). No I/O, nothing kept per request but the memo of Accept-Encoding values.
  */
 
 /** The content codings the gateway makes, in the order it prefers them when a client likes several alike. */
@@ -95,18 +96,22 @@ export function isCompressible(headers: Readonly<Record<string, string | undefin
 
 const BROTLI_PARAMS = { [zlib.constants.BROTLI_PARAM_QUALITY]: BROTLI_QUALITY, [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT };
 
+const brotliCompress = promisify(zlib.brotliCompress);
+const gzip = promisify(zlib.gzip);
+
 /**
- * `body` compressed into each coding, once per cache entry. On the event loop, not in libuv's
- * thread pool: at these fast levels a page's compression costs less than the thread pool's
- * hand-offs (figures in docs/benchmarks/). A variant no smaller than the body is left out: it
- * would cost the client decoding for nothing.
+ * `body` compressed into each coding, once per cache entry, in libuv's thread pool (zlib's async
+ * API): the event loop answers other requests meanwhile, however large the body. A variant no
+ * smaller than the body is left out: it would cost the client decoding for nothing.
  */
-export function compressVariants(body: Buffer): Partial<Record<ContentCoding, Buffer>> {
-  const br = zlib.brotliCompressSync(body, { params: { ...BROTLI_PARAMS, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: body.length } });
-  const gzip = zlib.gzipSync(body, { level: GZIP_LEVEL });
+export async function compressVariants(body: Buffer): Promise<Partial<Record<ContentCoding, Buffer>>> {
+  const [br, gzipped] = await Promise.all([
+    brotliCompress(body, { params: { ...BROTLI_PARAMS, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: body.length } }),
+    gzip(body, { level: GZIP_LEVEL }),
+  ]);
   const variants: Partial<Record<ContentCoding, Buffer>> = {};
   if (br.length < body.length) variants.br = br;
-  if (gzip.length < body.length) variants.gzip = gzip;
+  if (gzipped.length < body.length) variants.gzip = gzipped;
   return variants;
 }
 

@@ -31,12 +31,19 @@ export interface CachedResponse {
 /**
  * A fetched response as the gateway keeps and sends it: its storable headers, and for a 200 worth
  * compressing, its br and gzip variants, made here once for every client and every hit (the
- * identity one then says `Vary: Accept-Encoding` too).
+ * identity one then says `Vary: Accept-Encoding` too). A body over `maxEntryBytes` is passed on as
+ * it came, never compressed: it is too large to keep (the cache does not store it), so compressing
+ * it would be paid again on every read.
  */
-export function representations(status: number, headers: IncomingHttpHeaders, body: Buffer): Pick<CachedResponse, 'status' | 'headers' | 'body' | 'variants'> {
+export async function representations(
+  status: number,
+  headers: IncomingHttpHeaders,
+  body: Buffer,
+  maxEntryBytes: number,
+): Promise<Pick<CachedResponse, 'status' | 'headers' | 'body' | 'variants'>> {
   const storable = storableHeaders(headers);
-  if (status !== 200 || !isCompressible(storable, body.length)) return { status, headers: storable, body };
-  const compressed = compressVariants(body);
+  if (status !== 200 || body.length > maxEntryBytes || !isCompressible(storable, body.length)) return { status, headers: storable, body };
+  const compressed = await compressVariants(body);
   let variants: Variants | undefined;
   for (const coding of CONTENT_CODINGS) {
     const variant = compressed[coding];

@@ -5,6 +5,7 @@ import { decode, encode, type CachedResponse } from './entry.js';
 import type { MemoryTier } from './memory-tier.js';
 import { defaultBreakerSettings, RedisHealth, type RedisBreakerSettings } from './redis-health.js';
 import type { ReadScope, WriteScope } from './scope.js';
+import { SpaceBudget } from './space-budget.js';
 
 /**
  * Generations outlive every entry by far; they only need to expire eventually. Not much later: a
@@ -23,6 +24,10 @@ export const CLUSTER_FAILOVER_WAIT_MS = 5_000;
 export interface CacheSettings {
   ttlSeconds: number;
   staleSeconds: number;
+  /** The largest identity body stored (CACHE_MAX_ENTRY_BYTES): a larger one is answered, never stored. */
+  maxEntryBytes: number;
+  /** The bytes each caller may store per entry lifetime (CACHE_CALLER_BYTES; see SpaceBudget). */
+  callerBytes: number;
   /** The clock (ms), for tests of expiry. */
   now?: () => number;
   /** When Redis counts as down (see RedisHealth). */
@@ -33,6 +38,8 @@ export interface CacheSettings {
 export interface Lookup {
   generation: string | null;
   entry?: CachedResponse;
+  /** The bytes Redis held under the entry's key, whatever their generation: what storing a fill replaces. */
+  storedBytes?: number;
 }
 
 const newGeneration = () => randomBytes(8).toString('base64url');
@@ -62,6 +69,7 @@ export class ResponseCache {
   /** Ends the settling loop's pause between two attempts, while it pauses. */
   #wakeSettle: (() => void) | undefined;
   readonly #health: RedisHealth;
+  readonly #space: SpaceBudget;
   readonly #stopListening: () => void;
   #closed = false;
   readonly now: () => number;
@@ -79,6 +87,7 @@ export class ResponseCache {
     this.now = settings.now ?? Date.now;
     this.#generationSeconds = settings.ttlSeconds + settings.staleSeconds + GENERATION_MARGIN_SECONDS;
     this.#health = new RedisHealth(redis, logger, { ...defaultBreakerSettings, ...settings.breaker });
+    this.#space = new SpaceBudget(redis, settings.callerBytes, settings.ttlSeconds + settings.staleSeconds);
     this.#owedWaitMs = isClusterClient(redis) ? CLUSTER_FAILOVER_WAIT_MS : 0;
     // Pay what is owed on the turn Redis is back, not after the retry pause under way.
     const onReady = () => {
@@ -141,10 +150,11 @@ export class ResponseCache {
     const current = generation?.toString() ?? null;
     if (read) this.memory?.learnGeneration(read, hold === null ? current : null);
     if (hold !== null) return undefined;
+    const storedBytes = stored?.length;
     const entry = stored ? decode(stored) : undefined;
-    if (!entry || entry.generation !== current) return { generation: current };
+    if (!entry || entry.generation !== current) return { generation: current, storedBytes };
     if (this.isFresh(entry)) this.memory?.learn(scope, entry);
-    return { generation: current, entry };
+    return { generation: current, entry, storedBytes };
   }
 
   ageSeconds(entry: CachedResponse): number {
@@ -179,12 +189,27 @@ export class ResponseCache {
   /**
    * Stores a fill in Redis, and in memory at once when its generation is known current there (as its
    * lookup found it): the requests that come while the SET is under way are hits from memory already.
+   * Only an entry of at most `maxEntryBytes` of body; in Redis, only within what `caller` may still
+   * store there (SpaceBudget), paid for in the same round trip as the SET: an entry it could not pay
+   * for is deleted again. A refill of a key that held `replacedBytes` (after a write, or once fresh no
+   * more) pays only for what it adds and keeps the key's expiry, so every entry lives at most one
+   * lifetime from when its space was paid for. The memory tier has its own bound.
    */
-  async store(scope: ReadScope, entry: CachedResponse): Promise<void> {
-    if (!this.#usable(scope)) return;
+  async store(scope: ReadScope, entry: CachedResponse, caller: string, replacedBytes = 0): Promise<void> {
+    if (!this.#usable(scope) || entry.body.length > this.settings.maxEntryBytes) return;
     this.memory?.learn(scope, entry);
+    const encoded = encode(entry);
     const lifetime = this.settings.ttlSeconds + this.settings.staleSeconds;
-    await this.#health.run((redis) => redis.set(scope.entryKey, encode(entry), 'EX', lifetime)).catch(() => undefined);
+    const expiry = replacedBytes > 0 ? ['XX', 'KEEPTTL'] : ['EX', lifetime];
+    const added = Math.max(0, encoded.length - replacedBytes);
+    const set = (...options: (string | number)[]) => this.#health.run((redis) => redis.call('SET', scope.entryKey, encoded, ...options)).catch(() => 'failed');
+    const [paid, stored] = await Promise.all([added > 0 ? this.#space.take(caller, added) : true, set(...expiry)]);
+    if (!paid) {
+      await this.#health.run((redis) => redis.del(scope.entryKey)).catch(() => undefined);
+      return;
+    }
+    // The key being refilled expired meanwhile: it is made anew, and paid for in full.
+    if (stored === null && (await this.#space.take(caller, encoded.length - added))) await set('EX', lifetime);
   }
 
   /**

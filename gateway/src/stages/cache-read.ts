@@ -1,4 +1,4 @@
-import { SUBJECT_HEADER } from '@app/shared/platform/subject';
+import { ADMIN_ROLE, ROLE_HEADER, SUBJECT_HEADER } from '@app/shared/platform/subject';
 import { isStorable, representations } from '../cache/entry.js';
 import type { Fill, Fills } from '../cache/fills.js';
 import type { Lookup, ResponseCache } from '../cache/response-cache.js';
@@ -13,12 +13,15 @@ import { upstreamProblem } from '../upstream.js';
 /**
  * Whether the cache may answer this request at all: a GET or HEAD with no body, token or cookie.
  * If-Match on a read is the service's to evaluate (412, or 400 when malformed): the cache only
- * answers If-None-Match.
+ * answers If-None-Match. Nor an admin's read of a service whose records only their owners see: it
+ * sees other owners' records, and an entry keyed by its subject alone would serve them to that
+ * subject's other tokens, an admin's revoked one included.
  */
 function isCacheable(exchange: Exchange): boolean {
   const { headers } = exchange.req;
   return (
     exchange.kind === 'read' &&
+    !(exchange.service?.upstream.owner === 'all' && headers[ROLE_HEADER] === ADMIN_ROLE) &&
     headers.authorization === undefined &&
     headers.cookie === undefined &&
     headers['if-match'] === undefined &&
@@ -71,7 +74,7 @@ export class CacheRead implements Stage {
     const generation = lookup.generation ?? (await cache.generationFor(scope, lookup));
     if (generation === undefined) return false;
     const joined = fills.started(scope, generation);
-    const flight = joined ?? this.#startFill(exchange, hop, scope, generation);
+    const flight = joined ?? this.#startFill(exchange, hop, scope, generation, lookup.storedBytes);
     if (flight) return this.#answerFromFill(exchange, hop, lookup, flight, joined === undefined);
     if (this.#serveStale(exchange, lookup)) return true;
     exchange.cache = 'miss';
@@ -79,16 +82,21 @@ export class CacheRead implements Stage {
     return true;
   }
 
-  /** Starts the fill of `scope` under `generation`; undefined when the service has no slot for it. */
-  #startFill(exchange: Exchange, hop: ServiceHop, scope: ReadScope, generation: string): Promise<Fill> | undefined {
+  /**
+   * Starts the fill of `scope` under `generation`, to replace the `storedBytes` Redis holds for it;
+   * undefined when the service has no slot for it.
+   */
+  #startFill(exchange: Exchange, hop: ServiceHop, scope: ReadScope, generation: string, storedBytes: number | undefined): Promise<Fill> | undefined {
     const { cache, fills } = this.options;
     const flight = hop.fetch(exchange);
     if (!flight) return undefined;
-    const fill = flight.then((fetched) => ({ fetched, representation: representations(fetched.status, fetched.headers, fetched.body) }));
+    const fill = flight.then(async (fetched) => ({ fetched, representation: await representations(fetched.status, fetched.headers, fetched.body, cache.settings.maxEntryBytes) }));
+    // Counted against the caller the rate limits count, or the address the request came from.
+    const caller = exchange.caller ?? `addr:${exchange.req.socket.remoteAddress}`;
     const stored = fill
       .then(async ({ fetched, representation }) => {
         // Short of memory (overload.ts), the gateway serves what it fetched and keeps none of it.
-        if (isStorable(fetched.status, fetched.headers) && !this.options.pressure?.storesNothing) await cache.store(scope, { generation, storedAt: cache.now(), ...representation });
+        if (isStorable(fetched.status, fetched.headers) && !this.options.pressure?.storesNothing) await cache.store(scope, { generation, storedAt: cache.now(), ...representation }, caller, storedBytes);
       })
       .catch(() => undefined);
     fills.start(scope, generation, fill, stored);

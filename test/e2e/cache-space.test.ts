@@ -1,0 +1,150 @@
+/**
+ * How much of Redis one client's reads can take (docs/architecture.md, "The cache"): a page over
+ * CACHE_MAX_ENTRY_BYTES is answered whole, as the service sent it, and never stored; and each
+ * caller, a subject or an anonymous address, stores at most CACHE_CALLER_BYTES of entries, however
+ * many distinct query strings it reads; past it, its reads are answered but not stored, while
+ * another caller's are still stored. Real gateway, services and Redis.
+ */
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import { Redis } from 'ioredis';
+import { service as productsService } from '../../products-service/src/app.js';
+import { seed } from '../../scripts/seed.js';
+import { ALL_SCOPES, testToken } from '../support/auth.js';
+import { client, type Client } from '../support/http.js';
+import { startStack } from '../support/stack.js';
+
+const MAX_ENTRY_BYTES = 4_096;
+const CALLER_BYTES = 8_192;
+const run = randomUUID().slice(0, 8);
+const prefix = `space-${run}:`;
+
+let stack: Awaited<ReturnType<typeof startStack>>;
+let redis: Redis;
+let as: { alice: Client; bob: Client; anonymous: Client };
+
+beforeAll(async () => {
+  // No in-memory tier (bounded by CACHE_MEMORY_MB on its own): every HIT here is from Redis.
+  stack = await startStack({ cache: { keyPrefix: prefix, maxEntryBytes: MAX_ENTRY_BYTES, callerBytes: CALLER_BYTES, memoryBytes: 0 }, guard: { publicReads: ['products'] } });
+  await seed({ databaseUrl: stack.products.databaseUrl, service: productsService, rows: 200 });
+  redis = new Redis(process.env.TEST_REDIS_URL!, { lazyConnect: true });
+  as = {
+    alice: client(stack.gateway.url, { token: await testToken({ subject: `alice-${run}`, scopes: ALL_SCOPES }) }),
+    bob: client(stack.gateway.url, { token: await testToken({ subject: `bob-${run}`, scopes: ALL_SCOPES }) }),
+    anonymous: client(stack.gateway.url, { token: null }),
+  };
+  for (let n = 0; n < 25; n++) expect((await as.alice.post('/api/users', { email: `space-${run}-${n}@example.com`, name: `Space ${n}` })).status).toBe(201);
+});
+afterAll(async () => {
+  redis.disconnect();
+  await stack.close();
+});
+
+/** One GET through the gateway: status, headers and the bytes as they came over the wire (nothing decoded). */
+function rawGet(path: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    http
+      .get(`${stack.gateway.url}${path}`, { headers }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.once('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
+      })
+      .once('error', reject);
+  });
+}
+
+/** Whether `path` becomes a HIT for `api` (its entry is stored just after the miss's response), within about half a second. */
+async function becomesHit(api: Client, path: string): Promise<boolean> {
+  for (let attempt = 0; attempt < 25; attempt++) {
+    if ((await api.get(path)).headers.get('x-cache') === 'HIT') return true;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return false;
+}
+
+/** The cache entries Redis holds under `pattern` (after this run's prefix), and their bytes. */
+async function stored(pattern: string): Promise<{ keys: string[]; bytes: number }> {
+  const keys = await redis.keys(`${prefix}${pattern}`);
+  const sizes = await Promise.all(keys.map((key) => redis.strlen(key)));
+  return { keys, bytes: sizes.reduce((sum, size) => sum + size, 0) };
+}
+
+/**
+ * Reads `paths` in turn as `api`, each until it is a HIT or clearly is not stored; returns how many
+ * were stored before the first that was not, and that one.
+ */
+async function readUntilRefused(api: Client, paths: string[]): Promise<{ storedCount: number; refused: string }> {
+  for (const [i, path] of paths.entries()) {
+    expect((await api.get(path)).status).toBe(200);
+    if (!(await becomesHit(api, path))) return { storedCount: i, refused: path };
+  }
+  throw new Error(`all ${paths.length} pages were stored: the budget never stopped them`);
+}
+
+describe('a page over CACHE_MAX_ENTRY_BYTES', () => {
+  it('is answered whole, as the service sent it (not compressed), and leaves nothing in Redis', async () => {
+    const path = '/api/products?limit=200';
+    // Cookie: the cache takes no part, so this is the service's own answer.
+    const fromService = await rawGet(path, { cookie: 'space-test=1' });
+    expect(fromService.headers['x-cache']).toBe('BYPASS');
+    for (const attempt of [1, 2]) {
+      const read = await rawGet(path, { 'accept-encoding': 'br, gzip' });
+      expect({ attempt, status: read.status, cache: read.headers['x-cache'], coding: read.headers['content-encoding'] }).toEqual({ attempt, status: 200, cache: 'MISS', coding: undefined });
+      expect(read.body.length).toBeGreaterThan(MAX_ENTRY_BYTES);
+      expect(Number(read.headers['content-length'])).toBe(read.body.length);
+      expect(read.body.equals(fromService.body)).toBe(true);
+      expect(JSON.parse(read.body.toString()).items).toHaveLength(200);
+    }
+    expect((await stored('c:{products}:limit=200*')).keys).toEqual([]);
+  });
+
+  it('leaves a page under it cached as ever', async () => {
+    expect((await as.anonymous.get('/api/products?limit=1')).status).toBe(200);
+    expect(await becomesHit(as.anonymous, '/api/products?limit=1')).toBe(true);
+  });
+});
+
+describe('CACHE_CALLER_BYTES', () => {
+  const pages = (resource: string) => Array.from({ length: 20 }, (_, n) => `/api/${resource}?limit=${n + 2}`);
+
+  it("stops storing a subject's distinct pages past its budget, and Redis holds no more; another subject's are still stored", async () => {
+    const { storedCount, refused } = await readUntilRefused(as.alice, pages('users'));
+    expect(storedCount).toBeGreaterThan(0);
+    const held = await stored(`c:{users}:* alice-${run}`);
+    expect(held.keys).toHaveLength(storedCount);
+    expect(held.bytes).toBeLessThanOrEqual(CALLER_BYTES);
+    // Past the budget, further pages are answered and not stored either.
+    const later = pages('users').slice(storedCount + 1, storedCount + 3);
+    for (const path of [refused, ...later]) expect(await becomesHit(as.alice, path)).toBe(false);
+    expect((await stored(`c:{users}:* alice-${run}`)).keys).toHaveLength(storedCount);
+    // Bob's budget is his own.
+    expect((await as.bob.get(refused)).headers.get('x-cache')).toBe('MISS');
+    expect(await becomesHit(as.bob, refused)).toBe(true);
+  });
+
+  it('charges a refill after a write only for what it adds, and keeps its key\'s expiry', async () => {
+    const dave = client(stack.gateway.url, { token: await testToken({ subject: `dave-${run}`, scopes: ALL_SCOPES }) });
+    const created = await dave.post('/api/users', { email: `dave-${run}@example.com`, name: 'Dave' });
+    expect(created.status).toBe(201);
+    const path = '/api/users?limit=10';
+    const entryKey = `${prefix}c:{users}:limit=10 dave-${run}`;
+    const spent = async () => Number(await redis.get(`${prefix}cs:sub:dave-${run}`));
+    expect(await becomesHit(dave, path)).toBe(true);
+    const [spentBefore, bytesBefore, expiryBefore] = [await spent(), await redis.strlen(entryKey), await redis.pttl(entryKey)];
+    expect(spentBefore).toBe(bytesBefore);
+    // As many bytes after the write, give or take a digit: the refill replaces the entry.
+    expect((await dave.patch(created.headers.get('location')!, { name: 'Evad' })).status).toBe(200);
+    expect((await dave.get(path)).headers.get('x-cache')).toBe('MISS');
+    expect(await becomesHit(dave, path)).toBe(true);
+    expect((await dave.get(path)).body.items[0].name).toBe('Evad');
+    expect(await spent()).toBe(spentBefore + Math.max(0, (await redis.strlen(entryKey)) - bytesBefore));
+    expect(await redis.pttl(entryKey)).toBeLessThanOrEqual(expiryBefore);
+  });
+
+  it("bounds an anonymous caller's public reads too, by its address", async () => {
+    const { storedCount } = await readUntilRefused(as.anonymous, pages('products'));
+    expect(storedCount).toBeGreaterThan(0);
+    // Every products entry here was stored by this one address (limit=1 above included).
+    expect((await stored('c:{products}:*')).bytes).toBeLessThanOrEqual(CALLER_BYTES);
+  });
+});
