@@ -87,7 +87,7 @@ describe("a resource's operations", () => {
         "A page of widgets in id order (creation order), at most `limit` (default 50). Walk the pages with `cursor` = the previous page's `nextCursor` until it is `null`: every item is seen exactly once, even while items are created or deleted.",
       parameters: ['limit (query)', 'cursor (query)', 'name (query)', 'RequestId', 'IfMatch'],
       responses: [
-        '200 [X-Request-Id: XRequestId, Cache-Control: CacheControlNoCache] A page of widgets.',
+        '200 [X-Request-Id: XRequestId, Cache-Control: CacheControlPage] A page of widgets.',
         `${VALIDATION} 1 field is invalid at /api/widgets [{"path":"limit","message":"must be a whole number from 1 to 200"}]`,
         preconditionFailed('/api/widgets'),
         ...failures('/api/widgets'),

@@ -9,6 +9,8 @@ import { idempotencyProblems, type IdempotencyStore, type IdempotentRequest, typ
 import { filters } from '@app/shared/resource/filters';
 import { resourceRoutes } from '@app/shared/resource/routes';
 import { encodeCursor, ResourceService, type ResourceStore, type Stored } from '@app/shared/resource/rules';
+import type { Ownership } from '@app/shared/platform/services';
+import { v7 as uuidv7 } from 'uuid';
 
 /**
  * A resource's HTTP mapping as a client sees it: the router of `/api/widgets` over a service on a
@@ -27,9 +29,14 @@ function memoryStore(): ResourceStore<Widget, WidgetFilter> & { rows: Map<string
   const rows = new Map<string, Stored<Widget>>();
   return {
     rows,
-    list: async ({ afterId, limit, filter }) =>
-      [...rows.values()].filter(({ id, fields: { name } }) => (afterId === undefined || id > afterId) && (filter.name === undefined || name === filter.name)).slice(0, limit),
-    find: async (id) => rows.get(id),
+    list: async ({ afterId, limit, filter, owner }) =>
+      [...rows.values()]
+        .filter((row) => (afterId === undefined || row.id > afterId) && (filter.name === undefined || row.fields.name === filter.name) && (owner === undefined || row.owner === owner))
+        .slice(0, limit),
+    find: async (id, owner) => {
+      const row = rows.get(id);
+      return row && (owner === undefined || row.owner === owner) ? row : undefined;
+    },
     insert: async (resource) => void rows.set(resource.id, resource),
     update: async (resource, expectedVersion) => {
       if (rows.get(resource.id)?.version !== expectedVersion) return false;
@@ -100,16 +107,18 @@ let keys: ReturnType<typeof memoryKeys>;
 let routes: ReturnType<typeof resourceRoutes<Widget, WidgetFilter>>;
 let api: Awaited<ReturnType<typeof started>>;
 
-beforeEach(async () => {
+/** Serves `/api/widgets` afresh, with `ownership` (services.json's for the path, `none`, unless named). */
+async function serve(ownership?: Ownership) {
   store = memoryStore();
   keys = memoryKeys();
-  routes = resourceRoutes(PATH, new ResourceService(definition, store), keys);
+  routes = resourceRoutes(PATH, new ResourceService(definition, store), keys, ownership);
   const app = baseApp();
   app.use(requestContext(createLogger('test', 'silent')));
   app.use(routes.router);
   app.use(problemHandler());
   api = await started(app);
-});
+}
+beforeEach(() => serve());
 afterEach(() => api.close());
 
 const JSON_TYPE = 'application/json; charset=utf-8';
@@ -221,6 +230,44 @@ describe('GET /api/widgets', () => {
     problem(await api.send('GET', PATH, { headers: { 'if-match': '"1"' } }), 412, 'precondition-failed');
     // If-None-Match on a list is not evaluated.
     expect((await api.send('GET', PATH, { headers: { 'if-none-match': '*' } })).status).toBe(200);
+  });
+});
+
+describe('a page after a cursor that names no widget the caller sees', () => {
+  const after = (id: string, headers: Record<string, string> = {}) => api.send('GET', `${PATH}?cursor=${encodeCursor(id)}`, { headers });
+  const names = (answer: Answer) => (answer.body!.items as { name: string }[]).map(({ name }) => name);
+
+  it('is answered, no-store, for a cursor never issued or a widget deleted since; no-cache after one that exists', async () => {
+    const ids = [await created({ name: 'a' }), await created({ name: 'b' }), await created({ name: 'c' })];
+    const known = await after(ids[0]!);
+    expect({ cacheControl: known.headers['cache-control'], names: names(known) }).toEqual({ cacheControl: 'no-cache', names: ['b', 'c'] });
+    const invented = await after(uuidv7());
+    expect({ status: invented.status, cacheControl: invented.headers['cache-control'], names: names(invented) }).toEqual({ status: 200, cacheControl: 'no-store', names: [] });
+    expect((await api.send('DELETE', `${PATH}/${ids[1]}`)).status).toBe(204);
+    // A walk whose last widget was deleted goes on where it was.
+    const deleted = await after(ids[1]!);
+    expect({ cacheControl: deleted.headers['cache-control'], names: names(deleted) }).toEqual({ cacheControl: 'no-store', names: ['c'] });
+  });
+
+  it("where only owners see their records, is no-store after another owner's widget, whoever names it, but an admin's", async () => {
+    await api.close();
+    await serve('all');
+    const as = (subject: string, admin = false) => ({ 'x-auth-subject': subject, ...(admin && { 'x-auth-role': 'admin' }) });
+    const ids = [];
+    for (const [subject, name] of [['ada', 'ada 1'], ['bob', 'bob 1'], ['ada', 'ada 2']] as const) {
+      const answer = await create({ name }, as(subject));
+      expect(answer.status).toBe(201);
+      ids.push(answer.body!.id as string);
+    }
+    const read = async (id: string, headers: Record<string, string>, query = '') => {
+      const answer = await api.send('GET', `${PATH}?cursor=${encodeCursor(id)}${query}`, { headers });
+      return { cacheControl: answer.headers['cache-control'], names: names(answer) };
+    };
+    expect(await read(ids[0]!, as('ada'))).toEqual({ cacheControl: 'no-cache', names: ['ada 2'] });
+    expect(await read(ids[1]!, as('ada'))).toEqual({ cacheControl: 'no-store', names: ['ada 2'] });
+    expect(await read(ids[1]!, as('ada'), '&owner=bob')).toEqual({ cacheControl: 'no-store', names: [] });
+    expect(await read(ids[0]!, as('ada'), '&owner=bob')).toEqual({ cacheControl: 'no-cache', names: [] });
+    expect(await read(ids[1]!, as('root', true))).toEqual({ cacheControl: 'no-cache', names: ['ada 2'] });
   });
 });
 

@@ -255,14 +255,17 @@ describe('ResourceService', () => {
   });
 
   it('lists pages of the size asked, with the next cursor (its last item) only when there is more', async () => {
-    const { widgets } = service();
+    const { widgets, calls } = service();
     const made = [];
     for (const name of ['a', 'b', 'c', 'd']) made.push(await widgets.create({ name }));
     const first = await widgets.list({ limit: 3 });
     expect(first.items.map(({ fields: { name } }) => name)).toEqual(['a', 'b', 'c']);
     expect(first.nextCursor).toBe(encodeCursor(made[2]!.id));
+    // Only a page after a cursor looks its record up: storable, since it exists.
+    expect(calls.find).toBe(0);
     const last = await widgets.list({ limit: 2, cursor: made[1]!.id });
-    expect(last).toEqual({ items: [made[2], made[3]], nextCursor: null });
+    expect(last).toEqual({ items: [made[2], made[3]], nextCursor: null, storable: true });
+    expect(calls.find).toBe(1);
     expect(await widgets.list({ limit: 4 })).toMatchObject({ nextCursor: null });
     expect((await widgets.list({})).items).toHaveLength(4);
   });

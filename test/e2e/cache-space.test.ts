@@ -3,11 +3,14 @@
  * CACHE_MAX_ENTRY_BYTES is answered whole, as the service sent it, and never stored; and each
  * caller, a subject or an anonymous address, stores at most CACHE_CALLER_BYTES of entries, however
  * many distinct query strings it reads; past it, its reads are answered but not stored, while
- * another caller's are still stored. Real gateway, services and Redis.
+ * another caller's are still stored; and a page after a cursor that names no record the caller
+ * sees, however it was made up, is answered but stored nowhere. Real gateway, services and Redis.
  */
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { Redis } from 'ioredis';
+import { encodeCursor } from '@app/shared/resource/rules';
+import { v7 as uuidv7 } from 'uuid';
 import { service as productsService } from '../../products-service/src/app.js';
 import { seed } from '../../scripts/seed.js';
 import { ALL_SCOPES, testToken } from '../support/auth.js';
@@ -146,5 +149,34 @@ describe('CACHE_CALLER_BYTES', () => {
     expect(storedCount).toBeGreaterThan(0);
     // Every products entry here was stored by this one address (limit=1 above included).
     expect((await stored('c:{products}:*')).bytes).toBeLessThanOrEqual(CALLER_BYTES);
+  });
+});
+
+describe('a page after a cursor', () => {
+  it('is stored after a cursor the API returned, never after one naming no record the caller sees', async () => {
+    const [erin, frank] = await Promise.all([`erin-${run}`, `frank-${run}`].map(async (subject) => client(stack.gateway.url, { token: await testToken({ subject, scopes: ALL_SCOPES }) })));
+    for (const n of [1, 2]) expect((await erin!.post('/api/users', { email: `erin-${run}-${n}@example.com`, name: `Erin ${n}` })).status).toBe(201);
+    const franks = await frank!.post('/api/users', { email: `frank-${run}@example.com`, name: 'Frank' });
+    expect(franks.status).toBe(201);
+    const issued = (await erin!.get('/api/users?limit=1')).body.nextCursor as string;
+    // Made up (a UUIDv7 no record has), and another owner's record: users are seen only by their owner.
+    const unseen = [encodeCursor(uuidv7()), encodeCursor(franks.body.id as string)];
+    const page = (cursor: string) => `/api/users?limit=1&cursor=${cursor}`;
+    const readUnseen = async () => {
+      const reads = [];
+      for (const cursor of unseen) {
+        const read = await erin!.get(page(cursor));
+        reads.push({ cursor, status: read.status, cache: read.headers.get('x-cache'), cacheControl: read.headers.get('cache-control') });
+      }
+      return reads;
+    };
+    const first = await readUnseen();
+    expect((await erin!.get(page(issued))).headers.get('x-cache')).toBe('MISS');
+    // Stored just after its miss's response, as any unseen page's would have been, and longer ago.
+    expect(await becomesHit(erin!, page(issued))).toBe(true);
+    const again = await readUnseen();
+    expect([...first, ...again]).toEqual([...unseen, ...unseen].map((cursor) => ({ cursor, status: 200, cache: 'MISS', cacheControl: 'no-store' })));
+    const held = await Promise.all([issued, ...unseen].map(async (cursor) => (await stored(`c:{users}:*${cursor}* erin-${run}`)).keys.length));
+    expect(held).toEqual([1, 0, 0]);
   });
 });

@@ -162,9 +162,12 @@ it('the service router acts on exactly what the gateway decides, for every spell
 });
 
 it('a write through the gateway, however its path is spelled, never leaves an old cached read behind', async () => {
-  // The page after an id made now (ids are UUIDv7, in creation order): what this test creates, under a
-  // cache key no other run uses (Redis is shared).
-  const list = `/api/products?limit=200&cursor=${Buffer.from(uuidv7(), 'latin1').toString('base64url')}`;
+  // The page after a product made now, kept out of the writes (ids are UUIDv7, in creation order):
+  // what this test creates, under a cache key no other run uses (Redis is shared). The cursor names
+  // a product that exists: a page after one that does not is never cached.
+  const mark = await rawRequest(gateway.url, 'POST', '/api/products', { json: newProduct() });
+  expect(mark.status).toBe(201);
+  const list = `/api/products?limit=200&cursor=${Buffer.from(mark.body.id as string, 'latin1').toString('base64url')}`;
   // Whatever can be cached is, before the write: the property is about an entry the write must not leave behind.
   const settle = async (path: string) => {
     if ((await rawRequest(products.url, 'GET', path)).status !== 200) return; // nothing to cache

@@ -59,6 +59,7 @@ const HEADERS = {
   Location: header(z.string(), 'The path of the new resource.'),
   CacheControlNoCache: header(z.literal('no-cache'), 'Caches must revalidate (with the ETag) before reusing the response.'),
   CacheControlNoStore: header(z.literal('no-store'), 'Never cached.'),
+  CacheControlPage: header(z.enum(['no-cache', 'no-store']), '`no-cache` (caches must revalidate before reusing the response), or `no-store` (never cached) when `cursor` names no item the caller can see: an item deleted since, or a cursor this API never issued.'),
   AcceptEncoding: header(z.literal('identity').optional(), 'On a 415 caused by `Content-Encoding`: the content codings a request body may have (only `identity`: bodies are not compressed).'),
   IdempotentReplayed: header(z.literal('true').optional(), '`true` on a response replayed for a retry with the same `Idempotency-Key`: the request did not run again.'),
   RetryAfter: header(z.int().min(0), 'Seconds to wait before retrying.', RETRY_AFTER_SECONDS),

@@ -144,7 +144,7 @@ function listOperation<F extends Record<string, unknown>>({ path, plural, Plural
     parameters: parameters('IfMatch'),
     requestParams: { query },
     responses: {
-      200: { description: `A page of ${plural}.`, headers: headers({ 'Cache-Control': 'CacheControlNoCache' }), content: json(page, examplePage) },
+      200: { description: `A page of ${plural}.`, headers: headers({ 'Cache-Control': 'CacheControlPage' }), content: json(page, examplePage) },
       400: problemResponse(400, validationExample(query, { limit: '0' }, path)),
       412: problem(412, problems.preconditionFailed(), path),
       ...failures(path),
@@ -152,7 +152,7 @@ function listOperation<F extends Record<string, unknown>>({ path, plural, Plural
     ...handled(({ service, ownership }) => async (req: Request, res: Response) => {
       evaluatePreconditions({ ifMatch: req.headers['if-match'] }, undefined, 'read');
       const found = await service.list(res.locals.query, readAccessOf(req.headers, ownership));
-      res.setHeader('Cache-Control', 'no-cache');
+      res.setHeader('Cache-Control', found.storable ? 'no-cache' : 'no-store');
       sendJson(res, 200, { items: found.items.map((item) => representation(item, owned)), nextCursor: found.nextCursor });
     }),
   };

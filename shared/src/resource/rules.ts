@@ -25,6 +25,11 @@ export interface Stored<F> {
 export interface Page<F> {
   items: Stored<F>[];
   nextCursor: string | null;
+  /**
+   * False when the query's cursor names no record the caller sees: still answered (a record deleted
+   * between two pages must not end a walk), but kept by no cache, or each made-up cursor would be an entry.
+   */
+  storable: boolean;
 }
 
 /** What a service's data layer provides. Every write is decided by the database. */
@@ -189,15 +194,20 @@ export class ResourceService<F extends Record<string, unknown>, Filter> {
 
   /**
    * A page, for a query that `listQuerySchema` parsed (the route declares it, so the router
-   * validates it): of the records `access` sees, of `owner` when the query names one.
+   * validates it): of the records `access` sees, of `owner` when the query names one; storable
+   * unless its cursor names a record `access` does not see.
    */
   async list(query: { limit?: number; cursor?: string; owner?: string } & Filter, access: Access = UNRESTRICTED): Promise<Page<F>> {
     const { limit: size = DEFAULT_LIMIT, cursor: afterId, owner: named, ...filter } = query;
-    if (access.readsOf !== undefined && named !== undefined && named !== access.readsOf) return { items: [], nextCursor: null };
-    const rows = await this.store.list({ afterId, limit: size + 1, filter: filter as Filter, owner: access.readsOf ?? named });
+    const asksForAnother = access.readsOf !== undefined && named !== undefined && named !== access.readsOf;
+    // The cursor's record is looked up as an item read is, with the caller's access: it tells no more than one.
+    const [rows, cursorRecord] = await Promise.all([
+      asksForAnother ? [] : this.store.list({ afterId, limit: size + 1, filter: filter as Filter, owner: access.readsOf ?? named }),
+      afterId === undefined ? undefined : this.store.find(afterId, access.readsOf),
+    ]);
     const items = rows.slice(0, size);
     const last = items.at(-1);
-    return { items, nextCursor: rows.length > size && last ? encodeCursor(last.id) : null };
+    return { items, nextCursor: rows.length > size && last ? encodeCursor(last.id) : null, storable: afterId === undefined || cursorRecord !== undefined };
   }
 
   /** The record `id`, when `access` sees it: one it may not see is as absent as one that does not exist. */
