@@ -3,6 +3,7 @@
  * API port and its metrics port. Each connection has a budget for its whole life, and room is
  * capped per peer address and in all (small budgets and caps here, set by their variables).
  */
+import { METRICS_MAX_CONNECTIONS } from '@app/shared/platform/server';
 import { closedPort } from '../support/tcp-proxy.js';
 import { TEST_RULES, testPublicKeyPem } from '../support/auth.js';
 import { refused, served, statusLines, trickled } from '../support/held-connections.js';
@@ -49,4 +50,27 @@ it('refuses the connection over MAX_CONNECTIONS_PER_ADDRESS from one address, th
   } finally {
     for (const socket of held) socket.destroy();
   }
+});
+
+describe('the metrics port, with the default MAX_CONNECTIONS', () => {
+  let defaults: Awaited<ReturnType<typeof startWorkspace>>;
+  beforeAll(async () => {
+    defaults = await startWorkspace('gateway', { UPSTREAM_URL_TEMPLATE: `http://127.0.0.1:${await closedPort()}`, AUTH_ENABLED: 'false', LISTEN_SOCKETS: '1' });
+  });
+  afterAll(async () => {
+    defaults.child.kill('SIGTERM');
+    await defaults.exited;
+  });
+
+  it(`holds at most ${METRICS_MAX_CONNECTIONS} connections: its only clients are scrapers`, async () => {
+    const port = Number(new URL(defaults.metricsUrl!).port);
+    const held: Awaited<ReturnType<typeof served>>[] = [];
+    try {
+      for (let i = 0; i < METRICS_MAX_CONNECTIONS; i++) held.push(await served(port, '127.0.0.1'));
+      expect(await refused(port, '127.0.0.2')).toBe(true);
+      expect(await refused(defaults.port, '127.0.0.2')).toBe(false);
+    } finally {
+      for (const socket of held) socket.destroy();
+    }
+  });
 });

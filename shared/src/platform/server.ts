@@ -126,6 +126,12 @@ export async function listen(
 }
 
 /**
+ * The metrics port's cap on open connections: its only clients are the operator's scrapers, and
+ * every connection held there costs memory the API port's clients need.
+ */
+export const METRICS_MAX_CONNECTIONS = 64;
+
+/**
  * A process's HTTP server from start to exit: listens on `port` at `host`, and on `metrics.port` at
  * `metrics.host` for its metrics when given, each connection within `connections`, says where (with
  * `details`), and on SIGTERM or SIGINT shuts down in order: readiness turns 503, the servers stop
@@ -150,7 +156,7 @@ export async function serve(options: {
 }): Promise<void> {
   const { name, handler, port, host, metrics, logger, listenSockets, connections, details } = options;
   const running = await listen(handler, port, host, logger, listenSockets, connections);
-  const metricsServer = metrics && (await listen(metrics.handler, metrics.port, metrics.host, logger, 1, connections));
+  const metricsServer = metrics && (await listen(metrics.handler, metrics.port, metrics.host, logger, 1, { ...connections, total: Math.min(connections.total, METRICS_MAX_CONNECTIONS) }));
   logger.info(
     { port: running.port, host, ...(metrics && metricsServer && { metricsPort: metricsServer.port, metricsHost: metrics.host }), listenSockets: running.listenSockets, ...details },
     `${name} listening`,
