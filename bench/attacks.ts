@@ -52,6 +52,8 @@ async function startGateway(run: Run, n: number): Promise<Probed> {
       REDIS_URL,
       REDIS_KEY_PREFIX: prefix,
       HOST: '127.0.0.1',
+      // Unset (empty): the gateway's own per-address cap, which the load bench's one-address client turns off.
+      MAX_CONNECTIONS_PER_ADDRESS: '',
       AUTH_ENABLED: 'true',
       AUTH_PUBLIC_KEY: devPublicKey(),
       RATE_LIMIT_ENABLED: 'true',
