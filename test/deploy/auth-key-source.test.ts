@@ -3,8 +3,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DEV_PUBLIC_KEY_JWK } from '@app/shared/platform/dev-auth';
 import { authConfigProblems, configSchema as gatewayConfig } from '../../gateway/dist/config.js';
+import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { type KubernetesObject, renderKustomization } from './kustomize.js';
-import { containerEnvironment, effectiveConfig, findObject, knownValues, mainContainer, renderOverlay, repoPath, services } from './stack.js';
+import { isAllowed, podEndpoint } from './network-policy.js';
+import { containerEnvironment, effectiveConfig, findObject, knownValues, mainContainer, objectsOfKind, renderOverlay, repoPath, services } from './stack.js';
 
 /**
  * The key tokens are verified with is an overlay's choice of component, never the base's: a public
@@ -57,4 +59,16 @@ test('switched to the public key, prod reads the gateway-auth Secret, which docs
   const [, objects] = choices[2]!;
   expect(gatewayEnvironment(objects).unresolved).toContainEqual({ kind: 'Secret', name: 'gateway-auth', key: 'AUTH_PUBLIC_KEY' });
   expect(readFileSync(repoPath('docs', 'deploy.md'), 'utf8')).toMatch(/create secret generic gateway-auth\s*\\?\s*--from-file=AUTH_PUBLIC_KEY=/);
+});
+
+test('with auth-jwks, the gateway alone may reach the identity provider, over HTTPS', () => {
+  const [, objects] = choices[1]!;
+  const policies = objectsOfKind<INetworkPolicy>(objects, 'NetworkPolicy');
+  const cidr = findObject<INetworkPolicy>(objects, 'NetworkPolicy', 'gateway-to-identity-provider').spec!.egress![0]!.to![0]!.ipBlock!.cidr;
+  const identityProvider = { ip: cidr.replace(/\.0\/\d+$/, '.10') };
+  const namespaces = { 'rest-microservices': { 'kubernetes.io/metadata.name': 'rest-microservices' } };
+  const reaches = (workload: string, port: number) => isAllowed(policies, namespaces, { from: podEndpoint(findObject(objects, 'Deployment', workload)), to: identityProvider, port });
+  expect(reaches('gateway', 443)).toBe(true);
+  expect(reaches('gateway', 80)).toBe(false);
+  for (const { workspace } of services) expect(reaches(workspace, 443)).toBe(false);
 });
