@@ -1,8 +1,8 @@
 /**
- * `npm run token -- --scope users:read,users:write [--sub alice] [--ttl 3600]`: prints an access
- * token signed with the development key (dev-keys/signing-key.jwk), for curl and scripts. The token
- * is alone on stdout (`TOKEN=$(npm run -s token -- --scope users:read)`); what it grants goes to
- * stderr. The scopes are those of the services in services.json; all of them by default.
+ * `npm run token -- --scope users:read,users:write [--admin] [--sub alice] [--ttl 3600]`: prints an
+ * access token signed with the development key (dev-keys/signing-key.jwk), for curl and scripts. The
+ * token is alone on stdout (`TOKEN=$(npm run -s token -- --scope users:read)`); what it grants goes to
+ * stderr. By default every service's read and write scope; `--admin` adds every admin scope.
  */
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
@@ -14,10 +14,13 @@ import { DEV_SIGNING_KEY_FILE, signDevToken } from './dev-token.ts';
 
 const services = readServiceList();
 const SCOPES = services.flatMap(({ scopes }) => [scopes.read, scopes.write]);
-// A service's admin scope reads and writes every owner's records: granted only when asked for.
-const KNOWN_SCOPES = [...SCOPES, ...services.map(({ scopes }) => scopes.admin), GATEWAY_ADMIN_SCOPE];
-const USAGE = `usage: npm run token -- [--scope ${KNOWN_SCOPES.join(',')}] [--sub dev-user] [--ttl 3600]
+// A service's admin scope reads and writes every owner's records, the gateway's revokes tokens:
+// granted only when asked for.
+const ADMIN_SCOPES = [...services.map(({ scopes }) => scopes.admin), GATEWAY_ADMIN_SCOPE];
+const KNOWN_SCOPES = [...SCOPES, ...ADMIN_SCOPES];
+const USAGE = `usage: npm run token -- [--scope ${KNOWN_SCOPES.join(',')}] [--admin] [--sub dev-user] [--ttl 3600]
   --scope  comma-separated scopes to grant (default: every service's read and write)
+  --admin  grant also ${ADMIN_SCOPES.join(', ')}: every owner's records, and POST /admin/revocations
   --sub    the token's subject (default: dev-user)
   --ttl    seconds until it expires (default: 3600)
 Prints the token alone on stdout, what it grants and its id (jti, for npm run revoke) on stderr.`;
@@ -25,6 +28,7 @@ Prints the token alone on stdout, what it grants and its id (jti, for npm run re
 const { values } = parseArgs({
   options: {
     help: { type: 'boolean', short: 'h', default: false },
+    admin: { type: 'boolean', default: false },
     scope: { type: 'string', default: SCOPES.join(',') },
     sub: { type: 'string', default: 'dev-user' },
     ttl: { type: 'string', default: '3600' },
@@ -38,7 +42,8 @@ if (values.help) {
   console.log(USAGE);
   process.exit(0);
 }
-const scopes = values.scope.split(',').map((scope) => scope.trim()).filter((scope) => scope !== '');
+const asked = values.scope.split(',').map((scope) => scope.trim()).filter((scope) => scope !== '');
+const scopes = [...new Set([...asked, ...(values.admin ? ADMIN_SCOPES : [])])];
 const unknown = scopes.filter((scope) => !KNOWN_SCOPES.includes(scope));
 const ttl = Number(values.ttl);
 // A subject the gateway would refuse (docs/api.md) makes a token that is no use.

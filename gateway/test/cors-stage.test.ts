@@ -12,7 +12,7 @@ const ORIGIN = 'https://app.example.com';
 // Made in each test rather than once, so that what they configure is run (and mutated) under a test.
 const stages = () => corsStages(['https://other.example.com', ORIGIN], writer);
 
-const EXPOSED = 'ETag,Location,X-Request-Id,X-Cache,Age,Retry-After,RateLimit,RateLimit-Policy,WWW-Authenticate';
+const EXPOSED = 'ETag,Location,X-Request-Id,X-Cache,Age,Retry-After,RateLimit,RateLimit-Policy,WWW-Authenticate,Idempotent-Replayed';
 
 /** A request, with a response that records the headers set on it and whether (and with what status) it was ended. */
 function exchangeOf(method: string, url: string, requestHeaders: IncomingHttpHeaders = {}) {
@@ -93,7 +93,7 @@ describe('corsStages: preflight', () => {
         'access-control-allow-origin': ORIGIN,
         vary: 'Origin',
         'access-control-allow-methods': 'GET,HEAD,POST,PUT,PATCH,DELETE',
-        'access-control-allow-headers': 'Authorization,Content-Type,If-Match,If-None-Match,X-Request-Id',
+        'access-control-allow-headers': 'Authorization,Content-Type,If-Match,If-None-Match,Idempotency-Key,X-Request-Id',
         'access-control-max-age': '600',
         'access-control-expose-headers': EXPOSED,
         'content-length': '0',

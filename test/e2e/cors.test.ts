@@ -78,6 +78,29 @@ describe('a page in a browser', () => {
     expect(headers.ratelimit).toMatch(/^"write";r=\d+;t=\d+$/);
   });
 
+  it('on an allowed origin can retry a POST with an Idempotency-Key and read Idempotent-Replayed', async () => {
+    const page = await browser.newPage();
+    try {
+      await page.goto(`${allowed.origin}/`);
+      const answers = await page.evaluate(
+        async ({ gateway, token, email, key }) => {
+          const post = () =>
+            fetch(`${gateway}/api/users`, {
+              method: 'POST',
+              headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'idempotency-key': key },
+              body: JSON.stringify({ email, name: 'Retried From A Browser' }),
+            }).then(async (response) => ({ status: response.status, replayed: response.headers.get('idempotent-replayed'), location: response.headers.get('location') }), (error: unknown) => ({ error: String(error) }));
+          return [await post(), await post()];
+        },
+        { gateway: stack.gateway.url, token: defaultToken, email: `browser-retry-${Date.now()}-${Math.random().toString(36).slice(2)}@example.com`, key: `browser-${Math.random().toString(36).slice(2)}` },
+      );
+      expect(answers[0]).toEqual({ status: 201, replayed: null, location: expect.stringMatching(/^\/api\/users\//) });
+      expect(answers[1]).toEqual({ status: 201, replayed: 'true', location: (answers[0] as { location: string }).location });
+    } finally {
+      await page.close();
+    }
+  });
+
   it('on another origin is refused by the browser', async () => {
     expect(await createUserFrom(other.origin)).toEqual({ error: expect.stringMatching(/TypeError: Failed to fetch/) });
   });

@@ -1,6 +1,6 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { decodeJwt } from 'jose';
-import { readServiceList } from '@app/shared/platform/services';
+import { GATEWAY_ADMIN_SCOPE, readServiceList } from '@app/shared/platform/services';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
 
@@ -14,6 +14,14 @@ describe('npm run token', () => {
     }
     const granted = String(decodeJwt(token()).scope).split(' ');
     expect(granted).toEqual(readServiceList().flatMap(({ scopes }) => [scopes.read, scopes.write]));
+  });
+
+  it('adds every admin scope, the gateway\'s included, with --admin, and says so in --help', () => {
+    const services = readServiceList();
+    const admin = [...services.map(({ scopes }) => scopes.admin), GATEWAY_ADMIN_SCOPE];
+    expect(String(decodeJwt(token('--admin')).scope).split(' ')).toEqual([...services.flatMap(({ scopes }) => [scopes.read, scopes.write]), ...admin]);
+    expect(String(decodeJwt(token('--admin', '--scope', services[0]!.scopes.read)).scope).split(' ')).toEqual([services[0]!.scopes.read, ...admin]);
+    expect(token('--help')).toMatch(new RegExp(`--admin .*${admin.join(', ')}`));
   });
 
   it('refuses a scope no service has, naming it', () => {

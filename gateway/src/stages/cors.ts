@@ -17,8 +17,9 @@ export function corsStages(origins: readonly string[], writer: ResponseWriter): 
   const handler = cors({
     origin: [...origins],
     methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
-    allowedHeaders: ['Authorization', 'Content-Type', 'If-Match', 'If-None-Match', 'X-Request-Id'],
-    exposedHeaders: ['ETag', 'Location', 'X-Request-Id', 'X-Cache', 'Age', 'Retry-After', 'RateLimit', 'RateLimit-Policy', 'WWW-Authenticate'],
+    // docs/api.md ("Browsers") names both lists: keep it in step.
+    allowedHeaders: ['Authorization', 'Content-Type', 'If-Match', 'If-None-Match', 'Idempotency-Key', 'X-Request-Id'],
+    exposedHeaders: ['ETag', 'Location', 'X-Request-Id', 'X-Cache', 'Age', 'Retry-After', 'RateLimit', 'RateLimit-Policy', 'WWW-Authenticate', 'Idempotent-Replayed'],
     maxAge: 600,
   });
   // The cors package decides synchronously for a fixed list of origins.

@@ -10,7 +10,7 @@ export interface FieldError {
 
 export const PROBLEM_BASE = 'https://problems.example/';
 
-/** The stable problem types: `type` = PROBLEM_BASE + key. Documented in the README. */
+/** The stable problem types: `type` = PROBLEM_BASE + key. Documented in docs/api.md ("Errors"). */
 export const problemTypes = {
   'validation': { status: 400, title: 'Request validation failed' },
   'malformed-json': { status: 400, title: 'Malformed JSON body' },
