@@ -13,7 +13,7 @@ export interface MemoryReading {
 export type MemoryReader = () => MemoryReading;
 
 /** Cheap enough for a timer: no heap walk (process.memoryUsage() would add one for its heap fields). */
-export const readProcessMemory: MemoryReader = () => {
+const readProcessMemory: MemoryReader = () => {
   const heap = v8.getHeapStatistics();
   return { rssBytes: process.memoryUsage.rss(), heapUsedBytes: heap.used_heap_size, heapLimitBytes: heap.heap_size_limit };
 };
@@ -23,10 +23,9 @@ export const readProcessMemory: MemoryReader = () => {
  * keep-alive (every response closes its connection), no new cache entries, then new requests
  * refused with 503.
  */
-export const OVERLOAD_LEVELS = ['normal', 'closing connections', 'storing nothing', 'shedding'] as const;
+const OVERLOAD_LEVELS = ['normal', 'closing connections', 'storing nothing', 'shedding'] as const;
 export type OverloadLevel = 0 | 1 | 2 | 3;
-export const CLOSING_CONNECTIONS = 1;
-export const STORING_NOTHING = 2;
+const STORING_NOTHING = 2;
 export const SHEDDING = 3;
 
 export interface OverloadSettings {
@@ -36,8 +35,8 @@ export interface OverloadSettings {
   thresholds: readonly [number, number, number];
 }
 
-/** How often memory is read: Envoy's overload manager refreshes as often. */
-export const SAMPLE_INTERVAL_MS = 250;
+/** How often memory is read: often enough to act well before a burst fills the limit, rarely enough to cost nothing per request. */
+const SAMPLE_INTERVAL_MS = 250;
 /**
  * How long the pressure must stay under a level's threshold before the level is left: a heap swings
  * with each collection, and a level that followed every swing would open and shut the door each time.
@@ -112,7 +111,7 @@ export class OverloadManager implements MemoryPressure {
   }
 }
 
-/** The memory limit when none is set: the k8s manifests' 256 MiB. */
+/** The memory limit when none is set: what the gateway is sized for (its k8s manifests' limit, which a deploy test holds equal). */
 export const DEFAULT_MEMORY_LIMIT_BYTES = 256 * 1024 * 1024;
 
 /** Where a container's memory limit is: cgroup v2, then v1. */

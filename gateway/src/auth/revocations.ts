@@ -37,7 +37,7 @@ const usualKeepMs = (clock: TokenClock): number => clock.maxLifetimeMs + 2 * clo
  * it was made outlives every token it names that was usable then. A token by `jti` that was not yet
  * usable then (dated in the future) is outlived only when the revocation knows its `exp`.
  */
-export function keptUntil(revocation: Revocation, madeAt: number, clock: TokenClock): number {
+function keptUntil(revocation: Revocation, madeAt: number, clock: TokenClock): number {
   const everyUsableToken = madeAt + usualKeepMs(clock);
   if ('tokenId' in revocation && revocation.expiresAt !== undefined) return Math.max(everyUsableToken, revocation.expiresAt + clock.clockToleranceMs);
   return everyUsableToken;
@@ -48,7 +48,7 @@ export function keptUntil(revocation: Revocation, madeAt: number, clock: TokenCl
  * than `madeAt`, and the clock tolerance, since an issuer whose clock runs that far ahead stamps a
  * token it minted just before with an `iat` that much later.
  */
-export const latestRefusedIssue = (issuedBefore: number | undefined, madeAt: number, clock: TokenClock): number =>
+const latestRefusedIssue = (issuedBefore: number | undefined, madeAt: number, clock: TokenClock): number =>
   Math.min(issuedBefore ?? madeAt, madeAt) + clock.clockToleranceMs;
 
 /**
