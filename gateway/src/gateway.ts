@@ -16,7 +16,7 @@ import { Fills } from './cache/fills.js';
 import { createMemoryTier, type MemoryTier } from './cache/memory-tier.js';
 import { ResponseCache } from './cache/response-cache.js';
 import { writeRenewal } from './cache/write-renewal.js';
-import { authConfigProblems, upstreamSettings, type GatewayConfig, type ServedUpstream } from './config.js';
+import { authConfigProblems, devKeyProblems, upstreamSettings, type GatewayConfig, type ServedUpstream } from './config.js';
 import { exchangeOf } from './exchange.js';
 import { GatewayMetrics } from './metrics.js';
 import { openApiRoutes } from './openapi.js';
@@ -85,7 +85,7 @@ const OWN_ROUTES = new Set(PROBE_PATHS);
  */
 export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): Gateway {
   const { upstreams, problems } = upstreamSettings(config);
-  const configProblems = [...(parts.tokens ? [] : authConfigProblems(config)), ...problems, ...overloadConfigProblems(config)];
+  const configProblems = [...(parts.tokens ? [] : [...authConfigProblems(config), ...devKeyProblems(config)]), ...problems, ...overloadConfigProblems(config)];
   if (configProblems.length > 0) throw new ConfigError(configProblems);
   const logger = parts.logger ?? createLogger('gateway', config.LOG_LEVEL);
   const lifecycle = parts.lifecycle ?? new Lifecycle();

@@ -1,13 +1,11 @@
 import { ConfigError, connectionBudgetOf, loadConfig } from '@app/shared/platform/config';
 import { serve } from '@app/shared/platform/server';
-import { configSchema, devKeyProblems } from './config.js';
+import { configSchema } from './config.js';
 import { createGateway, type Gateway } from './gateway.js';
 
 const config = loadConfig(configSchema);
 let gateway: Gateway;
 try {
-  const problems = devKeyProblems(config);
-  if (problems.length > 0) throw new ConfigError(problems);
   gateway = createGateway(config);
 } catch (error) {
   if (!(error instanceof ConfigError)) throw error;
