@@ -6,7 +6,7 @@
  */
 export const SUBJECT_HEADER = 'x-auth-subject';
 
-/** The longest subject the gateway accepts (UTF-16 code units): a record's owner column holds 255 characters. */
+/** The longest subject the gateway accepts (UTF-16 code units): at most 765 UTF-8 bytes, within a record's owner column (VARBINARY(1020)). */
 export const MAX_SUBJECT_LENGTH = 255;
 
 const CONTROL = /\p{Cc}/u;

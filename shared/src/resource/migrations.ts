@@ -23,8 +23,8 @@ export const OWNER_KEY_COLUMN = 'owner_key';
 /**
  * Throws unless every unique index (but the primary key) of a table with owners in the schema leads
  * with `owner_key`, when only owners see their records (`all`): a unique field is then unique
- * within its owner, and a 409 tells no caller what another owner has (docs/api.md). Checked once
- * the migrations ran, so that a service declared `all` (or changed to it) never starts without.
+ * within its owner, and a 409 tells no caller what another owner has (docs/api.md). Checked each
+ * time the migrations run (on start, unless MIGRATE_ON_START=false, and by `npm run migrate`).
  */
 export async function checkUniqueWithinOwner(databaseUrl: string, ownership: Ownership): Promise<void> {
   if (ownership !== 'all') return;

@@ -19,7 +19,7 @@ interface HeadWait {
 const HEAD_WAIT = Symbol('request head wait');
 type SocketAwaitingHead = Duplex & { [HEAD_WAIT]?: HeadWait };
 
-/** REQUEST_HEAD_TIMEOUT_MS by default: how long a new connection may take to send its first request head. */
+/** REQUEST_HEAD_TIMEOUT_MS by default: how long each request head may take (the first from accept, a later one after the keep-alive wait). */
 export const DEFAULT_REQUEST_HEAD_TIMEOUT_MS = 10_000;
 
 /** Connections this process closed because no request head came in time (the gateway's metrics read it). */
