@@ -17,6 +17,7 @@ import { createMemoryTier, type MemoryTier } from './cache/memory-tier.js';
 import { ResponseCache } from './cache/response-cache.js';
 import { writeRenewal } from './cache/write-renewal.js';
 import { authConfigProblems, devKeyProblems, upstreamSettings, type GatewayConfig, type ServedUpstream } from './config.js';
+import { addressCallerOf } from './caller.js';
 import { exchangeOf } from './exchange.js';
 import { GatewayMetrics } from './metrics.js';
 import { openApiRoutes } from './openapi.js';
@@ -121,7 +122,7 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
     tokens && auth.enforce,
     canonicalOnly(writer),
     ownEndpoints(app, writer),
-    redis.cache && new CacheRead({ cache: redis.cache, fills: new Fills(), hops, writer, pressure: overload }),
+    redis.cache && new CacheRead({ cache: redis.cache, fills: new Fills(), hops, writer, addressCaller: addressCallerOf(config.TRUSTED_PROXY_HOPS), pressure: overload }),
     proxyStage(hops),
     notFound(writer),
   ];

@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import { createLogger } from '@app/shared/platform/logger';
 import { requestTarget } from '@app/shared/platform/request-target';
 import type { CachedResponse } from '../src/cache/entry.js';
+import { addressCallerOf } from '../src/caller.js';
 import { Fills } from '../src/cache/fills.js';
 import type { Lookup, ResponseCache } from '../src/cache/response-cache.js';
 import type { ReadScope } from '../src/cache/scope.js';
@@ -43,6 +44,8 @@ class FakeCache {
   storeFails = false;
   readonly lookups: string[] = [];
   readonly stored: { entryKey: string; entry: CachedResponse }[] = [];
+  /** Whose space budget each store was charged to. */
+  readonly chargedTo: string[] = [];
   readonly now = () => NOW;
   readonly settings = { maxEntryBytes: 262_144 };
 
@@ -71,9 +74,10 @@ class FakeCache {
     return lookup.generation ?? this.created;
   }
 
-  async store(scope: ReadScope, entry: CachedResponse): Promise<void> {
+  async store(scope: ReadScope, entry: CachedResponse, caller: string): Promise<void> {
     if (this.storeFails) throw new Error('Redis went away');
     this.stored.push({ entryKey: scope.entryKey, entry });
+    this.chargedTo.push(caller);
   }
 }
 
@@ -128,7 +132,7 @@ function recorder(req: IncomingMessage) {
   return { res: res as unknown as ServerResponse, answer };
 }
 
-function setup() {
+function setup(options: { trustedProxyHops?: number } = {}) {
   const cache = new FakeCache();
   const service = new FakeService();
   const outcomes: CacheOutcome[] = [];
@@ -140,10 +144,11 @@ function setup() {
       ['orders', service.hop],
     ]),
     writer: new ResponseWriter((outcome) => outcomes.push(outcome)),
+    addressCaller: addressCallerOf(options.trustedProxyHops ?? 0),
   });
   /** Runs one request through the stage: what it returned (a promise when it waits), and what the client got. */
-  const send = (url: string, options: { method?: string; headers?: Record<string, string> } = {}) => {
-    const req = { method: options.method ?? 'GET', url, headers: options.headers ?? {}, complete: true, socket: {} } as unknown as IncomingMessage;
+  const send = (url: string, options: { method?: string; headers?: Record<string, string>; remoteAddress?: string } = {}) => {
+    const req = { method: options.method ?? 'GET', url, headers: options.headers ?? {}, complete: true, socket: { remoteAddress: options.remoteAddress } } as unknown as IncomingMessage;
     const { res, answer } = recorder(req);
     const target = requestTarget(url);
     const exchange = new Exchange(req, res, target, routing.service(target), { requestId: 'r-1', log: logger });
@@ -255,6 +260,17 @@ describe('CacheRead: a read through Redis', () => {
         entry: { generation: 'g-2', storedAt: NOW, status: 200, headers: { 'content-type': 'application/json', etag: '"v4"', 'cache-control': 'max-age=0' }, body: Buffer.from('{"id":2}') },
       },
     ]);
+  });
+
+  it("charges an anonymous fill to the client the trusted proxy names, as the rate limits count it", async () => {
+    const { cache, service, send } = setup({ trustedProxyHops: 1 });
+    cache.found = { generation: 'g-2' };
+    const { returned } = send('/api/users', { headers: { 'x-forwarded-for': '203.0.113.7' }, remoteAddress: '10.0.0.1' });
+    await settled();
+    service.fetches[0]?.answer(fetched(200));
+    await returned;
+    await settled();
+    expect(cache.chargedTo).toEqual(['addr:203.0.113.7']);
   });
 
   it('stores a miss of a scope with no generation yet under the one it creates', async () => {

@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import { ADMIN_ROLE, ROLE_HEADER, SUBJECT_HEADER } from '@app/shared/platform/subject';
 import { isStorable, representations } from '../cache/entry.js';
 import type { Fill, Fills } from '../cache/fills.js';
@@ -42,7 +43,7 @@ export class CacheRead implements Stage {
   readonly name = 'cache read';
 
   constructor(
-    private readonly options: { cache: ResponseCache; fills: Fills; hops: ReadonlyMap<string, ServiceHop>; writer: ResponseWriter; pressure?: MemoryPressure },
+    private readonly options: { cache: ResponseCache; fills: Fills; hops: ReadonlyMap<string, ServiceHop>; writer: ResponseWriter; addressCaller: (req: IncomingMessage) => string; pressure?: MemoryPressure },
   ) {}
 
   run(exchange: Exchange): boolean | Promise<boolean> {
@@ -91,8 +92,8 @@ export class CacheRead implements Stage {
     const flight = hop.fetch(exchange);
     if (!flight) return undefined;
     const fill = flight.then(async (fetched) => ({ fetched, representation: await representations(fetched.status, fetched.headers, fetched.body, cache.settings.maxEntryBytes) }));
-    // Counted against the caller the rate limits count, or the address the request came from.
-    const caller = exchange.caller ?? `addr:${exchange.req.socket.remoteAddress}`;
+    // Counted against the caller the rate limits count (caller.ts), even with them off.
+    const caller = (exchange.caller ??= this.options.addressCaller(exchange.req));
     const stored = fill
       .then(async ({ fetched, representation }) => {
         // Short of memory (overload.ts), the gateway serves what it fetched and keeps none of it.

@@ -1,7 +1,7 @@
 import { PROBE_PATHS } from '@app/shared/platform/http/health';
 import { HttpProblem } from '@app/shared/platform/problem';
 import { currentServerSpan } from '@app/shared/telemetry/spans';
-import proxyaddr from 'proxy-addr';
+import { addressCallerOf } from '../caller.js';
 import type { Exchange } from '../exchange.js';
 import type { Stage } from '../pipeline.js';
 import type { Budget, RateLimitOutcome, RateLimits } from '../rate-limit.js';
@@ -20,8 +20,7 @@ const UNCOUNTED = new Set(PROBE_PATHS);
  */
 export function rateLimitStage(options: { limits: RateLimits; trustedProxyHops: number; writer: ResponseWriter }): Stage {
   const { limits, writer } = options;
-  const hops = options.trustedProxyHops;
-  const trustHop = (_address: string, hop: number) => hop < hops;
+  const addressCaller = addressCallerOf(options.trustedProxyHops);
 
   const settle = (exchange: Exchange, outcome: RateLimitOutcome, budget: Budget): boolean => {
     exchange.rateLimit = outcome.headers;
@@ -42,7 +41,7 @@ export function rateLimitStage(options: { limits: RateLimits; trustedProxyHops: 
       if (!exchange.underApi && UNCOUNTED.has(exchange.path)) return false;
       const { req } = exchange;
       const budget: Budget = exchange.kind === 'write' ? 'write' : 'read';
-      const caller = (exchange.caller ??= `addr:${proxyaddr(req, trustHop)}`);
+      const caller = (exchange.caller ??= addressCaller(req));
       const outcome = limits.consume(budget, caller);
       return outcome instanceof Promise ? outcome.then((settled) => settle(exchange, settled, budget)) : settle(exchange, outcome, budget);
     },
