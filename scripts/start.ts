@@ -2,7 +2,8 @@
  * `npm start`: every service in services.json (or SERVICES_FILE) and the gateway, each with
  * `npm start` in its workspace, their logs prefixed with their names. PORT moves the gateway; each
  * service listens on its port in the list. The npm script builds first and sets the development
- * public key.
+ * public key. MySQL and Redis are the configured ones when they answer, else the project's own
+ * (scripts/setup/local-servers.ts), stopped after the processes that use them.
  *
  * A SIGINT or SIGTERM stops them all gracefully, each process getting the signal once: the
  * commands run in process groups of their own, so a terminal's Ctrl-C reaches only this script
@@ -14,6 +15,8 @@ import { spawn, type SpawnOptions } from 'node:child_process';
 import { createConcurrently, LogError, LogExit, LogOutput, Logger, type CloseEvent, type Command, type FlowController } from 'concurrently';
 // The sources, run as they are: nothing to build for the list.
 import { readServiceList } from '../shared/src/platform/services.ts';
+import { bringStartServers } from './setup/local-servers.ts';
+import { MissingNeeds } from './setup/provision.ts';
 
 const COLORS = ['blue', 'magenta', 'cyan', 'yellow', 'red', 'gray'];
 const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
@@ -33,11 +36,30 @@ class FirstSignalOnce implements FlowController {
   }
 }
 
+const say = (line: string) => console.log(`npm start: ${line}`);
 const services = readServiceList(process.env.SERVICES_FILE || undefined);
+const servers = await bringStartServers(process.env, say).catch((error: unknown) => {
+  console.error(error instanceof MissingNeeds ? error.message : error);
+  process.exit(1);
+});
 const commands = [
-  ...services.map(({ name, workspace, port }, i) => ({ name, command: `exec npm start -w ${workspace}`, env: { PORT: String(port) }, prefixColor: COLORS[i % COLORS.length] })),
-  { name: 'gateway', command: 'exec npm start -w gateway', prefixColor: 'green' },
+  ...services.map(({ name, workspace, port, schema }, i) => ({
+    name,
+    command: `exec npm start -w ${workspace}`,
+    env: { PORT: String(port), ...(servers.mysqlUrl ? { DATABASE_URL: `${servers.mysqlUrl}/${schema}` } : {}) },
+    prefixColor: COLORS[i % COLORS.length],
+  })),
+  { name: 'gateway', command: 'exec npm start -w gateway', env: servers.redisUrl ? { REDIS_URL: servers.redisUrl } : {}, prefixColor: 'green' },
 ];
+const gateway = `http://${process.env.HOST ?? '127.0.0.1'}:${process.env.PORT ?? 8080}`;
+for (const line of [
+  ...servers.where,
+  `the gateway: ${gateway} (each service on its port in services.json)`,
+  `a token: TOKEN=$(npm run -s token); then curl -H "Authorization: Bearer $TOKEN" ${gateway}/api/products`,
+  'Ctrl-C stops everything it started',
+]) {
+  say(line);
+}
 
 const logger = new Logger({});
 const signals = new FirstSignalOnce();
@@ -56,3 +78,4 @@ const { result } = createConcurrently(commands, {
 await result.catch((closed: CloseEvent[]) => {
   if (closed.some(({ exitCode }) => exitCode !== 0 && exitCode !== signals.caught)) process.exitCode = 1;
 });
+await servers.stop();

@@ -31,7 +31,7 @@ export const NEEDS: Need[] = [
   {
     name: 'Redis',
     why: 'the gateway\'s cache and rate limits, and the tests\' Redis Cluster',
-    for: ['start', 'test'],
+    for: ['start', 'test', 'containers'],
     programs: [['redis-server'], ['redis-cli']],
     packages: { apt: ['redis-server'], dnf: ['redis'], brew: ['redis'] },
   },
@@ -41,6 +41,13 @@ export const NEEDS: Need[] = [
     for: ['test'],
     programs: [['chromium', 'chromium-browser']],
     packages: { apt: ['chromium'], dnf: ['chromium'], brew: ['--cask chromium'] },
+  },
+  {
+    name: 'iproute2',
+    why: 'the test of npm start on a machine with no MySQL or Redis makes one in a network namespace',
+    for: ['test'],
+    programs: [['ip']],
+    packages: { apt: ['iproute2'], dnf: ['iproute'], brew: [] },
   },
   {
     name: 'kubectl with kustomize v5',

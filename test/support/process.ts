@@ -9,6 +9,8 @@ export interface RunningProcess {
   child: ChildProcess;
   /** Parsed JSON log lines so far. */
   lines: Record<string, unknown>[];
+  /** The other lines of its output so far: what a script says to its user. */
+  said: string[];
   stderr: () => string;
   /** Resolves with the first log line `matches` accepts (now or later). */
   logged(matches: (line: Record<string, unknown>) => boolean): Promise<Record<string, unknown>>;
@@ -27,6 +29,7 @@ export function run(command: string, args: string[], env: Record<string, string>
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const lines: Record<string, unknown>[] = [];
+  const said: string[] = [];
   const waiters: { matches: (line: Record<string, unknown>) => boolean; resolve: (line: Record<string, unknown>) => void }[] = [];
   let stdout = '';
   let stderr = '';
@@ -37,7 +40,10 @@ export function run(command: string, args: string[], env: Record<string, string>
       // A line `npm start` (concurrently) prefixed with its command's name: `[users] {...}`.
       const text = stdout.slice(0, newline).replace(/^\[[\w-]+\] /, '');
       stdout = stdout.slice(newline + 1);
-      if (!text.startsWith('{')) continue;
+      if (!text.startsWith('{')) {
+        said.push(text);
+        continue;
+      }
       const line = JSON.parse(text) as Record<string, unknown>;
       lines.push(line);
       for (const waiter of waiters.filter((w) => w.matches(line))) {
@@ -54,6 +60,7 @@ export function run(command: string, args: string[], env: Record<string, string>
   return {
     child,
     lines,
+    said,
     stderr: () => stderr,
     exited,
     logged: (matches) => {
