@@ -5,7 +5,8 @@
 # registry, the host's CA bundle (so `npm ci` in the build stage trusts what the host trusts), and a
 # `node` user with uid/gid 1000, as in the real image. It is tagged docker.io/library/node:24-slim.
 #
-#   scripts/stand-in-node-image.sh            # builds it unless an image of that name exists
+#   scripts/stand-in-node-image.sh            # unless an image of that name exists or a registry
+#                                             # serves it, builds it (npm run image-smoke does this)
 #   scripts/stand-in-node-image.sh --force    # rebuilds it
 #
 # Needs root, podman and debootstrap (Debian packages), and `npm ci` done in the repository.
@@ -16,10 +17,11 @@ cd "$(dirname "$0")/.."
 IMAGE=docker.io/library/node:24-slim
 NODE_BIN=node_modules/node/bin/node
 
-if [ "${1:-}" != "--force" ] && podman image exists "$IMAGE"; then
+if [ "${1:-}" != "--force" ] && { podman image exists "$IMAGE" || podman pull -q "$IMAGE" >/dev/null 2>&1; }; then
   echo "$IMAGE exists: $(podman image inspect --format '{{.Id}}' "$IMAGE" | cut -c1-12)"
   exit 0
 fi
+echo "no registry serves $IMAGE: building a local stand-in"
 [ -x "$NODE_BIN" ] || { echo "$NODE_BIN is missing: run npm ci first" >&2; exit 1; }
 node_version="$("$NODE_BIN" --version)"
 case "$node_version" in v24.*) ;; *) echo "$NODE_BIN is $node_version, not Node 24" >&2; exit 1 ;; esac

