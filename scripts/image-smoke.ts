@@ -14,12 +14,14 @@
  *   address of the host: a service's two replicas on two addresses of a 127.x.y.0/24 of its own,
  *   the same port on both;
  * - the gateway runs in the host's network namespace, where a service's name (`products-service`)
- *   stands for both its replicas' addresses (as Compose's DNS would answer), and Redis is 127.0.0.1:6379.
+ *   stands for both its replicas' addresses (as Compose's DNS would answer), and Redis is on 127.0.0.1.
  *
  * Needs root, podman, slirp4netns and a container runtime (Debian packages), and an image named
  * node:24-slim (the real one, or scripts/stand-in-node-image.sh where no registry is reachable).
  * The runtime and limits are those scripts/container-runtime.sh finds starting a container of that
- * image. MYSQL_ADMIN_URL (default mysql://root@127.0.0.1:3306) creates the throwaway users.
+ * image. MYSQL_ADMIN_URL (default mysql://root@127.0.0.1:3306) creates the throwaway users; where
+ * it is unset and nothing lets root in there, or no Redis answers on 6379, the run brings its own
+ * as npm start does (scripts/setup/local-servers.ts).
  */
 import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -30,6 +32,7 @@ import mysql from 'mysql2/promise';
 // The sources, run as they are: the list needs no build.
 import { readServiceList } from '../shared/src/platform/services.ts';
 import { devPublicKey, signDevToken } from './dev-token.ts';
+import { bringStartServers } from './setup/local-servers.ts';
 
 const run = randomBytes(3).toString('hex');
 const prefix = `rms-smoke-${run}`;
@@ -39,7 +42,8 @@ const deployables = [...services.map(({ workspace }) => workspace), 'gateway'];
 type Deployable = string;
 const dockerfileArgs = (name: Deployable) => (name === 'gateway' ? ['-f', 'gateway/Dockerfile'] : ['-f', 'Dockerfile', '--build-arg', `WORKSPACE=${name}`]);
 const tag = (name: Deployable) => `localhost/rest-microservices/${name}:smoke-${run}`;
-const mysqlAdminUrl = new URL(process.env.MYSQL_ADMIN_URL ?? 'mysql://root@127.0.0.1:3306');
+let mysqlAdminUrl = new URL(process.env.MYSQL_ADMIN_URL ?? 'mysql://root@127.0.0.1:3306');
+let redisUrl = 'redis://127.0.0.1:6379';
 const BASE_IMAGE = 'docker.io/library/node:24-slim';
 const HARDENED = ['--read-only', '--read-only-tmpfs=false', '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges'];
 const READY_WITHIN_MS = 120_000;
@@ -212,7 +216,7 @@ async function startContainers(databases: Databases, runtime: string[]): Promise
     '--env', `PORT=${gatewayPort}`,
     '--env', `GATEWAY_UPSTREAMS=${placed.map(({ name, workspace, port }) => `${name}=http://${workspace}:${port}`).join(',')}`,
     // A Redis database of its own, so no other gateway's list pages meet this one's.
-    '--env', `REDIS_URL=redis://127.0.0.1:6379/${1 + (randomBytes(1)[0]! % 15)}`,
+    '--env', `REDIS_URL=${redisUrl}/${1 + (randomBytes(1)[0]! % 15)}`,
     // Authentication on, with the development key (as Compose runs it), which the gateway takes on
     // loopback only: on the host's network, it listens there and nowhere else.
     '--env', `AUTH_PUBLIC_KEY=${devPublicKey()}`,
@@ -349,6 +353,11 @@ async function cleanUp(databases: ServiceDatabase[]): Promise<void> {
 
 async function main(): Promise<number> {
   const started = performance.now();
+  // A MYSQL_ADMIN_URL stands for the configured MySQL, as DATABASE_URL does for npm start.
+  const env = process.env.MYSQL_ADMIN_URL ? { ...process.env, DATABASE_URL: process.env.MYSQL_ADMIN_URL } : process.env;
+  const servers = await bringStartServers(env, (line) => console.log(`image smoke: ${line}`));
+  mysqlAdminUrl = new URL(servers.mysqlUrl ?? mysqlAdminUrl);
+  redisUrl = servers.redisUrl ?? redisUrl;
   let databases: Databases | undefined;
   try {
     const runtime = await containerRuntime();
@@ -363,6 +372,7 @@ async function main(): Promise<number> {
     check('the smoke run', false, (error as Error).message);
   } finally {
     await cleanUp(databases ? Object.values(databases) : []);
+    await servers.stop();
   }
   const failed = results.filter((result) => !result.ok).length;
   console.log(`\nimage smoke took ${seconds(performance.now() - started)} in all`);
