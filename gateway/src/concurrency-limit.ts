@@ -30,28 +30,15 @@ const fairShare = (limit: number) => Math.max(1, Math.floor(limit / 4));
 const CONTENDED_MS = 1_000;
 
 /**
- * The gateway's load shedding for one upstream: at most `limit` requests in flight to it, and the
- * ones over that are refused with 503 and Retry-After (after a short wait, see below) before they
- * reach the service (its bounded pool queue would otherwise refuse them later, after they cost it
- * work). Each kind keeps a
- * reserve of the limit that the other kind cannot take, and either takes the slots between as it
- * comes: however many reads pile up, writes still get through, and slow writes (a commit waits for
- * the disk) cannot take the slots of the cache fills that keep the cache warm. Writes keep their
- * share and may take as much again; reads keep the rest, since a fill answers every request that
- * collapsed on it, and fills do not wait for a slot: left to take slots as they free, waiting writes
- * would take all but the reads' reserve. A write is shed only when the service has no room for it,
- * not while read slots stand idle (when cache hits are answered fast, connections pile up on writes,
- * and a hard cap at their share shed them although the service had room). Cache hits never get
- * here: they are answered before any request to a service is considered.
- *
- * A static limit, from configuration: the gateway measures a service's latency together with its
- * own event-loop delay, so a latency-driven (gradient, AIMD) limit would shrink when the gateway is
- * busy and shed requests the service had room for. A request counts here from before it is sent
- * until its response arrives (a service gives back its database connection before it answers), so
- * this count is never below the service's own: a limit of the service's pool plus its queue means
- * the service never refuses a request for a full queue (see the README's configuration section).
- * No npm package offers this (an HTTP-level limit with a reserve per request class): the counting
- * is a few lines.
+ * The gateway's load shedding for one upstream: at most `limit` requests in flight to it, the ones
+ * over that refused with 503 and Retry-After (after a short wait, see below) before they reach the
+ * service, whose bounded pool queue would otherwise refuse them later, after they cost it work.
+ * Each kind keeps a reserve the other cannot take, and either takes the slots between as it comes:
+ * however many reads pile up writes still get through, slow writes cannot take the slots of the
+ * cache fills, and a write is shed only when the service has no room for it. Cache hits never get
+ * here. Why a static limit, why these shares, and how to size the limit: docs/architecture.md
+ * (Load shedding). No npm package offers an HTTP-level limit with a reserve per request class: the
+ * counting is a few lines.
  *
  * A request that finds no slot free may wait for one (`acquire`), in order of arrival, at most
  * `MAX_WAIT_MS` and behind at most as many others of its kind as the service answered in the last

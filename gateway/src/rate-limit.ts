@@ -75,15 +75,10 @@ const refusal = (error: unknown): RateLimiterRes => {
  *
  * Leases: a replica does not ask Redis for every request. It consumes a lease of points at once
  * (1% of the budget, at most RATE_LIMIT_LEASE_POINTS) and serves the client's next requests from
- * it, in memory and synchronously; half used, the lease is topped up in the background, so a steady
- * client never waits for Redis, and a burst that finds it empty waits for one round trip (as many
- * leases in flight as the waiting requests need). Points are consumed in Redis before they are
- * used, so across all replicas a client is never let through more than its budget while Redis is
- * up. The price is the other way round: points a replica holds and the client does not use there
- * (it stopped, or went on through another replica, or the window ended) are spent, so a client may
- * be refused up to one lease per replica before its budget. A lease that would go beyond the budget
- * is cut to what is left and the rest given back at once, so on one replica the 429 comes exactly at
- * the budget, and a budget under 200 is counted one request per call, exactly, as before.
+ * it, in memory and synchronously, topping it up in the background when half is used (a burst that
+ * finds it empty waits for one round trip: as many leases in flight as its requests need). Points
+ * are consumed in Redis before they are used, so no client gets more than its budget across replicas.
+ * What that costs a client spread over replicas, and the rest: docs/architecture.md (Rate limits).
  *
  * This is a thin layer over the library, not a counter of our own: rate-limiter-flexible keeps the
  * count, the window, the atomic Lua script and the in-memory insurance; the lease only decides how

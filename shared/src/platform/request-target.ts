@@ -3,16 +3,12 @@
  * labels metrics on what this returns, and the services refuse what it refuses, so no request is a
  * write to one resource for a service and to another (or to none) for the gateway.
  *
- * The API's paths have exactly one spelling: `/api/<resource>` or `/api/<resource>/<id>`, with a
- * lower-case resource name and a lower-case UUIDv7 id (the ids the API hands out, e.g. in
- * `Location`). Any other spelling of a path under `/api` has no canonical form and is a 404: a
- * trailing or repeated slash, a `.` or `..` segment, a percent-encoded character (a `%` anywhere in
- * the path), another letter case, a `;` parameter, a non-ASCII character, a `#`. Normalising them
- * instead (RFC 3986 dot removal, decoding) would need a decision for each (is `%2F` a slash?), and
- * every decision is one more way for two parsers to disagree; a client that uses the ids and
- * `Location` headers it is given never sends them. Absolute-form (`GET http://host/api/...`, which
- * RFC 9112 requires a server to accept) is read as its path and query. The query string is passed
- * on as it came; the cache normalises it for its keys.
+ * The API's paths have exactly one spelling, `/api/<resource>` or `/api/<resource>/<id>` with a
+ * lower-case UUIDv7 id; any other spelling of a path under `/api` has no canonical form and is a 404
+ * (the list: docs/api.md, "One spelling per path"). Normalising instead would need a decision for
+ * each spelling (is `%2F` a slash?), and every decision is one more way for two parsers to disagree.
+ * Absolute-form (RFC 9112) is read as its path and query; the query string is passed on as it came
+ * (the cache normalises it for its keys).
  *
  * Hand-written rather than a URL library: a WHATWG or RFC 3986 parser normalises (dot segments,
  * case, encoding), which is exactly what must not happen silently here. It is one linear pass with
