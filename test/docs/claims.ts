@@ -42,6 +42,10 @@ function sentencesOf(doc: Doc): { text: string; line: number }[] {
     }
     // A sentence ends at a full stop (or ! ?) before a space and a capital, a bracket or code.
     const [first = '', ...others] = line.text.split(/(?<=[.!?])\s+(?=[A-Z[(`])/);
+    if (current && /[.!?]$/.test(current.text) && /^[A-Z[(`]/.test(first)) {
+      sentences.push(current);
+      current = undefined;
+    }
     if (current) current.text += ` ${first}`;
     else current = { text: first, line: line.line };
     for (const part of others) {
