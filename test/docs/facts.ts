@@ -121,3 +121,24 @@ export const configDefaults = (schemas: Schemas): Defaults => ({
   services: Object.fromEntries(Object.entries(schemas.services).map(([name, schema]) => [name, schema.parse({}) as Record<string, unknown>])),
 });
 
+/**
+ * The sources kind 9 reads: those that run programs (they import child_process), and those that
+ * import one of them, which may call its wrappers.
+ */
+export function programSources(): { file: string; text: string }[] {
+  const sources = codeFiles.filter((file) => /\.(ts|js|mjs)$/.test(file)).map((file) => ({ file, text: read(file) }));
+  const wanted = new Set(sources.filter(({ text }) => /['"](node:)?child_process['"]/.test(text)).map(({ file }) => file));
+  const importsWanted = ({ file, text }: { file: string; text: string }) =>
+    [...text.matchAll(/from\s+'(\.[^']+)'/g)].some(([, specifier]) => {
+      const resolved = path.posix.join(path.posix.dirname(file), specifier!);
+      return wanted.has(resolved) || wanted.has(resolved.replace(/\.js$/, '.ts'));
+    });
+  for (let size = 0; size !== wanted.size; ) {
+    size = wanted.size;
+    for (const source of sources) if (!wanted.has(source.file) && importsWanted(source)) wanted.add(source.file);
+  }
+  return sources.filter(({ file }) => wanted.has(file));
+}
+
+/** The programs the project's npm dependencies bring (node_modules/.bin). */
+export const dependencyBins = readdirSync(path.join(ROOT, 'node_modules', '.bin'));

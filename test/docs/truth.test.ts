@@ -1,23 +1,27 @@
 /**
  * The docs are true: what README.md, CONTRIBUTING.md and docs/*.md say about the repository is
- * checked against the repository itself, for kinds of untruth (numbered as in the tests):
+ * checked against the repository itself, for nine kinds of untruth (numbered as in the tests):
  * 1 npm scripts, 2 their flags, 3 environment variables, 4 the README's defaults, 5 paths,
- * 6 curl examples without a token, 7 figures without their date, 8 one explanation in two places.
- * Each kind is checked on the docs as they are, and has a test that plants one fault of that kind
- * into a copy of a real doc and expects it found: a check that cannot fail proves nothing. The checks are pure functions (commands.ts, variables.ts,
- * paths.ts, claims.ts, duplicates.ts); facts.ts reads the repository.
+ * 6 curl examples without a token, 7 figures without their date, 8 one explanation in two places,
+ * 9 programs run but not declared. Each kind is checked on the docs as they are, and has a test
+ * that plants one fault of that kind into a copy of a real doc (or source file) and expects it
+ * found: a check that cannot fail proves nothing. The checks are pure functions (commands.ts,
+ * variables.ts, paths.ts, claims.ts, duplicates.ts, programs.ts); facts.ts reads the repository.
  */
+import { NEEDS } from '../../scripts/setup/needs.js';
 import { curlsWithoutToken, datesOutsideBenchmarks, unsourcedClaims } from './claims.js';
 import { missingScripts, rejectedFlags } from './commands.js';
 import { duplicates, RUN_WORDS } from './duplicates.js';
-import { configDefaults, configSchemas, docs, elsewhere, files, scriptFacts, variableFacts } from './facts.js';
+import { configDefaults, configSchemas, dependencyBins, docs, elsewhere, files, programSources, scriptFacts, variableFacts } from './facts.js';
 import type { Doc, Mismatch } from './markdown.js';
 import { missingPaths } from './paths.js';
+import { needsNotNamed, programsRun, undeclaredPrograms, type Source } from './programs.js';
 import { undocumentedVariables, unreadVariables, wrongDefaults } from './variables.js';
 
 const [scripts, schemas] = await Promise.all([scriptFacts(docs), configSchemas()]);
 const variables = variableFacts(schemas);
 const defaults = configDefaults(schemas);
+const sources = programSources();
 const paths = { files, elsewhere };
 
 const shown = (mismatches: Mismatch[]) => mismatches.map(({ file, line, message }) => `${file}:${line}: ${message}`);
@@ -67,6 +71,14 @@ describe('the docs, as they are', () => {
 
   test(`8. each thing is explained once: no run of ${RUN_WORDS} words in two places (the docs' restructuring makes it pass)`, () => {
     expect(duplicates(docs).map(({ first, second, words }) => `${first.file}:${first.line} and ${second.file}:${second.line}: ${words}`)).toEqual([]);
+  });
+
+  test('9. every program the code runs by name is declared in scripts/setup/needs.ts or runs on every machine', () => {
+    expect(shown(undeclaredPrograms(programsRun(sources), NEEDS, dependencyBins))).toEqual([]);
+  });
+
+  test('9. docs/testing.md names every need of scripts/setup/needs.ts (the bench\'s: docs/performance.md) (the needs section\'s rewrite makes it pass)', () => {
+    expect(shown(needsNotNamed(NEEDS, docs))).toEqual([]);
   });
 });
 
@@ -136,5 +148,19 @@ describe('a fault planted into a copy of a real doc is found', () => {
     const copy = planted('docs/deploy.md', '### Images', 'The gateway is the only way in, and decides once, before the cache and the proxy.\n\n### Images');
     const found = duplicates(docsWith(copy)).filter(({ second }) => second.file === 'docs/deploy.md');
     expect(found.map(({ first, words }) => [first.file, words])).toEqual([['README.md', 'the gateway is the only way in and decides once before the cache and the proxy']]);
+  });
+
+  test('9. a program no need declares, run directly and through a wrapper; a need docs/testing.md does not name', () => {
+    const copy = (file: string, from: string, to: string): Source => {
+      const source = sources.find((one) => one.file === file)!;
+      expect(source.text).toContain(from);
+      return { file, text: source.text.replace(from, to) };
+    };
+    const helm = copy('test/deploy/kustomize.ts', "?? 'kubectl'", "?? 'helm'");
+    const docker = copy('test/e2e/processes.test.ts', "run('npm', ['start', '--silent'], env", "run('docker', ['start', '--silent'], env");
+    const withPlants = sources.map((one) => (one.file === helm.file ? helm : one.file === docker.file ? docker : one));
+    expect(fresh(undeclaredPrograms(programsRun(withPlants), NEEDS, dependencyBins), [])).toEqual(['test/deploy/kustomize.ts:22: runs helm, which no need in scripts/setup/needs.ts provides', 'test/e2e/processes.test.ts:307: runs docker, which no need in scripts/setup/needs.ts provides']);
+    const jq = { name: 'jq', why: 'reads JSON', for: ['test'], programs: [['jq']] };
+    expect(fresh(needsNotNamed([...NEEDS, jq], docs), needsNotNamed(NEEDS, docs))).toEqual(['docs/testing.md:0: does not name the need "jq" (scripts/setup/needs.ts)']);
   });
 });
