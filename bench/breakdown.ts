@@ -31,7 +31,7 @@ import { parseArgs } from 'node:util';
 import {
   cleanUpOnSignals,
   dropSchemas,
-  ensureDebianTools,
+  ensureBenchTools,
   freePort,
   guardOn,
   machine,
@@ -296,7 +296,7 @@ async function main(): Promise<void> {
   const runs = countOf('--runs', values.runs, 2);
   const connections = countOf('--connections', values.connections, 64);
   const counted: Counted = values.allocations ? 'bytes' : 'time';
-  ensureDebianTools({ wrk: 'wrk' });
+  ensureBenchTools();
   const schema = throwawaySchema('breakdown');
   cleanUpOnSignals([schema]);
   const profiles = mkdtempSync(path.join(os.tmpdir(), 'breakdown-'));

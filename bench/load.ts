@@ -40,7 +40,7 @@ import { acceptQueue, cpuOf, cpuPids, gatewayCounters, loopDelay, memory, memory
 import { markdown, printCut, printStep } from './load-report.ts';
 import { combine, difference, good, recoveryOf, timelineOf, verdictsOf, writesOf, type RedisState, type Step, type Window } from './load-stats.ts';
 import { CLIENT_TIMEOUT, runWorkload, WRK_THREADS, type WrkResult } from './load-wrk.ts';
-import { cleanUpOnSignals, cpuMicros, dropSchemas, ensureDebianTools, pinning, REDIS_URL as REDIS, schemaUrl, stopAll, stopServer, throwawaySchema } from './support.ts';
+import { cleanUpOnSignals, cpuMicros, dropSchemas, ensureBenchTools, pinning, REDIS_URL as REDIS, schemaUrl, stopAll, stopServer, throwawaySchema } from './support.ts';
 
 const REDIS_URL = new URL(REDIS);
 const STEPS = countsFromEnv('LOAD_STEPS', [64, 256, 1000, 2000]);
@@ -275,7 +275,7 @@ async function cutAndReport(stack: Stack, steps: Step[], machine: string): Promi
 }
 
 async function main(): Promise<void> {
-  ensureDebianTools({ wrk: 'wrk' });
+  ensureBenchTools();
   // This script relays every Redis command (its TCP proxy): with the others, off the gateway's core.
   if (CORES) execFileSync('taskset', ['-a', '-cp', CORES.others, String(process.pid)], { stdio: 'ignore' });
   // Every listed service, as npm start runs them; the curve's subject is products.

@@ -38,7 +38,7 @@ import { CONNECTIONS, measureAll, measurePairs, RUNS, SECONDS, WARM_UP_SECONDS, 
 import {
   cleanUpOnSignals,
   dropSchemas,
-  ensureDebianTools,
+  ensureBenchTools,
   freePort,
   GATEWAY_PROCESSES,
   GUARD_OFF,
@@ -241,7 +241,7 @@ async function write(results: { date: string; machine: ReturnType<typeof machine
 }
 
 async function compare(publish: boolean): Promise<void> {
-  ensureDebianTools({ wrk: 'wrk', nginx: 'nginx' });
+  ensureBenchTools();
   const schema = throwawaySchema('products');
   cleanUpOnSignals([schema]);
   let closeNginx: () => Promise<void> = async () => undefined;

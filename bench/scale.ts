@@ -22,7 +22,7 @@ import { serviceModules, type ServiceModule } from '../scripts/services.ts';
 import {
   cleanUpOnSignals,
   dropSchemas,
-  ensureDebianTools,
+  ensureBenchTools,
   freePort,
   machine,
   pinning,
@@ -245,7 +245,7 @@ async function report(p99s: Record<string, Record<number, Measured>>, plans: Awa
 }
 
 export async function runScale(publish: boolean): Promise<void> {
-  ensureDebianTools({ wrk: 'wrk' });
+  ensureBenchTools();
   const modules = await subjectModules();
   const sizes = SIZES.map((rows) => ({ rows, schemas: Object.fromEntries(SUBJECTS.map((name) => [name, throwawaySchema(`${rows}_${name}`)])) as Record<Subject, string> }));
   const all = sizes.flatMap(({ schemas }) => Object.values(schemas));

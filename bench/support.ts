@@ -10,6 +10,8 @@ import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import mysql from 'mysql2/promise';
 import { devPublicKey, signDevToken } from '../scripts/dev-token.ts';
+import { NEEDS } from '../scripts/setup/needs.ts';
+import { provide } from '../scripts/setup/provision.ts';
 import { deployedNodeOptions as startOptions } from '../test/support/process.ts';
 import { closedPort as freePort } from '../test/support/tcp-proxy.ts';
 import { countFromEnv } from '../test/support/env.ts';
@@ -29,18 +31,9 @@ function onPath(command: string): boolean {
   }
 }
 
-/**
- * Installs the Debian packages whose command is missing (as root, with apt-get). RUNLEVEL=1 keeps
- * the package's init script from starting a system nginx: the bench starts its own.
- */
-export function ensureDebianTools(tools: Record<string, string>): void {
-  const missing = Object.entries(tools).filter(([command]) => !onPath(command) && !onPath(`/usr/sbin/${command}`));
-  if (missing.length === 0) return;
-  const packages = missing.map(([, pkg]) => pkg);
-  console.log(`installing ${packages.join(', ')} (Debian packages) …`);
-  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive', RUNLEVEL: '1' };
-  execFileSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
-  execFileSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...packages], { stdio: 'inherit', env });
+/** The bench's programs (wrk, nginx: scripts/setup/needs.ts), installed where they can be, else a stop naming them. */
+export function ensureBenchTools(): void {
+  provide(NEEDS.filter((need) => need.for.includes('bench')), 'the bench', (line) => console.log(line));
 }
 
 /**

@@ -20,7 +20,7 @@ import type { AddressInfo } from 'node:net';
 import {
   cleanUpOnSignals,
   dropSchemas,
-  ensureDebianTools,
+  ensureBenchTools,
   freePort,
   GATEWAY_PROCESSES,
   guardOn,
@@ -161,7 +161,7 @@ function summarise(rounds: GatewayRound[], floorRounds: FloorRound[]) {
 }
 
 export async function runTracing(): Promise<void> {
-  ensureDebianTools({ wrk: 'wrk' });
+  ensureBenchTools();
   const schema = throwawaySchema('tracing');
   cleanUpOnSignals([schema]);
   const sink = await otlpSink();

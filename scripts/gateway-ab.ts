@@ -16,7 +16,7 @@ import { parseArgs } from 'node:util';
 import {
   cleanUpOnSignals,
   dropSchemas,
-  ensureDebianTools,
+  ensureBenchTools,
   freePort,
   GC_METER,
   GUARD_OFF,
@@ -56,7 +56,7 @@ const runs = countOf('--runs', values.runs, 4);
 const seconds = countOf('--seconds', values.seconds, 5);
 const connections = countOf('--connections', values.connections, 64);
 
-ensureDebianTools({ wrk: 'wrk' });
+ensureBenchTools();
 const schema = throwawaySchema('ab');
 cleanUpOnSignals([schema]);
 try {

@@ -1,5 +1,5 @@
 /**
- * `node scripts/setup/cli.ts <test|containers|images>`: makes present what that command needs
+ * `node scripts/setup/cli.ts <test|containers|images|bench>`: makes present what that command needs
  * (scripts/setup/needs.ts), or stops at once naming what is missing and the command that
  * installs it. `npm test`, `npm run chaos`, `npm run test:containers` and `npm run image-smoke`
  * run it first, so a run never stops halfway for want of a program.
@@ -8,7 +8,7 @@ import { NEEDS, type Need, type Purpose } from './needs.ts';
 import { findOneOf } from './machine.ts';
 import { MissingNeeds, provide } from './provision.ts';
 
-const COMMANDS: Record<Exclude<Purpose, 'start'>, string> = { test: 'npm test', containers: 'npm run test:containers', images: 'npm run image-smoke' };
+const COMMANDS: Record<Exclude<Purpose, 'start'>, string> = { test: 'npm test', containers: 'npm run test:containers', images: 'npm run image-smoke', bench: 'npm run bench' };
 
 /** Whether a Docker API engine answers, for testcontainers to start MySQL in (docs/testing.md). */
 async function containerEngineAnswers(): Promise<boolean> {

@@ -2,8 +2,9 @@
  * What the project's commands need from the machine beyond Node and npm: the one list that
  * `npm start`, `npm test`, `npm run test:containers` and `npm run image-smoke` provision from
  * (scripts/setup/provision.ts), and that docs/testing.md and the docs check (test/docs/) read.
+ * The bench's (`npm run bench` and the other bench commands) are here too, named in docs/performance.md.
  */
-export type Purpose = 'start' | 'test' | 'containers' | 'images';
+export type Purpose = 'start' | 'test' | 'containers' | 'images' | 'bench';
 
 export interface Need {
   /** What it is, as a reader knows it. */
@@ -71,5 +72,12 @@ export const NEEDS: Need[] = [
     for: ['containers', 'images'],
     programs: [['debootstrap']],
     packages: { apt: ['debootstrap'], dnf: ['debootstrap'], brew: [] },
+  },
+  {
+    name: 'wrk and nginx',
+    why: 'the bench\'s load generator, and the proxy it measures the gateway against',
+    for: ['bench'],
+    programs: [['wrk'], ['nginx']],
+    packages: { apt: ['wrk', 'nginx'], dnf: ['wrk', 'nginx'], brew: ['wrk', 'nginx'] },
   },
 ];
