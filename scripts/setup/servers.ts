@@ -113,8 +113,10 @@ export async function startPrivateMysql(dataDir: string, port: number): Promise<
   const logFile = path.join(dataDir, 'server.log');
   if (!existsSync(path.join(dataDir, 'mysql'))) {
     mkdirSync(dataDir, { recursive: true });
+    // --force: without it mariadb-install-db refuses a machine whose hostname does not resolve (a
+    // chroot with no /etc/hosts); the server is only reached on 127.0.0.1, which needs no lookup.
     const init = mariadb
-      ? { program: findOneOf(['mariadb-install-db', 'mysql_install_db']), args: ['--no-defaults', `--datadir=${dataDir}`, '--auth-root-authentication-method=normal', '--skip-test-db', ...asRoot] }
+      ? { program: findOneOf(['mariadb-install-db', 'mysql_install_db']), args: ['--no-defaults', '--force', `--datadir=${dataDir}`, '--auth-root-authentication-method=normal', '--skip-test-db', ...asRoot] }
       : { program: server, args: ['--no-defaults', '--initialize-insecure', `--datadir=${dataDir}`, ...asRoot] };
     if (!init.program) throw new Error('mariadb-install-db is not installed');
     const result = spawnSync(init.program, init.args, { encoding: 'utf8' });
