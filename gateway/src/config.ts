@@ -122,6 +122,24 @@ export const configSchema = z.object({
   /** Whether the development key (dev-keys/, its private half published) may be trusted on an address other machines reach. */
   AUTH_ALLOW_DEV_KEY: flag(false),
   AUTH_JWKS_URL: optionalUrl(HTTP_SCHEMES),
+  /** Read the JWKS URL from AUTH_ISSUER's discovery document (OpenID Connect Discovery) instead. */
+  AUTH_DISCOVERY: flag(false),
+  /**
+   * The least time between two fetches of the key set (AUTH_JWKS_URL or discovery), however many
+   * tokens name unknown keys. A token naming an unknown key waits at most this and
+   * AUTH_JWKS_TIMEOUT_MS for a fetch: 0.5 s and 1 s keep that answer (the key, or a 503 with the
+   * provider down) under 2 s, while costing the provider at most two fetches a second.
+   */
+  AUTH_JWKS_COOLDOWN_MS: milliseconds(500),
+  /** The longest a fetch (discovery document and key set) may take: a provider's edge answers in far less. */
+  AUTH_JWKS_TIMEOUT_MS: milliseconds(1_000),
+  /** The key set is fetched again when it is this old, so a key the provider retired stops working. */
+  AUTH_JWKS_MAX_AGE_SECONDS: seconds(600, 1),
+  /** The most bytes a key set or discovery document may have, and the most keys a set may hold: providers publish a few kilobytes, a few keys. */
+  AUTH_JWKS_MAX_BYTES: count(262_144, 1_024, 16_777_216),
+  AUTH_JWKS_MAX_KEYS: count(100, 1, 10_000),
+  /** The most requests that may wait for a key set fetch at once (a flood of unknown keys included); beyond them, 503. */
+  AUTH_JWKS_MAX_WAITING: count(4_096, 1, 1_000_000),
   AUTH_ISSUER: z.preprocess(unsetIfEmpty, z.string().default(DEV_ISSUER)),
   AUTH_AUDIENCE: z.preprocess(unsetIfEmpty, z.string().default(DEV_AUDIENCE)),
   AUTH_ALGORITHMS: list('ES256,RS256,EdDSA', z.enum(ASYMMETRIC_ALGORITHMS), `must be a comma-separated list of ${ASYMMETRIC_ALGORITHMS.join(', ')}`),
@@ -147,12 +165,17 @@ export const configSchema = z.object({
 });
 
 /**
- * With authentication on, the gateway needs exactly one source of keys. Checked after parsing (not
- * in the schema) so that each variable keeps its own default and the deployment checks read them.
+ * With authentication on, the gateway needs exactly one source of keys: a key, a JWKS URL, or the
+ * issuer's discovery document (which needs the issuer to be an http or https URL). Checked after
+ * parsing (not in the schema) so that each variable keeps its own default and the deployment checks
+ * read them.
  */
-export function authConfigProblems(config: { AUTH_ENABLED: boolean; AUTH_PUBLIC_KEY?: unknown; AUTH_JWKS_URL?: string }): string[] {
-  if (!config.AUTH_ENABLED || (config.AUTH_PUBLIC_KEY === undefined) !== (config.AUTH_JWKS_URL === undefined)) return [];
-  return ['AUTH_PUBLIC_KEY, AUTH_JWKS_URL: set exactly one of them while AUTH_ENABLED is true (or AUTH_ENABLED=false)'];
+export function authConfigProblems(config: { AUTH_ENABLED: boolean; AUTH_PUBLIC_KEY?: unknown; AUTH_JWKS_URL?: string; AUTH_DISCOVERY: boolean; AUTH_ISSUER: string }): string[] {
+  if (!config.AUTH_ENABLED) return [];
+  const sources = [config.AUTH_PUBLIC_KEY !== undefined, config.AUTH_JWKS_URL !== undefined, config.AUTH_DISCOVERY].filter(Boolean).length;
+  const problems = sources === 1 ? [] : ['AUTH_PUBLIC_KEY, AUTH_JWKS_URL, AUTH_DISCOVERY: set exactly one of them while AUTH_ENABLED is true (or AUTH_ENABLED=false)'];
+  if (config.AUTH_DISCOVERY && !isHttpUrl(config.AUTH_ISSUER)) problems.push('AUTH_ISSUER: must be an http or https URL with AUTH_DISCOVERY=true (its discovery document is read from it)');
+  return problems;
 }
 
 /** Whether `address` is one only this machine reaches: 127.0.0.0/8 or ::1 (an IPv4-mapped one too). */

@@ -11,6 +11,7 @@ import { createLogger, type Logger } from '@app/shared/platform/logger';
 import { configureServerSpans } from '@app/shared/telemetry/spans';
 import { revocationEndpoint } from './auth/revocation-endpoint.js';
 import { recordRevocation, RevocationFeed, RevocationList, tokenClockOf } from './auth/revocations.js';
+import { RemoteKeySet, remoteKeySettingsOf } from './auth/key-source.js';
 import { TokenVerifier } from './auth/tokens.js';
 import { Fills } from './cache/fills.js';
 import { createMemoryTier, type MemoryTier } from './cache/memory-tier.js';
@@ -46,7 +47,7 @@ export interface GatewayParts {
   lifecycle?: Lifecycle;
   /** The replicas a service's host name and port stand for: DNS unless given. */
   resolveReplicas?: ResolveEndpoints;
-  /** Verifies tokens instead of AUTH_PUBLIC_KEY or AUTH_JWKS_URL (while AUTH_ENABLED). */
+  /** Verifies tokens instead of the keys AUTH_PUBLIC_KEY, AUTH_JWKS_URL or AUTH_DISCOVERY name (while AUTH_ENABLED). */
   tokens?: TokenVerifier;
   /** The Redis client of the cache (and of the rate limits, unless `limits` is given) instead of REDIS_URL's or REDIS_CLUSTER_NODES'. */
   redis?: CacheClient;
@@ -103,7 +104,7 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
     unsampledInContext: false,
     routeOf: (req) => routing.label(exchangeOf(req)?.target),
   });
-  const tokens = parts.tokens ?? (config.AUTH_ENABLED ? tokenVerifier(config) : undefined);
+  const { tokens, remoteKeys } = tokenParts(config, parts.tokens, logger, metrics);
   const writer = new ResponseWriter((outcome) => metrics.cacheOutcome(outcome));
   const overload = overloadManager(config, logger, metrics, parts.readMemory);
   const hops = serviceHops(config, upstreams, { writer, metrics, cache: redis.cache, resolveReplicas: parts.resolveReplicas });
@@ -111,7 +112,7 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
   const cors = config.CORS_ORIGINS.length > 0 ? corsStages(config.CORS_ORIGINS, writer) : undefined;
   const revocations = tokens && revocationParts(config, logger, parts.revocationPollMs);
   const auth = authStages({ tokens, revocations: revocations?.feed.list, writer, traceSubject: config.TRACE_RECORD_SUBJECT });
-  const app = ownEndpointsApp(upstreams, config, lifecycle, revocations && adminEndpoints(config, revocations.client, revocations.feed));
+  const app = ownEndpointsApp(upstreams, config, { lifecycle, remoteKeys }, revocations && adminEndpoints(config, revocations.client, revocations.feed));
   // The order a request meets them in: docs/architecture.md draws it.
   const stages: (Stage | undefined)[] = [
     cors?.headers,
@@ -127,10 +128,7 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
     notFound(writer),
   ];
   return {
-    handler: pipeline(
-      stages.filter((stage) => stage !== undefined),
-      { routing, writer, logger, onFinished: metrics.requestFinished },
-    ),
+    handler: pipeline(stages.filter((stage) => stage !== undefined), { routing, writer, logger, onFinished: metrics.requestFinished }),
     metricsHandler: metricsApp(metrics, logger),
     logger,
     lifecycle,
@@ -139,6 +137,7 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
     ready: revocations ? revocations.feed.start() : Promise.resolve(),
     release: async () => {
       overload.stop();
+      remoteKeys?.stop();
       revocations?.feed.stop();
       revocations?.client.disconnect();
       for (const hop of hops.values()) hop.close();
@@ -223,16 +222,24 @@ function revocationParts(config: GatewayConfig, logger: Logger, pollMs = 250): {
   return { client, feed: new RevocationFeed(client, list, { pollMs, logger }) };
 }
 
-function tokenVerifier(config: GatewayConfig): TokenVerifier {
-  // authConfigProblems made sure exactly one of the two is set.
-  const keySource = config.AUTH_PUBLIC_KEY ? { publicKey: config.AUTH_PUBLIC_KEY } : { jwksUrl: config.AUTH_JWKS_URL ?? '' };
-  return new TokenVerifier(keySource, {
+/**
+ * What verifies tokens (while AUTH_ENABLED): `given`, or the configured key, or the identity
+ * provider's key set (AUTH_JWKS_URL or AUTH_DISCOVERY), fetched from now on: /readyz waits for it.
+ */
+function tokenParts(config: GatewayConfig, given: TokenVerifier | undefined, logger: Logger, metrics: GatewayMetrics): { tokens?: TokenVerifier; remoteKeys?: RemoteKeySet } {
+  if (given || !config.AUTH_ENABLED) return { tokens: given };
+  const rules = {
     issuer: config.AUTH_ISSUER,
     audience: config.AUTH_AUDIENCE,
     algorithms: config.AUTH_ALGORITHMS,
     clockToleranceSeconds: config.AUTH_CLOCK_TOLERANCE_SECONDS,
     maxLifetimeSeconds: config.AUTH_MAX_TOKEN_LIFETIME_SECONDS,
-  });
+  };
+  // authConfigProblems made sure exactly one source is set.
+  if (config.AUTH_PUBLIC_KEY) return { tokens: new TokenVerifier({ publicKey: config.AUTH_PUBLIC_KEY }, rules) };
+  const remoteKeys = new RemoteKeySet(remoteKeySettingsOf(config), { logger, onFetch: metrics.keyFetch });
+  void remoteKeys.refresh();
+  return { tokens: new TokenVerifier({ remote: remoteKeys }, rules), remoteKeys };
 }
 
 /** The gateway's deadlines, from its configuration: the hops keep them, the API description states them. */
@@ -260,13 +267,19 @@ function serviceHops(
 }
 
 /** Express, for the gateway's own endpoints only: API traffic never goes through its router. */
-function ownEndpointsApp(upstreams: readonly ServedUpstream[], config: GatewayConfig, lifecycle: Lifecycle, admin: Endpoint[] = []): RequestListener {
+function ownEndpointsApp(
+  upstreams: readonly ServedUpstream[],
+  config: GatewayConfig,
+  readiness: { lifecycle: Lifecycle; remoteKeys: RemoteKeySet | undefined },
+  admin: Endpoint[] = [],
+): RequestListener {
   const app = baseApp();
   app.use(exposeObservation);
   app.use(openApiRoutes({ upstreams, deadlines: deadlinesOf(config) }));
   app.use(routerOf(admin));
-  // Ready while not shutting down: an upstream's health is its own readiness probe's business.
-  app.use(healthRoutes(lifecycle));
+  // Ready while not shutting down, once it has the provider's keys (an outage later leaves it ready:
+  // the keys it has still work). An upstream's health is its own readiness probe's business.
+  app.use(healthRoutes(readiness.lifecycle, async () => readiness.remoteKeys?.unreadyReason()));
   app.use(expressNotFound);
   app.use(problemHandler());
   return app;
@@ -290,7 +303,7 @@ function describe(config: GatewayConfig, upstreams: readonly ServedUpstream[], r
     upstreams: upstreams.map(({ name, url, cachedReads }) => ({ name, url, cachedReads })),
     cache: redis.cache ? { ...redis.cache.settings, memoryBytes: redis.memory?.maxBytes ?? 0 } : 'disabled',
     auth: tokens
-      ? { keys: config.AUTH_PUBLIC_KEY ? 'AUTH_PUBLIC_KEY' : (config.AUTH_JWKS_URL ?? 'given'), issuer: config.AUTH_ISSUER, audience: config.AUTH_AUDIENCE, publicReads: config.AUTH_PUBLIC_READS }
+      ? { keys: config.AUTH_PUBLIC_KEY ? 'AUTH_PUBLIC_KEY' : (config.AUTH_JWKS_URL ?? (config.AUTH_DISCOVERY ? 'AUTH_DISCOVERY' : 'given')), issuer: config.AUTH_ISSUER, audience: config.AUTH_AUDIENCE, publicReads: config.AUTH_PUBLIC_READS }
       : 'disabled',
     rateLimits: redis.limits
       ? { readsPerMinute: config.RATE_LIMIT_READS_PER_MINUTE, writesPerMinute: config.RATE_LIMIT_WRITES_PER_MINUTE, leasePoints: config.RATE_LIMIT_LEASE_POINTS }

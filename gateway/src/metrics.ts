@@ -3,6 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import type { FinishedRequest } from '@app/shared/platform/http/observation';
 import { connectionsWithoutRequest } from '@app/shared/platform/http/request-head-deadline';
 import { currentServerSpan } from '@app/shared/telemetry/spans';
+import type { KeyFetchOutcome } from './auth/key-source.js';
 import type { CacheOutcome } from './exchange.js';
 import type { Kind } from './concurrency-limit.js';
 
@@ -132,6 +133,13 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly #keyFetches = new Counter({
+    name: 'gateway_auth_key_fetches_total',
+    help: "Fetches of the identity provider's key set (AUTH_JWKS_URL or AUTH_DISCOVERY), by outcome: changed, unchanged, failed.",
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+
   /** `routeOf` labels a request by its route: `/api/users/{id}`, `/healthz`, … */
   constructor(private readonly routeOf: (request: IncomingMessage, path: string) => string) {
     // Registered with the registry, which reads it for /metrics; `requestFinished` adds to its tallies.
@@ -207,6 +215,10 @@ export class GatewayMetrics {
       },
     });
   }
+
+  readonly keyFetch = (outcome: KeyFetchOutcome): void => {
+    this.#keyFetches.inc({ outcome });
+  };
 
   readonly overloadShed = (): void => {
     currentServerSpan()?.setAttribute('gateway.shed', true);

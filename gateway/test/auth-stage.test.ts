@@ -3,7 +3,8 @@ import { createLogger } from '@app/shared/platform/logger';
 import { HttpProblem } from '@app/shared/platform/problem';
 import { requestTarget } from '@app/shared/platform/request-target';
 import { RevocationList } from '../src/auth/revocations.js';
-import { InvalidToken, KeysUnavailable, type Principal, type TokenVerifier } from '../src/auth/tokens.js';
+import { KeysUnavailable } from '../src/auth/key-source.js';
+import { InvalidToken, type Principal, type TokenVerifier } from '../src/auth/tokens.js';
 import { Exchange } from '../src/exchange.js';
 import { ResponseWriter } from '../src/respond.js';
 import { Routing } from '../src/routing.js';
@@ -206,12 +207,12 @@ describe('authStages: identify', () => {
     expect(answer.body).toMatchObject({ detail: 'The token says "no" \\ twice' });
   });
 
-  it('answers 503 with Retry-After when the keys to verify a token are unavailable', async () => {
-    const { tokens } = verifier({ verified: new KeysUnavailable(new Error('connect ECONNREFUSED')) });
+  it('answers 503 with Retry-After, when the key set may next be fetched, when the keys to verify a token are unavailable', async () => {
+    const { tokens } = verifier({ verified: new KeysUnavailable(new Error('connect ECONNREFUSED'), 2) });
     const { exchange, answer } = exchangeOf('GET', '/api/users', { authorization: BEARER });
     expect(await decide(tokens, exchange)).toBe(true);
     expect(answer.status).toBe(503);
-    expect(answer.headers['retry-after']).toBe('5');
+    expect(answer.headers['retry-after']).toBe('2');
     expect(answer.body).toMatchObject({ detail: 'The keys to verify access tokens are unavailable; try again shortly' });
   });
 

@@ -44,6 +44,13 @@ const gatewayDefaults = {
   CACHE_STALE_SECONDS: 300,
   AUTH_ENABLED: true,
   AUTH_ALLOW_DEV_KEY: false,
+  AUTH_DISCOVERY: false,
+  AUTH_JWKS_COOLDOWN_MS: 500,
+  AUTH_JWKS_TIMEOUT_MS: 1_000,
+  AUTH_JWKS_MAX_AGE_SECONDS: 600,
+  AUTH_JWKS_MAX_BYTES: 262_144,
+  AUTH_JWKS_MAX_KEYS: 100,
+  AUTH_JWKS_MAX_WAITING: 4_096,
   AUTH_ISSUER: 'rest-microservices-dev',
   AUTH_AUDIENCE: 'rest-microservices',
   AUTH_ALGORITHMS: ['ES256', 'RS256', 'EdDSA'],
@@ -229,6 +236,10 @@ describe('the gateway configuration', () => {
     ['AUTH_PUBLIC_KEY', generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'pem', type: 'pkcs8' }).toString()],
     ['AUTH_PUBLIC_KEY', JSON.stringify(generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'jwk' }))],
     ['AUTH_JWKS_URL', 'file:///etc/keys.json'],
+    ['AUTH_DISCOVERY', 'yes'],
+    ['AUTH_JWKS_COOLDOWN_MS', '0'],
+    ['AUTH_JWKS_MAX_AGE_SECONDS', '0'],
+    ['AUTH_JWKS_MAX_KEYS', '0'],
     ['RATE_LIMIT_READS_PER_MINUTE', '0'],
     ['RATE_LIMIT_WRITES_PER_MINUTE', '1e3'],
     ['RATE_LIMIT_LEASE_POINTS', '0'],
@@ -264,6 +275,12 @@ describe('the gateway configuration', () => {
     expect(problems({ AUTH_PUBLIC_KEY: pem })).toEqual([]);
     expect(problems({ AUTH_JWKS_URL: 'https://id.example/jwks' })).toEqual([]);
     expect(problems({ AUTH_ENABLED: 'false' })).toEqual([]);
+    const issuer = 'https://id.example/realms/api';
+    expect(problems({ AUTH_DISCOVERY: 'true', AUTH_ISSUER: issuer })).toEqual([]);
+    expect(problems({ AUTH_DISCOVERY: 'true', AUTH_ISSUER: issuer, AUTH_JWKS_URL: 'https://id.example/jwks' })).toEqual([expect.stringMatching(/^AUTH_PUBLIC_KEY, AUTH_JWKS_URL, AUTH_DISCOVERY: set exactly one/)]);
+    expect(problems({ AUTH_DISCOVERY: 'true', AUTH_ISSUER: issuer, AUTH_PUBLIC_KEY: pem })).toHaveLength(1);
+    // Its discovery document is read from the issuer: it must be a URL.
+    expect(problems({ AUTH_DISCOVERY: 'true' })).toEqual([expect.stringMatching(/^AUTH_ISSUER: must be an http or https URL/)]);
   });
 });
 

@@ -4,7 +4,9 @@
  */
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
+import { RemoteKeySet, remoteKeySettingsOf } from '../../gateway/src/auth/key-source.js';
 import { TokenVerifier } from '../../gateway/src/auth/tokens.js';
+import { configSchema as gatewayConfig } from '../../gateway/src/config.js';
 import { defaultToken, TEST_RULES, testPublicJwk } from '../support/auth.js';
 import { client, expectProblem, type Client, type TestResponse } from '../support/http.js';
 import { readMetrics } from '../support/metrics.js';
@@ -148,7 +150,7 @@ describe("the gateway's request log", () => {
     const gateway = await startGateway({
       upstreams: stack.urls,
       logger: gatewayLog.logger,
-      guard: { tokens: new TokenVerifier({ jwksUrl }, TEST_RULES) },
+      guard: { tokens: new TokenVerifier({ remote: new RemoteKeySet(remoteKeySettingsOf(gatewayConfig.parse({ AUTH_JWKS_URL: jwksUrl }))) }, TEST_RULES) },
     });
     try {
       const requestId = `waited-${Date.now()}`;

@@ -141,6 +141,8 @@ export interface GatewayGuardOptions {
   auth?: boolean;
   /** Verify tokens with these keys instead of the test key (e.g. a JWKS URL the test serves). */
   tokens?: TokenVerifier;
+  /** Verify tokens as the gateway's own configuration says, with these AUTH_* settings (AUTH_DISCOVERY, AUTH_ISSUER, …), instead of the test key. */
+  keySettings?: Record<string, string>;
   /** AUTH_PUBLIC_READS: the services whose reads need no token. */
   publicReads?: string[];
   /**
@@ -196,13 +198,14 @@ export async function startGateway(options: {
     CACHE_STALE_SECONDS: options.cache?.staleSeconds,
     CACHE_MAX_ENTRY_BYTES: options.cache?.maxEntryBytes,
     CACHE_CALLER_BYTES: options.cache?.callerBytes,
+    ...guardOptions.keySettings,
   };
   const config = gatewayConfig.parse(Object.fromEntries(Object.entries(settings).flatMap(([name, value]) => (value === undefined ? [] : [[name, String(value)]]))));
   const { redis, memory, limitsRedis, limits } = await testRedisParts(options.cache, guardOptions, config.CACHE_MEMORY_MB * 1024 * 1024, logger);
   const gateway = createGateway(config, {
     logger,
     resolveReplicas: options.resolveReplicas,
-    tokens: guardOptions.auth === false ? undefined : (guardOptions.tokens ?? testVerifier()),
+    tokens: guardOptions.auth === false || guardOptions.keySettings ? undefined : (guardOptions.tokens ?? testVerifier()),
     redis: redis ?? undefined,
     memory: memory ?? null,
     limits: limits ?? null,

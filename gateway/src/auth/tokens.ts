@@ -1,8 +1,8 @@
 import type { KeyObject } from 'node:crypto';
-import { createLocalJWKSet, createRemoteJWKSet, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { LRUCache } from 'lru-cache';
-import type { VerificationKey } from '../config.js';
 import { encodeSubject, subjectFlaw } from '@app/shared/platform/subject';
+import { keysFrom, type KeySource, KeysUnavailable } from './key-source.js';
 import type { RevocableToken } from './revocations.js';
 
 /** Who a verified token speaks for, and what it may do. */
@@ -23,14 +23,6 @@ export class InvalidToken extends Error {
   }
 }
 
-/** The gateway could not get the keys to check a token with (the JWKS URL failed): a 503, not the client's fault. */
-export class KeysUnavailable extends Error {
-  constructor(cause: unknown) {
-    super('The keys to verify access tokens are unavailable', { cause });
-    this.name = 'KeysUnavailable';
-  }
-}
-
 export interface TokenRules {
   issuer: string;
   audience: string;
@@ -47,31 +39,6 @@ export interface TokenRules {
 
 /** The longest `jti` a token may have: what POST /admin/revocations takes, so that every token can be revoked by its id. */
 export const MAX_TOKEN_ID_LENGTH = 255;
-
-/** A key given in the config, or a JWKS URL (`refetchCooldownMs`: at most one fetch per this long, 30 s by default). */
-export type KeySource = { publicKey: VerificationKey } | { jwksUrl: string; refetchCooldownMs?: number };
-
-/**
- * The keys tokens are checked with. A JWKS URL is jose's remote key set: fetched on first use,
- * cached, fetched again when a token names an unknown `kid`, but at most once per cooldown. What
- * fails in fetching or reading the set is KeysUnavailable; finding no key (or several) for the
- * token's header is the token's fault.
- */
-function keysFrom(source: KeySource): KeyObject | JWTVerifyGetKey {
-  if ('jwksUrl' in source) {
-    const remote = createRemoteJWKSet(new URL(source.jwksUrl), { timeoutDuration: 2_000, cooldownDuration: source.refetchCooldownMs ?? 30_000, cacheMaxAge: 10 * 60_000 });
-    return async (header, token) => {
-      try {
-        return await remote(header, token);
-      } catch (error) {
-        if (error instanceof errors.JWKSNoMatchingKey || error instanceof errors.JWKSMultipleMatchingKeys) throw error;
-        throw new KeysUnavailable(error);
-      }
-    };
-  }
-  const key = source.publicKey;
-  return 'keys' in key ? createLocalJWKSet(key as Parameters<typeof createLocalJWKSet>[0]) : key;
-}
 
 /** Why jose refused a token, in words a client can act on (never the token's contents). */
 function reason(error: unknown): string {

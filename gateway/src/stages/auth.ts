@@ -1,9 +1,10 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { HttpProblem, problems } from '@app/shared/platform/problem';
+import { HttpProblem } from '@app/shared/platform/problem';
 import { ADMIN_ROLE, ROLE_HEADER, SUBJECT_HEADER } from '@app/shared/platform/subject';
 import { currentServerSpan } from '@app/shared/telemetry/spans';
 import type { RevocationList } from '../auth/revocations.js';
-import { InvalidToken, KeysUnavailable, type Principal, type TokenVerifier } from '../auth/tokens.js';
+import { KeysUnavailable } from '../auth/key-source.js';
+import { InvalidToken, type Principal, type TokenVerifier } from '../auth/tokens.js';
 import type { Exchange } from '../exchange.js';
 import type { Stage } from '../pipeline.js';
 import { ownEndpointScope } from '../routing.js';
@@ -33,7 +34,9 @@ function without(headers: IncomingHttpHeaders, name: string): IncomingHttpHeader
 
 function tokenProblem(error: unknown): HttpProblem {
   if (error instanceof InvalidToken) return unauthorized(error.message, challenge(`error="invalid_token", error_description=${quoted(error.message)}`));
-  if (error instanceof KeysUnavailable) return problems.unavailable('The keys to verify access tokens are unavailable; try again shortly', error);
+  if (error instanceof KeysUnavailable) {
+    return new HttpProblem('service-unavailable', 'The keys to verify access tokens are unavailable; try again shortly', { headers: { 'Retry-After': String(error.retryAfterSeconds) }, cause: error });
+  }
   throw error;
 }
 
