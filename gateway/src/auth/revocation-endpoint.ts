@@ -7,11 +7,11 @@ import type { RequestHandler } from 'express';
 import { z } from 'zod';
 import { ADMIN_PATH } from '../routing.js';
 import type { Revocation } from './revocations.js';
-import { MAX_TOKEN_ID_LENGTH } from './tokens.js';
+import { MAX_TOKEN_ID_LENGTH } from './claims.js';
 
 export const REVOCATIONS_PATH = `${ADMIN_PATH}/revocations`;
 
-const tokenId = z.string().min(1).max(MAX_TOKEN_ID_LENGTH).meta({ description: "The token's `jti`." });
+const tokenId = z.string().min(1).max(MAX_TOKEN_ID_LENGTH).meta({ description: "The token's id: its `jti`, or the claim AUTH_CLAIMS reads it from (`uti` for Entra ID)." });
 const subject = z
   .string()
   .min(1)

@@ -2,7 +2,8 @@ import type { KeyObject } from 'node:crypto';
 import { createLocalJWKSet, createRemoteJWKSet, errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { LRUCache } from 'lru-cache';
 import type { VerificationKey } from '../config.js';
-import { encodeSubject, subjectFlaw } from '@app/shared/platform/subject';
+import { encodeSubject } from '@app/shared/platform/subject';
+import { type ClaimMapping, readClaims, requiredClaimsOf } from './claims.js';
 import type { RevocableToken } from './revocations.js';
 
 /** Who a verified token speaks for, and what it may do. */
@@ -43,10 +44,9 @@ export interface TokenRules {
    * the tolerance) outlives every token it names (revocations.ts).
    */
   maxLifetimeSeconds: number;
+  /** Where the token's audience, subject, id and scopes are (AUTH_CLAIMS). */
+  claims: ClaimMapping;
 }
-
-/** The longest `jti` a token may have: what POST /admin/revocations takes, so that every token can be revoked by its id. */
-export const MAX_TOKEN_ID_LENGTH = 255;
 
 /** A key given in the config, or a JWKS URL (`refetchCooldownMs`: at most one fetch per this long, 30 s by default). */
 export type KeySource = { publicKey: VerificationKey } | { jwksUrl: string; refetchCooldownMs?: number };
@@ -159,11 +159,11 @@ export class TokenVerifier {
     try {
       const options = {
         issuer: this.rules.issuer,
-        audience: this.rules.audience,
+        audience: this.rules.claims.audience === 'aud' ? this.rules.audience : undefined,
         algorithms: this.rules.algorithms,
         clockTolerance: this.rules.clockToleranceSeconds,
         currentDate: new Date(now),
-        requiredClaims: ['exp', 'iat', 'sub', 'jti'],
+        requiredClaims: ['exp', 'iat', ...requiredClaimsOf(this.rules.claims)],
       };
       ({ payload } =
         typeof this.#keys === 'function' ? await jwtVerify(token, this.#keys, options) : await jwtVerify(token, this.#keys, options));
@@ -175,20 +175,10 @@ export class TokenVerifier {
     }
     if (!hasCanonicalSignature(token)) throw new InvalidToken("The access token's signature is not in base64url's one spelling");
     const { issuedAt, expiresAt } = this.#lifetime(payload, now);
-    const flaw = subjectFlaw(payload.sub);
-    if (flaw !== undefined) throw new InvalidToken(`The access token's sub claim ${flaw}`);
-    const subject = payload.sub as string;
-    const { jti } = payload;
-    if (typeof jti !== 'string' || jti === '' || jti.length > MAX_TOKEN_ID_LENGTH) throw new InvalidToken("The access token's jti claim is not accepted here");
-    const scope = typeof payload.scope === 'string' ? payload.scope : '';
-    const principal: Principal = {
-      subject,
-      forwardedSubject: encodeSubject(subject),
-      caller: `sub:${subject}`,
-      scopes: new Set(scope.split(' ').filter((s) => s !== '')),
-      tokenId: jti,
-      issuedAt,
-    };
+    const claims = readClaims(payload, this.rules.claims, this.rules.audience);
+    if (typeof claims === 'string') throw new InvalidToken(claims);
+    const { subject, tokenId, scopes } = claims;
+    const principal: Principal = { subject, forwardedSubject: encodeSubject(subject), caller: `sub:${subject}`, scopes, tokenId, issuedAt };
     if (expiresAt > now) this.#verified.set(authorization.slice(-FINGERPRINT_CHARS), { authorization, principal, expiresAt });
     return principal;
   }
