@@ -19,7 +19,7 @@ import { createCacheClient, type RedisTarget } from '../../gateway/src/redis.js'
 import { createApp as createProductsApp, service as productsService } from '../../products-service/src/app.js';
 import { createApp as createUsersApp, service as usersService } from '../../users-service/src/app.js';
 import { serviceModules } from '../../scripts/services.js';
-import { testVerifier } from './auth.js';
+import { testPublicKeyPem, testVerifier } from './auth.js';
 import { testRedisTarget } from './redis-cluster.js';
 
 /** Quiet unless TEST_LOG_LEVEL asks for logs. */
@@ -141,6 +141,11 @@ export interface GatewayGuardOptions {
   auth?: boolean;
   /** Verify tokens with these keys instead of the test key (e.g. a JWKS URL the test serves). */
   tokens?: TokenVerifier;
+  /**
+   * Settings (AUTH_CLAIMS, AUTH_ISSUER, AUTH_AUDIENCE, …) the gateway builds its own verifier from,
+   * as in production, with the test key as AUTH_PUBLIC_KEY; instead of `tokens`.
+   */
+  authSettings?: Record<string, string>;
   /** AUTH_PUBLIC_READS: the services whose reads need no token. */
   publicReads?: string[];
   /**
@@ -190,6 +195,7 @@ export async function startGateway(options: {
     UPSTREAM_TIMEOUT_MS: options.upstreamTimeoutMs,
     REQUEST_BODY_TIMEOUT_MS: options.requestBodyTimeoutMs,
     SERVICE_WRITE_DEADLINE_MS: options.serviceWriteDeadlineMs,
+    ...(guardOptions.authSettings && { AUTH_PUBLIC_KEY: testPublicKeyPem, AUTH_ALGORITHMS: 'ES256', ...guardOptions.authSettings }),
     UPSTREAM_CONCURRENCY_LIMIT: options.concurrency?.limit,
     UPSTREAM_WRITE_SHARE_PERCENT: options.concurrency && Math.round(options.concurrency.writeShare * 100),
     CACHE_TTL_SECONDS: options.cache?.ttlSeconds,
@@ -202,7 +208,7 @@ export async function startGateway(options: {
   const gateway = createGateway(config, {
     logger,
     resolveReplicas: options.resolveReplicas,
-    tokens: guardOptions.auth === false ? undefined : (guardOptions.tokens ?? testVerifier()),
+    tokens: guardOptions.auth === false || guardOptions.authSettings ? undefined : (guardOptions.tokens ?? testVerifier()),
     redis: redis ?? undefined,
     memory: memory ?? null,
     limits: limits ?? null,
