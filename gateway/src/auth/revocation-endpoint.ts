@@ -93,7 +93,7 @@ export function revocationEndpoint(record?: RecordRevocation): Endpoint {
         operationId: 'createRevocation',
         summary: 'Revoke access tokens',
         description:
-          'Revokes one token (by its `jti`) or every token of a subject issued before a time (now at the latest), while the gateway checks tokens (404 otherwise). Every gateway replica refuses them within a second, cache hits included, with a 401 (`error="invalid_token"`). A revocation is kept until every token it names has expired; what each kind covers exactly is in the API guide (docs/api.md, "Revoked tokens").',
+          'Revokes one token (by its id: its `jti`, or the claim AUTH_CLAIMS reads it from) or every token of a subject issued before a time (now at the latest), while the gateway checks tokens (404 otherwise). Every gateway replica refuses them within a second, cache hits included, with a 401 (`error="invalid_token"`). A revocation is kept until every token it names has expired; what each kind covers exactly is in the API guide (docs/api.md, "Revoked tokens").',
         security: [{ bearerAuth: [GATEWAY_ADMIN_SCOPE] }],
         requestBody: { required: true, content: json(revocationInput, { subject: 'mallory' }) },
         responses: {
