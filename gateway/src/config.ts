@@ -4,6 +4,7 @@ import { commonConfig, count, flag, hasScheme, HTTP_SCHEMES, listenAddress, mega
 import { DEV_AUDIENCE, DEV_ISSUER, DEV_PUBLIC_KEY_JWK } from '@app/shared/platform/dev-auth';
 import { readServiceList, SERVICES_FILE, type Ownership, type ServiceEntry } from '@app/shared/platform/services';
 import { z } from 'zod';
+import { CLAIM_PRESET_NAMES } from './auth/claims.js';
 import { parseClusterNode } from './redis.js';
 import type { Upstream } from './upstream.js';
 
@@ -146,6 +147,8 @@ export const configSchema = z.object({
   AUTH_CLOCK_TOLERANCE_SECONDS: seconds(30, 0),
   /** The longest life (`exp` − `iat`) a token may have; a revocation is kept this long in Redis and in memory. */
   AUTH_MAX_TOKEN_LIFETIME_SECONDS: seconds(86_400, 60),
+  /** Where the identity provider puts a token's scopes, audience, subject and id (auth/claims.ts). */
+  AUTH_CLAIMS: z.preprocess(unsetIfEmpty, z.enum(CLAIM_PRESET_NAMES, { error: `must be one of ${CLAIM_PRESET_NAMES.join(', ')}` }).default('generic')),
   /** Services whose reads need no token (a public catalogue): only those services.json allows it for. */
   AUTH_PUBLIC_READS: list('', z.string(), 'must be a comma-separated list of service names'),
   RATE_LIMIT_ENABLED: flag(true),

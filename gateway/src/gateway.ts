@@ -9,6 +9,7 @@ import { exposeObservation, requestContext } from '@app/shared/platform/http/obs
 import { allowOnly, notFound as expressNotFound } from '@app/shared/platform/http/routing';
 import { createLogger, type Logger } from '@app/shared/platform/logger';
 import { configureServerSpans } from '@app/shared/telemetry/spans';
+import { CLAIM_PRESETS } from './auth/claims.js';
 import { revocationEndpoint } from './auth/revocation-endpoint.js';
 import { recordRevocation, RevocationFeed, RevocationList, tokenClockOf } from './auth/revocations.js';
 import { RemoteKeySet, remoteKeySettingsOf } from './auth/key-source.js';
@@ -234,6 +235,7 @@ function tokenParts(config: GatewayConfig, given: TokenVerifier | undefined, log
     algorithms: config.AUTH_ALGORITHMS,
     clockToleranceSeconds: config.AUTH_CLOCK_TOLERANCE_SECONDS,
     maxLifetimeSeconds: config.AUTH_MAX_TOKEN_LIFETIME_SECONDS,
+    claims: CLAIM_PRESETS[config.AUTH_CLAIMS],
   };
   // authConfigProblems made sure exactly one source is set.
   if (config.AUTH_PUBLIC_KEY) return { tokens: new TokenVerifier({ publicKey: config.AUTH_PUBLIC_KEY }, rules) };

@@ -3,11 +3,12 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, SignJWT } from 'jose';
 import type { Logger } from '@app/shared/platform/logger';
+import { CLAIM_PRESETS } from '../src/auth/claims.js';
 import { type Clock, type KeyFetchOutcome, KeysUnavailable, RemoteKeySet, type RemoteKeySettings } from '../src/auth/key-source.js';
 import { InvalidToken, TokenVerifier } from '../src/auth/tokens.js';
 import { configSchema } from '../src/config.js';
 
-const rules = { issuer: 'https://issuer.test', audience: 'api', algorithms: ['ES256'], clockToleranceSeconds: 30, maxLifetimeSeconds: 86_400 };
+const rules = { issuer: 'https://issuer.test', audience: 'api', algorithms: ['ES256'], clockToleranceSeconds: 30, maxLifetimeSeconds: 86_400, claims: CLAIM_PRESETS.generic };
 const COOLDOWN_MS = 500;
 const MAX_AGE_MS = 60_000;
 

@@ -61,7 +61,7 @@ it('is ready once it has the keys, takes a new key at once; with the provider do
       .sign(keys[kid]!.privateKey);
   const gateway = await startGateway({
     upstreams: { users: users.url },
-    guard: { keySettings: { AUTH_DISCOVERY: 'true', AUTH_ISSUER: issuer, AUTH_AUDIENCE: TEST_RULES.audience, AUTH_ALGORITHMS: 'ES256' } },
+    guard: { authSettings: { AUTH_DISCOVERY: 'true', AUTH_ISSUER: issuer, AUTH_AUDIENCE: TEST_RULES.audience, AUTH_ALGORITHMS: 'ES256' } },
   });
   const api = client(gateway.url, { token: null });
   const withToken = async (kid: string) => ({ headers: { authorization: `Bearer ${await sign(kid)}` } });

@@ -6,15 +6,16 @@
  * "all"); a replica started afterwards refuses it from its first request; other tokens go on working.
  * A subject's revocation covers a token minted before it whose `iat` is later (within the clock
  * tolerance), and an ECDSA signature's twin is revoked with its token. `npm run revoke` does the same
- * from a shell, given a token id or a whole token.
+ * from a shell, given a token id or a whole token (its id read from the claim AUTH_CLAIMS names).
  */
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import { ownershipOf } from '@app/shared/resource/ownership';
-import { testToken } from '../support/auth.js';
+import { signedClaims, testToken } from '../support/auth.js';
 import { client, expectProblem, type TestResponse } from '../support/http.js';
 import { ROOT } from '../support/process.js';
+import { PROVIDER_SHAPES } from '../support/provider-tokens.js';
 import { portOf, rawExchange, requestBytes } from '../support/raw-socket.js';
 import { resourceCases } from '../support/resource-case.js';
 import { startGateway, startStack, type RunningGateway } from '../support/stack.js';
@@ -260,10 +261,10 @@ describe('the revocation endpoint', () => {
 });
 
 describe('npm run revoke', () => {
-  const revokeCommand = (args: string[]) =>
+  const revokeCommand = (args: string[], env: Record<string, string> = {}) =>
     promisify(execFile)(process.execPath, ['scripts/revoke.ts', ...args], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH, REDIS_URL: process.env.TEST_REDIS_URL, REDIS_KEY_PREFIX: process.env.TEST_REDIS_KEY_PREFIX ?? '' },
+      env: { PATH: process.env.PATH, REDIS_URL: process.env.TEST_REDIS_URL, REDIS_KEY_PREFIX: process.env.TEST_REDIS_KEY_PREFIX ?? '', ...env },
       timeout: 20_000,
     });
 
@@ -284,6 +285,21 @@ describe('npm run revoke', () => {
     const expiresAt = new Date(JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()).exp * 1000).toISOString();
     expect(stdout).toContain(`revoked token ${tokenId} (expiring ${expiresAt})`);
     expect(await untilRefused(replica, token, productPath)).toBeLessThanOrEqual(WITHIN_MS);
+  });
+
+  it("takes a whole token's id from the claim AUTH_CLAIMS names: Entra ID's uti, which its gateway then refuses", async () => {
+    const { issuer, audience, claims: shaped } = PROVIDER_SHAPES.entra;
+    const entra = await startGateway({ upstreams: stack.urls, guard: { authSettings: { AUTH_CLAIMS: 'entra', AUTH_ISSUER: issuer, AUTH_AUDIENCE: audience } } });
+    try {
+      const claims = { ...shaped('entra-revoked', ['products:read']), uti: randomUUID() };
+      const token = await signedClaims(claims);
+      expect((await client(entra.url, { token }).get(productPath)).status).toBe(200);
+      const { stdout } = await revokeCommand(['--token', token], { AUTH_CLAIMS: 'entra' });
+      expect(stdout).toContain(`revoked token ${claims.uti} (expiring ${new Date(claims.exp! * 1000).toISOString()})`);
+      expect(await untilRefused(entra, token, productPath)).toBeLessThanOrEqual(WITHIN_MS);
+    } finally {
+      await entra.close();
+    }
   });
 
   it('refuses arguments that name no revocation, with its usage (exit 2)', async () => {

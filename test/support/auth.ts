@@ -1,6 +1,7 @@
 import { readServiceList } from '@app/shared/platform/services';
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
-import { SignJWT } from 'jose';
+import { type JWTPayload, SignJWT } from 'jose';
+import { CLAIM_PRESETS } from '../../gateway/src/auth/claims.js';
 import { TokenVerifier, type TokenRules } from '../../gateway/src/auth/tokens.js';
 
 /**
@@ -8,7 +9,7 @@ import { TokenVerifier, type TokenRules } from '../../gateway/src/auth/tokens.js
  * gateway trusts this key; `client()` sends a token with every scope unless told otherwise.
  */
 export const ALL_SCOPES = readServiceList().flatMap(({ scopes }) => [scopes.read, scopes.write]);
-export const TEST_RULES: TokenRules = { issuer: 'https://issuer.test', audience: 'rest-microservices-test', algorithms: ['ES256'], clockToleranceSeconds: 30, maxLifetimeSeconds: 86_400 };
+export const TEST_RULES: TokenRules = { issuer: 'https://issuer.test', audience: 'rest-microservices-test', algorithms: ['ES256'], clockToleranceSeconds: 30, maxLifetimeSeconds: 86_400, claims: CLAIM_PRESETS.generic };
 
 const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
 export const testPublicKeyPem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
@@ -49,6 +50,9 @@ export function testToken(options: TokenOptions = {}): Promise<string> {
   if (options.notBefore !== undefined) jwt.setNotBefore(now + options.notBefore);
   return jwt.sign(options.key ?? privateKey);
 }
+
+/** A token of exactly these claims, signed with the test key (ES256). */
+export const signedClaims = (claims: JWTPayload): Promise<string> => new SignJWT(claims).setProtectedHeader({ alg: 'ES256', typ: 'JWT' }).sign(privateKey);
 
 /** The token `client()` sends unless a request says otherwise. */
 export const defaultToken = await testToken();

@@ -19,7 +19,7 @@ import { createCacheClient, type RedisTarget } from '../../gateway/src/redis.js'
 import { createApp as createProductsApp, service as productsService } from '../../products-service/src/app.js';
 import { createApp as createUsersApp, service as usersService } from '../../users-service/src/app.js';
 import { serviceModules } from '../../scripts/services.js';
-import { testVerifier } from './auth.js';
+import { testPublicKeyPem, testVerifier } from './auth.js';
 import { testRedisTarget } from './redis-cluster.js';
 
 /** Quiet unless TEST_LOG_LEVEL asks for logs. */
@@ -141,8 +141,12 @@ export interface GatewayGuardOptions {
   auth?: boolean;
   /** Verify tokens with these keys instead of the test key (e.g. a JWKS URL the test serves). */
   tokens?: TokenVerifier;
-  /** Verify tokens as the gateway's own configuration says, with these AUTH_* settings (AUTH_DISCOVERY, AUTH_ISSUER, …), instead of the test key. */
-  keySettings?: Record<string, string>;
+  /**
+   * Settings (AUTH_CLAIMS, AUTH_ISSUER, AUTH_AUDIENCE, AUTH_DISCOVERY, …) the gateway builds its own
+   * verifier from, as in production, with the test key as AUTH_PUBLIC_KEY unless they name a
+   * remote key set; instead of `tokens`.
+   */
+  authSettings?: Record<string, string>;
   /** AUTH_PUBLIC_READS: the services whose reads need no token. */
   publicReads?: string[];
   /**
@@ -156,6 +160,10 @@ export interface GatewayGuardOptions {
   /** How often it reads the revocations from Redis (ms; the gateway's default unless given). */
   revocationPollMs?: number;
 }
+
+/** The test key as the gateway's key source, unless `settings` name a remote key set (AUTH_JWKS_URL or AUTH_DISCOVERY). */
+const testKeyUnlessRemote = (settings: Record<string, string>) =>
+  settings.AUTH_JWKS_URL !== undefined || settings.AUTH_DISCOVERY === 'true' ? {} : { AUTH_PUBLIC_KEY: testPublicKeyPem };
 
 export async function startGateway(options: {
   /** Each service's URL by name (GATEWAY_UPSTREAMS); a listed service not named is at its default port. */
@@ -192,20 +200,20 @@ export async function startGateway(options: {
     UPSTREAM_TIMEOUT_MS: options.upstreamTimeoutMs,
     REQUEST_BODY_TIMEOUT_MS: options.requestBodyTimeoutMs,
     SERVICE_WRITE_DEADLINE_MS: options.serviceWriteDeadlineMs,
+    ...(guardOptions.authSettings && { ...testKeyUnlessRemote(guardOptions.authSettings), AUTH_ALGORITHMS: 'ES256', ...guardOptions.authSettings }),
     UPSTREAM_CONCURRENCY_LIMIT: options.concurrency?.limit,
     UPSTREAM_WRITE_SHARE_PERCENT: options.concurrency && Math.round(options.concurrency.writeShare * 100),
     CACHE_TTL_SECONDS: options.cache?.ttlSeconds,
     CACHE_STALE_SECONDS: options.cache?.staleSeconds,
     CACHE_MAX_ENTRY_BYTES: options.cache?.maxEntryBytes,
     CACHE_CALLER_BYTES: options.cache?.callerBytes,
-    ...guardOptions.keySettings,
   };
   const config = gatewayConfig.parse(Object.fromEntries(Object.entries(settings).flatMap(([name, value]) => (value === undefined ? [] : [[name, String(value)]]))));
   const { redis, memory, limitsRedis, limits } = await testRedisParts(options.cache, guardOptions, config.CACHE_MEMORY_MB * 1024 * 1024, logger);
   const gateway = createGateway(config, {
     logger,
     resolveReplicas: options.resolveReplicas,
-    tokens: guardOptions.auth === false || guardOptions.keySettings ? undefined : (guardOptions.tokens ?? testVerifier()),
+    tokens: guardOptions.auth === false || guardOptions.authSettings ? undefined : (guardOptions.tokens ?? testVerifier()),
     redis: redis ?? undefined,
     memory: memory ?? null,
     limits: limits ?? null,

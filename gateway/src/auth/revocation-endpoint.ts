@@ -7,11 +7,11 @@ import type { RequestHandler } from 'express';
 import { z } from 'zod';
 import { ADMIN_PATH } from '../routing.js';
 import type { Revocation } from './revocations.js';
-import { MAX_TOKEN_ID_LENGTH } from './tokens.js';
+import { MAX_TOKEN_ID_LENGTH } from './claims.js';
 
 export const REVOCATIONS_PATH = `${ADMIN_PATH}/revocations`;
 
-const tokenId = z.string().min(1).max(MAX_TOKEN_ID_LENGTH).meta({ description: "The token's `jti`." });
+const tokenId = z.string().min(1).max(MAX_TOKEN_ID_LENGTH).meta({ description: "The token's id: its `jti`, or the claim AUTH_CLAIMS reads it from (`uti` for Entra ID)." });
 const subject = z
   .string()
   .min(1)
@@ -93,7 +93,7 @@ export function revocationEndpoint(record?: RecordRevocation): Endpoint {
         operationId: 'createRevocation',
         summary: 'Revoke access tokens',
         description:
-          'Revokes one token (by its `jti`) or every token of a subject issued before a time (now at the latest), while the gateway checks tokens (404 otherwise). Every gateway replica refuses them within a second, cache hits included, with a 401 (`error="invalid_token"`). A revocation is kept until every token it names has expired; what each kind covers exactly is in the API guide (docs/api.md, "Revoked tokens").',
+          'Revokes one token (by its id: its `jti`, or the claim AUTH_CLAIMS reads it from) or every token of a subject issued before a time (now at the latest), while the gateway checks tokens (404 otherwise). Every gateway replica refuses them within a second, cache hits included, with a 401 (`error="invalid_token"`). A revocation is kept until every token it names has expired; what each kind covers exactly is in the API guide (docs/api.md, "Revoked tokens").',
         security: [{ bearerAuth: [GATEWAY_ADMIN_SCOPE] }],
         requestBody: { required: true, content: json(revocationInput, { subject: 'mallory' }) },
         responses: {

@@ -1,7 +1,8 @@
 import type { KeyObject } from 'node:crypto';
 import { errors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { LRUCache } from 'lru-cache';
-import { encodeSubject, subjectFlaw } from '@app/shared/platform/subject';
+import { encodeSubject } from '@app/shared/platform/subject';
+import { type ClaimMapping, readClaims, requiredClaimsOf } from './claims.js';
 import { keysFrom, type KeySource, KeysUnavailable } from './key-source.js';
 import type { RevocableToken } from './revocations.js';
 
@@ -35,10 +36,10 @@ export interface TokenRules {
    * the tolerance) outlives every token it names (revocations.ts).
    */
   maxLifetimeSeconds: number;
+  /** Where the token's audience, subject, id and scopes are (AUTH_CLAIMS). */
+  claims: ClaimMapping;
 }
 
-/** The longest `jti` a token may have: what POST /admin/revocations takes, so that every token can be revoked by its id. */
-export const MAX_TOKEN_ID_LENGTH = 255;
 
 /** Why jose refused a token, in words a client can act on (never the token's contents). */
 function reason(error: unknown): string {
@@ -126,11 +127,11 @@ export class TokenVerifier {
     try {
       const options = {
         issuer: this.rules.issuer,
-        audience: this.rules.audience,
+        audience: this.rules.claims.audience === 'aud' ? this.rules.audience : undefined,
         algorithms: this.rules.algorithms,
         clockTolerance: this.rules.clockToleranceSeconds,
         currentDate: new Date(now),
-        requiredClaims: ['exp', 'iat', 'sub', 'jti'],
+        requiredClaims: ['exp', 'iat', ...requiredClaimsOf(this.rules.claims)],
       };
       ({ payload } =
         typeof this.#keys === 'function' ? await jwtVerify(token, this.#keys, options) : await jwtVerify(token, this.#keys, options));
@@ -142,20 +143,10 @@ export class TokenVerifier {
     }
     if (!hasCanonicalSignature(token)) throw new InvalidToken("The access token's signature is not in base64url's one spelling");
     const { issuedAt, expiresAt } = this.#lifetime(payload, now);
-    const flaw = subjectFlaw(payload.sub);
-    if (flaw !== undefined) throw new InvalidToken(`The access token's sub claim ${flaw}`);
-    const subject = payload.sub as string;
-    const { jti } = payload;
-    if (typeof jti !== 'string' || jti === '' || jti.length > MAX_TOKEN_ID_LENGTH) throw new InvalidToken("The access token's jti claim is not accepted here");
-    const scope = typeof payload.scope === 'string' ? payload.scope : '';
-    const principal: Principal = {
-      subject,
-      forwardedSubject: encodeSubject(subject),
-      caller: `sub:${subject}`,
-      scopes: new Set(scope.split(' ').filter((s) => s !== '')),
-      tokenId: jti,
-      issuedAt,
-    };
+    const claims = readClaims(payload, this.rules.claims, this.rules.audience);
+    if (typeof claims === 'string') throw new InvalidToken(claims);
+    const { subject, tokenId, scopes } = claims;
+    const principal: Principal = { subject, forwardedSubject: encodeSubject(subject), caller: `sub:${subject}`, scopes, tokenId, issuedAt };
     if (expiresAt > now) this.#verified.set(authorization.slice(-FINGERPRINT_CHARS), { authorization, principal, expiresAt });
     return principal;
   }
