@@ -68,6 +68,7 @@ function providerFor(issuer: string, { audiences = [IDP_AUDIENCE], signingKeys, 
   return new Provider(issuer, {
     clients: IDP_CLIENTS.map(({ id, secret }) => ({ client_id: id, client_secret: secret, grant_types: ['client_credentials'], response_types: [], redirect_uris: [] })),
     jwks: { keys: signingKeys },
+    ttl: { ClientCredentials: accessTokenTtlSeconds },
     // Its keys are ES256 only (the default, RS256, has none to sign with).
     clientDefaults: { id_token_signed_response_alg: 'ES256' },
     features: {

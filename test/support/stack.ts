@@ -141,6 +141,8 @@ export interface GatewayGuardOptions {
   auth?: boolean;
   /** Verify tokens with these keys instead of the test key (e.g. a JWKS URL the test serves). */
   tokens?: TokenVerifier;
+  /** Verify tokens as the gateway's own settings say (AUTH_JWKS_URL and its rules), instead of the test key. */
+  authSettings?: { AUTH_JWKS_URL: string; AUTH_ISSUER: string; AUTH_AUDIENCE: string };
   /** AUTH_PUBLIC_READS: the services whose reads need no token. */
   publicReads?: string[];
   /**
@@ -181,6 +183,7 @@ export async function startGateway(options: {
       .join(','),
     AUTH_PUBLIC_READS: (guardOptions.publicReads ?? []).join(','),
     AUTH_ENABLED: String(guardOptions.auth !== false),
+    ...guardOptions.authSettings,
     CACHE_ENABLED: String(options.cache !== undefined),
     // The revocations are read from the test Redis, under this run's prefix, with the cache off too.
     REDIS_URL: process.env.TEST_REDIS_URL,
@@ -202,7 +205,7 @@ export async function startGateway(options: {
   const gateway = createGateway(config, {
     logger,
     resolveReplicas: options.resolveReplicas,
-    tokens: guardOptions.auth === false ? undefined : (guardOptions.tokens ?? testVerifier()),
+    tokens: guardOptions.auth === false || guardOptions.authSettings ? undefined : (guardOptions.tokens ?? testVerifier()),
     redis: redis ?? undefined,
     memory: memory ?? null,
     limits: limits ?? null,
