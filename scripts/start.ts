@@ -5,6 +5,9 @@
  * public key. MySQL and Redis are the configured ones when they answer, else the project's own
  * (scripts/setup/local-servers.ts), stopped after the processes that use them.
  *
+ * `npm start -- --idp [--idp-port 9000]` runs the development OpenID provider (scripts/idp.ts)
+ * beside them, in this process, and points the gateway at its key set instead of the development key.
+ *
  * A SIGINT or SIGTERM stops them all gracefully, each process getting the signal once: the
  * commands run in process groups of their own, so a terminal's Ctrl-C reaches only this script
  * (and the npm running it, which passes it on: two arrive here), and this script passes the first
@@ -12,6 +15,7 @@
  * signal handling would pass every signal on to every process of each command's tree.
  */
 import { spawn, type SpawnOptions } from 'node:child_process';
+import { parseArgs } from 'node:util';
 import { createConcurrently, LogError, LogExit, LogOutput, Logger, type CloseEvent, type Command, type FlowController } from 'concurrently';
 // The sources, run as they are: nothing to build for the list.
 import { readServiceList } from '../shared/src/platform/services.ts';
@@ -37,11 +41,32 @@ class FirstSignalOnce implements FlowController {
 }
 
 const say = (line: string) => console.log(`npm start: ${line}`);
+const { values: flags } = parseArgs({ options: { idp: { type: 'boolean', default: false }, 'idp-port': { type: 'string' } } });
 const services = readServiceList(process.env.SERVICES_FILE || undefined);
 const servers = await bringStartServers(process.env, say).catch((error: unknown) => {
   console.error(error instanceof MissingNeeds ? error.message : error);
   process.exit(1);
 });
+const gateway = `http://${process.env.HOST ?? '127.0.0.1'}:${process.env.PORT ?? 8080}`;
+const { gatewayAuth, tokenHow, stopIdp } = await identity(flags.idp, flags['idp-port']).catch(async (error: unknown) => {
+  console.error(`npm start: the OpenID provider did not start: ${String(error)}`);
+  await servers.stop();
+  process.exit(1);
+});
+
+/** Where the gateway's keys come from: the development key the npm script set, or the provider it starts here. */
+async function identity(withIdp: boolean, idpPort: string | undefined) {
+  const devToken = `a token: TOKEN=$(npm run -s token); then curl -H "Authorization: Bearer $TOKEN" ${gateway}/api/products`;
+  if (!withIdp) return { gatewayAuth: {}, tokenHow: [devToken], stopIdp: async () => undefined };
+  // Loaded only when asked for: the provider is a development dependency.
+  const { IDP_AUDIENCE, IDP_DEFAULT_PORT, startIdp, tokenCurl } = await import('./idp.ts');
+  const idp = await startIdp({ port: idpPort === undefined ? IDP_DEFAULT_PORT : Number(idpPort) });
+  return {
+    gatewayAuth: { AUTH_PUBLIC_KEY: '', AUTH_JWKS_URL: idp.jwksUri, AUTH_ISSUER: idp.issuer, AUTH_AUDIENCE: IDP_AUDIENCE },
+    tokenHow: [`the OpenID provider: ${idp.issuer} (jwks_uri ${idp.jwksUri})`, `a token (its access_token): ${tokenCurl(idp)}`],
+    stopIdp: () => idp.close(),
+  };
+}
 const commands = [
   ...services.map(({ name, workspace, port, schema }, i) => ({
     name,
@@ -49,13 +74,12 @@ const commands = [
     env: { PORT: String(port), ...(servers.mysqlUrl ? { DATABASE_URL: `${servers.mysqlUrl}/${schema}` } : {}) },
     prefixColor: COLORS[i % COLORS.length],
   })),
-  { name: 'gateway', command: 'exec npm start -w gateway', env: servers.redisUrl ? { REDIS_URL: servers.redisUrl } : {}, prefixColor: 'green' },
+  { name: 'gateway', command: 'exec npm start -w gateway', env: { ...(servers.redisUrl ? { REDIS_URL: servers.redisUrl } : {}), ...gatewayAuth }, prefixColor: 'green' },
 ];
-const gateway = `http://${process.env.HOST ?? '127.0.0.1'}:${process.env.PORT ?? 8080}`;
 for (const line of [
   ...servers.where,
   `the gateway: ${gateway} (each service on its port in services.json)`,
-  `a token: TOKEN=$(npm run -s token); then curl -H "Authorization: Bearer $TOKEN" ${gateway}/api/products`,
+  ...tokenHow,
   'Ctrl-C stops everything it started',
 ]) {
   say(line);
@@ -78,4 +102,5 @@ const { result } = createConcurrently(commands, {
 await result.catch((closed: CloseEvent[]) => {
   if (closed.some(({ exitCode }) => exitCode !== 0 && exitCode !== signals.caught)) process.exitCode = 1;
 });
+await stopIdp();
 await servers.stop();

@@ -5,7 +5,10 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { Ajv } from 'ajv';
 import mysql from 'mysql2/promise';
-import { compose, composeEnvironment, deployables, readComposeFile, repoPath } from './stack.js';
+import { parse } from 'yaml';
+import { authConfigProblems, configSchema as gatewayConfig } from '../../gateway/dist/config.js';
+import { IDP_AUDIENCE } from '../../scripts/idp.js';
+import { compose, composeEnvironment, deployables, readComposeFile, repoPath, type ComposeFile } from './stack.js';
 
 /** docker-compose.yml: valid Compose, and the stack it describes starts in order and scales. */
 
@@ -140,5 +143,29 @@ describe('the MySQL init script', () => {
       await root.query(`DROP USER IF EXISTS '${service}'@'%'; DROP DATABASE IF EXISTS \`${service}\`; DROP DATABASE IF EXISTS \`${lookalike}\``);
       await root.end();
     }
+  });
+});
+
+describe('compose/idp.yml, the stack behind the development OpenID provider', () => {
+  const override = parse(readFileSync(repoPath('compose/idp.yml'), 'utf8')) as Pick<ComposeFile, 'services'>;
+  const idp = override.services.idp!;
+
+  test('validates against the Compose specification schema, and runs scripts/idp.ts from the shared build stage as node, hardened like the rest', () => {
+    const validate = composeSpecValidator();
+    expect(validate({ name: file.name, ...override }) ? [] : validate.errors).toEqual([]);
+    expect(idp.build).toEqual({ context: '.', dockerfile: 'gateway/Dockerfile', target: 'build' });
+    expect(idp.command!.slice(0, 2)).toEqual(['node', 'scripts/idp.ts']);
+    expect(idp).toMatchObject({ user: 'node', read_only: true, cap_drop: ['ALL'], restart: 'unless-stopped', ports: ['127.0.0.1:9000:9000'] });
+  });
+
+  test("merged over docker-compose.yml, the gateway trusts the provider's key set, issuer and API, and no longer the development key", () => {
+    const issuer = idp.command![idp.command!.indexOf('--issuer') + 1]!;
+    const gateway = file.services.gateway!;
+    const merged = { ...gateway, environment: { ...gateway.environment, ...override.services.gateway!.environment } };
+    const config = gatewayConfig.parse(composeEnvironment(merged));
+    expect([config.AUTH_PUBLIC_KEY, config.AUTH_JWKS_URL, config.AUTH_ISSUER, config.AUTH_AUDIENCE]).toEqual([undefined, `${issuer}/jwks`, issuer, IDP_AUDIENCE]);
+    expect(new URL(issuer).port).toBe(idp.command![idp.command!.indexOf('--port') + 1]);
+    expect(authConfigProblems(config)).toEqual([]);
+    expect(override.services.gateway!.depends_on).toEqual({ idp: { condition: 'service_healthy' } });
   });
 });

@@ -63,8 +63,11 @@ export interface ComposeHealthcheck {
 
 export interface ComposeService {
   image?: string;
-  build?: { context: string; dockerfile?: string; args?: Record<string, string> };
+  build?: { context: string; dockerfile?: string; args?: Record<string, string>; target?: string };
   command?: string[];
+  user?: string;
+  read_only?: boolean;
+  cap_drop?: string[];
   environment?: Record<string, string>;
   env_file?: string[];
   ports?: string[];

@@ -3,16 +3,12 @@
  * migrations, and graceful shutdown with requests in flight.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtemp, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
 import mysql from 'mysql2/promise';
-import { readServiceList } from '@app/shared/platform/services';
 import { defaultToken, TEST_RULES, testPublicKeyPem } from '../support/auth.js';
 import { client, expectProblem } from '../support/http.js';
-import { ROOT, run, startWorkspace, type RunningProcess } from '../support/process.js';
+import { ROOT, run, startWorkspace, usersOnlyServicesFile, type RunningProcess } from '../support/process.js';
 import { reaches, refusesConnections } from '../support/raw-socket.js';
 import { throwawayDatabases } from '../support/stack.js';
 import { closedPort } from '../support/tcp-proxy.js';
@@ -253,15 +249,6 @@ describe('npm start, stopped with a slow write in flight', () => {
     }
   });
 });
-
-/** A services file listing only users, on a free port: `npm start` runs it and the gateway, and nothing else. */
-async function usersOnlyServicesFile(): Promise<string> {
-  const [users] = readServiceList().filter(({ name }) => name === 'users');
-  const file = path.join(await mkdtemp(path.join(os.tmpdir(), 'services-')), 'services.json');
-  const { name, cachedReads, publicReads, owner } = users!;
-  await writeFile(file, JSON.stringify({ services: [{ name, port: await closedPort(), cachedReads, publicReads, owner }] }));
-  return file;
-}
 
 /** The process groups of `pid` and of all its descendants (`npm start` gives each command a group of its own). */
 function processGroupsUnder(pid: number): Set<number> {

@@ -1,7 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { readServiceList } from '@app/shared/platform/services';
+import { closedPort } from './tcp-proxy.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -109,4 +113,13 @@ export function nextMessage<T>(child: ChildProcess, key: string): Promise<T> {
     };
     child.on('message', listener);
   });
+}
+
+/** A services file listing only users, on a free port: `npm start` runs it and the gateway, and nothing else. */
+export async function usersOnlyServicesFile(): Promise<string> {
+  const [users] = readServiceList().filter(({ name }) => name === 'users');
+  const file = path.join(await mkdtemp(path.join(os.tmpdir(), 'services-')), 'services.json');
+  const { name, cachedReads, publicReads, owner } = users!;
+  await writeFile(file, JSON.stringify({ services: [{ name, port: await closedPort(), cachedReads, publicReads, owner }] }));
+  return file;
 }
