@@ -45,6 +45,9 @@ export interface TokenRules {
   maxLifetimeSeconds: number;
 }
 
+/** How many verified tokens a TokenVerifier remembers at most (the least recently used are forgotten first). */
+export const REMEMBERED_TOKENS = 10_000;
+
 /** The longest `jti` a token may have: what POST /admin/revocations takes, so that every token can be revoked by its id. */
 export const MAX_TOKEN_ID_LENGTH = 255;
 
@@ -120,7 +123,7 @@ export class TokenVerifier {
   readonly #keys: KeyObject | JWTVerifyGetKey;
   // Each entry's expiry is its own, checked on lookup: lru-cache's ttl would read the clock through a
   // timer it sets anew every millisecond under load (its ttlResolution), on every cache hit's path.
-  readonly #verified = new LRUCache<string, { authorization: string; principal: Principal; expiresAt: number }>({ max: 10_000 });
+  readonly #verified = new LRUCache<string, { authorization: string; principal: Principal; expiresAt: number }>({ max: REMEMBERED_TOKENS });
 
   constructor(
     source: KeySource,
