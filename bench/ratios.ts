@@ -19,7 +19,8 @@ export interface CpuRatio {
 /** A ratio with the issue's goal for it (at most), or without one: reported only. */
 export type Judged = CpuRatio & { goal?: number };
 
-function ratioByRound(over: number[], of: number[]): CpuRatio {
+/** `of` over `over`, round by round (the same index: the same round), and the median of those ratios. */
+export function ratioByRound(over: number[], of: number[]): CpuRatio {
   const byRound = of.map((value, i) => round2(value / over[i]!));
   return { ratio: median(byRound), byRound };
 }

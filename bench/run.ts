@@ -24,6 +24,7 @@
  *
  * `npm run bench -- --scale`: the read endpoints at 10k and at 1M rows instead (see scale.ts).
  * `npm run bench -- --tracing`: what tracing costs the gateway instead (see tracing.ts).
+ * `npm run bench -- --jwks`: what checking tokens against a JWKS URL's key set costs the gateway instead (see jwks.ts).
  * `npm run bench -- --compression`: what compressing a page of 200 products costs and saves (see compression.ts).
  */
 import { copyFile, mkdir, writeFile } from 'node:fs/promises';
@@ -32,6 +33,7 @@ import { chartSvg, type ChartRow } from './chart.ts';
 import { runCompression } from './compression.ts';
 import { startNginx } from './nginx.ts';
 import { runScale } from './scale.ts';
+import { runJwks } from './jwks.ts';
 import { runTracing } from './tracing.ts';
 import { cpuRatio, gcRatio, printRatios, round2, type Judged } from './ratios.ts';
 import { CONNECTIONS, measureAll, measurePairs, RUNS, SECONDS, WARM_UP_SECONDS, type Figures, type PairedRatio, type Target } from './rounds.ts';
@@ -53,16 +55,8 @@ import {
   stopAll,
   throwawaySchema,
   type Server,
+  warm,
 } from './support.ts';
-
-/** Asks `url` until the response says it came from the cache (the gateway's and nginx's X-Cache). */
-async function warm(url: string, headers: Record<string, string>): Promise<void> {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    if ((await fetch(url, { headers })).headers.get('x-cache') === 'HIT') return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`${url} never answered from its cache`);
-}
 
 /** The page of products the compression targets read: as many products as a page holds. */
 const LIST_PATH = '/api/products?limit=200';
@@ -283,9 +277,10 @@ async function compare(publish: boolean): Promise<void> {
 }
 
 const { values } = parseArgs({
-  options: { scale: { type: 'boolean', default: false }, tracing: { type: 'boolean', default: false }, compression: { type: 'boolean', default: false }, publish: { type: 'boolean', default: false } },
+  options: { scale: { type: 'boolean', default: false }, tracing: { type: 'boolean', default: false }, jwks: { type: 'boolean', default: false }, compression: { type: 'boolean', default: false }, publish: { type: 'boolean', default: false } },
 });
 if (values.scale) await runScale(values.publish);
 else if (values.compression) await runCompression();
 else if (values.tracing) await runTracing();
+else if (values.jwks) await runJwks();
 else await compare(values.publish);

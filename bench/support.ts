@@ -327,15 +327,25 @@ export async function dropSchemas(schemas: string[]): Promise<void> {
   }
 }
 
-/** Stops the servers and drops the schemas on Ctrl-C too, then exits. */
-export function cleanUpOnSignals(schemas: string[]): void {
+/** Stops the servers and drops the schemas on Ctrl-C too, and then does `more` (removes a bench's files), then exits. */
+export function cleanUpOnSignals(schemas: string[], more: () => Promise<void> = async () => undefined): void {
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () => {
       void stopAll()
         .then(() => dropSchemas(schemas))
+        .then(more)
         .finally(() => process.exit(130));
     });
   }
+}
+
+/** Asks `url` until the response says it came from the cache (the gateway's and nginx's X-Cache). */
+export async function warm(url: string, headers: Record<string, string>): Promise<void> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    if ((await fetch(url, { headers })).headers.get('x-cache') === 'HIT') return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`${url} never answered from its cache`);
 }
 
 /** A gateway's environment without authentication and rate limits, as before the gateway had them. */

@@ -40,6 +40,9 @@ export interface TokenRules {
   claims: ClaimMapping;
 }
 
+/** How many verified tokens a TokenVerifier remembers at most (the least recently used are forgotten first). */
+export const REMEMBERED_TOKENS = 10_000;
+
 
 /** Why jose refused a token, in words a client can act on (never the token's contents). */
 function reason(error: unknown): string {
@@ -88,7 +91,7 @@ export class TokenVerifier {
   readonly #keys: KeyObject | JWTVerifyGetKey;
   // Each entry's expiry is its own, checked on lookup: lru-cache's ttl would read the clock through a
   // timer it sets anew every millisecond under load (its ttlResolution), on every cache hit's path.
-  readonly #verified = new LRUCache<string, { authorization: string; principal: Principal; expiresAt: number }>({ max: 10_000 });
+  readonly #verified = new LRUCache<string, { authorization: string; principal: Principal; expiresAt: number }>({ max: REMEMBERED_TOKENS });
 
   constructor(
     source: KeySource,
