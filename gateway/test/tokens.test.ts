@@ -1,7 +1,7 @@
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { exportJWK, SignJWT } from 'jose';
+import { SignJWT } from 'jose';
 import { CLAIM_PRESETS } from '../src/auth/claims.js';
 import { type KeySource, KeysUnavailable, RemoteKeySet } from '../src/auth/key-source.js';
 import { InvalidToken, TokenVerifier } from '../src/auth/tokens.js';
