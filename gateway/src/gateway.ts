@@ -305,7 +305,7 @@ function describe(config: GatewayConfig, upstreams: readonly ServedUpstream[], r
     upstreams: upstreams.map(({ name, url, cachedReads }) => ({ name, url, cachedReads })),
     cache: redis.cache ? { ...redis.cache.settings, memoryBytes: redis.memory?.maxBytes ?? 0 } : 'disabled',
     auth: tokens
-      ? { keys: config.AUTH_PUBLIC_KEY ? 'AUTH_PUBLIC_KEY' : (config.AUTH_JWKS_URL ?? (config.AUTH_DISCOVERY ? 'AUTH_DISCOVERY' : 'given')), issuer: config.AUTH_ISSUER, audience: config.AUTH_AUDIENCE, publicReads: config.AUTH_PUBLIC_READS }
+      ? { keys: config.AUTH_PUBLIC_KEY ? 'AUTH_PUBLIC_KEY' : (config.AUTH_JWKS_URL ?? (config.AUTH_DISCOVERY ? 'AUTH_DISCOVERY' : 'given')), issuer: config.AUTH_ISSUER, audience: config.AUTH_AUDIENCE, claims: config.AUTH_CLAIMS, publicReads: config.AUTH_PUBLIC_READS }
       : 'disabled',
     rateLimits: redis.limits
       ? { readsPerMinute: config.RATE_LIMIT_READS_PER_MINUTE, writesPerMinute: config.RATE_LIMIT_WRITES_PER_MINUTE, leasePoints: config.RATE_LIMIT_LEASE_POINTS }

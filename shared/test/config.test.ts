@@ -53,6 +53,7 @@ const gatewayDefaults = {
   AUTH_JWKS_MAX_WAITING: 4_096,
   AUTH_ISSUER: 'rest-microservices-dev',
   AUTH_AUDIENCE: 'rest-microservices',
+  AUTH_CLAIMS: 'generic',
   AUTH_ALGORITHMS: ['ES256', 'RS256', 'EdDSA'],
   AUTH_CLOCK_TOLERANCE_SECONDS: 30,
   AUTH_MAX_TOKEN_LIFETIME_SECONDS: 86_400,

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { readServiceList } from '@app/shared/platform/services';
-import { closedPort } from './tcp-proxy.js';
+import { closedPort } from './tcp-proxy.ts';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
