@@ -20,6 +20,7 @@ import { createConcurrently, LogError, LogExit, LogOutput, Logger, type CloseEve
 // The sources, run as they are: nothing to build for the list.
 import { readServiceList } from '../shared/src/platform/services.ts';
 import { bringStartServers } from './setup/local-servers.ts';
+import { dyingWithParent } from './setup/servers.ts';
 import { MissingNeeds } from './setup/provision.ts';
 
 const COLORS = ['blue', 'magenta', 'cyan', 'yellow', 'red', 'gray'];
@@ -90,8 +91,9 @@ const signals = new FirstSignalOnce();
 const { result } = createConcurrently(commands, {
   logger,
   outputStream: process.stdout,
-  // A group of its own per command (detached): signals reach it only through this script.
-  spawn: (command: string, options: SpawnOptions) => spawn('/bin/sh', ['-c', command], { ...options, detached: true }),
+  // A group of its own per command (detached): signals reach it only through this script, or
+  // SIGTERM from the kernel when this script is killed outright (dyingWithParent).
+  spawn: (command: string, options: SpawnOptions) => spawn(...dyingWithParent('/bin/sh', ['-c', command]), { ...options, detached: true }),
   // The command's npm only (not its whole tree, as tree-kill would): npm passes it to its process.
   kill: (pid: number, signal?: string) => process.kill(pid, signal as NodeJS.Signals),
   controllers: [new LogError({ logger }), new LogOutput({ logger }), new LogExit({ logger }), signals],

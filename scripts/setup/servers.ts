@@ -42,13 +42,20 @@ export function freePort(): Promise<number> {
 }
 
 /**
+ * `program` and its arguments, run so that it gets SIGTERM when its parent dies, where util-linux's
+ * setpriv exists: a parent killed outright leaves nothing behind.
+ */
+export function dyingWithParent(program: string, args: string[]): [string, string[]] {
+  const setpriv = process.platform === 'linux' ? findProgram('setpriv') : undefined;
+  return setpriv ? [setpriv, ['--pdeathsig', 'TERM', '--', program, ...args]] : [program, args];
+}
+
+/**
  * Starts `program` in a process group of its own (a terminal's Ctrl-C reaches only its parent,
- * which stops it in order), and where util-linux's setpriv exists, with SIGTERM sent to it when
- * its parent dies: a parent killed outright leaves nothing behind.
+ * which stops it in order), dying with its parent.
  */
 function startDetached(program: string, args: string[], logFile: string): ChildProcess {
-  const setpriv = process.platform === 'linux' ? findProgram('setpriv') : undefined;
-  const [command, commandArgs] = setpriv ? [setpriv, ['--pdeathsig', 'TERM', '--', program, ...args]] : [program, args];
+  const [command, commandArgs] = dyingWithParent(program, args);
   const log = openSync(logFile, 'a');
   return spawn(command, commandArgs, { detached: true, stdio: ['ignore', log, log] });
 }

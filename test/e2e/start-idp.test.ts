@@ -54,3 +54,20 @@ it('starts the provider, points the gateway at it, prints the curl for a token, 
   const { port } = new URL(issuer!);
   expect(await reaches('127.0.0.1', Number(port))).toBe(false);
 }, 60_000);
+
+it('npm start killed outright (SIGKILL, no chance to stop anything) leaves no process of the stack running', async () => {
+  const env = { SERVICES_FILE: await usersOnlyServicesFile(), DATABASE_URL: databaseUrl('npm-start-killed'), REDIS_URL: process.env.TEST_REDIS_URL!, PORT: String(await closedPort()) };
+  const npm = run('npm', ['start', '--silent'], env, undefined, { ownGroup: true });
+  const listening = (service: string) => (line: Record<string, unknown>) => line.service === service && String(line.msg).endsWith('listening');
+  const ports = (await Promise.all([npm.logged(listening('gateway')), npm.logged(listening('users-service'))])).map((line) => line.port as number);
+  process.kill(-npm.child.pid!, 'SIGKILL');
+  await npm.exited;
+  // The services run in process groups of their own, out of the SIGKILL's reach: the kernel's
+  // parent-death signal is what stops them. Polled for at most 20 s (graceful shutdowns take less).
+  for (let attempt = 0; ; attempt++) {
+    const open = (await Promise.all(ports.map((port) => reaches('127.0.0.1', port)))).some(Boolean);
+    if (!open) break;
+    if (attempt === 200) throw new Error(`ports ${ports.join(', ')} still accept connections 20 s after npm start was killed`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}, 60_000);
