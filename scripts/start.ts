@@ -6,7 +6,8 @@
  * (scripts/setup/local-servers.ts), stopped after the processes that use them.
  *
  * `npm start -- --idp [--idp-port 9000]` runs the development OpenID provider (scripts/idp.ts)
- * beside them, in this process, and points the gateway at its key set instead of the development key.
+ * beside them, in this process, and points the gateway at it by discovery (AUTH_DISCOVERY) instead
+ * of the development key.
  *
  * A SIGINT or SIGTERM stops them all gracefully, each process getting the signal once: the
  * commands run in process groups of their own, so a terminal's Ctrl-C reaches only this script
@@ -63,7 +64,7 @@ async function identity(withIdp: boolean, idpPort: string | undefined) {
   const { IDP_AUDIENCE, IDP_DEFAULT_PORT, startIdp, tokenCurl } = await import('./idp.ts');
   const idp = await startIdp({ port: idpPort === undefined ? IDP_DEFAULT_PORT : Number(idpPort) });
   return {
-    gatewayAuth: { AUTH_PUBLIC_KEY: '', AUTH_JWKS_URL: idp.jwksUri, AUTH_ISSUER: idp.issuer, AUTH_AUDIENCE: IDP_AUDIENCE },
+    gatewayAuth: { AUTH_PUBLIC_KEY: '', AUTH_DISCOVERY: 'true', AUTH_ISSUER: idp.issuer, AUTH_AUDIENCE: IDP_AUDIENCE },
     tokenHow: [`the OpenID provider: ${idp.issuer} (jwks_uri ${idp.jwksUri})`, `a token (its access_token): ${tokenCurl(idp)}`],
     stopIdp: () => idp.close(),
   };

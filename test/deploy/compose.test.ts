@@ -163,7 +163,7 @@ describe('compose/idp.yml, the stack behind the development OpenID provider', ()
     const gateway = file.services.gateway!;
     const merged = { ...gateway, environment: { ...gateway.environment, ...override.services.gateway!.environment } };
     const config = gatewayConfig.parse(composeEnvironment(merged));
-    expect([config.AUTH_PUBLIC_KEY, config.AUTH_JWKS_URL, config.AUTH_ISSUER, config.AUTH_AUDIENCE]).toEqual([undefined, `${issuer}/jwks`, issuer, IDP_AUDIENCE]);
+    expect([config.AUTH_PUBLIC_KEY, config.AUTH_DISCOVERY, config.AUTH_ISSUER, config.AUTH_AUDIENCE]).toEqual([undefined, true, issuer, IDP_AUDIENCE]);
     expect(new URL(issuer).port).toBe(idp.command![idp.command!.indexOf('--port') + 1]);
     expect(authConfigProblems(config)).toEqual([]);
     expect(override.services.gateway!.depends_on).toEqual({ idp: { condition: 'service_healthy' } });
