@@ -9,7 +9,7 @@
  */
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import type { JWK } from 'jose';
@@ -60,6 +60,8 @@ export interface RunningIdp {
   tokenEndpoint: string;
   /** The key that signs its tokens. */
   signingKid: string;
+  /** The HTTP server it answers on: a test observes the requests it gets (its 'request' event). */
+  server: Server;
   close(): Promise<void>;
 }
 
@@ -113,6 +115,7 @@ export async function startIdp(options: IdpOptions = {}): Promise<RunningIdp> {
     jwksUri: `${issuer}/jwks`,
     tokenEndpoint: `${issuer}/token`,
     signingKid: signingKeys[0]!.kid,
+    server,
     close: () =>
       new Promise<void>((resolve, reject) => {
         server.close((error) => (error ? reject(error) : resolve()));

@@ -9,6 +9,7 @@
  */
 import { IDP_AUDIENCE, IDP_CLIENTS, startIdp, type RunningIdp } from '../../scripts/idp.js';
 import { client, expectProblem, type Client } from '../support/http.js';
+import { clientCredentialsToken } from '../support/idp-client.js';
 import { startStack } from '../support/stack.js';
 
 const ANOTHER_API = 'urn:example:another-api';
@@ -29,17 +30,7 @@ afterAll(async () => {
   await idp?.close();
 });
 
-/** POST /token by client credentials, the client authenticated with HTTP Basic (RFC 6749 §2.3.1, §4.4). */
-async function tokenFor({ id, secret }: { id: string; secret: string }, scope: string, resource = IDP_AUDIENCE): Promise<string> {
-  const response = await fetch(tokenEndpoint, {
-    method: 'POST',
-    headers: { authorization: `Basic ${Buffer.from(`${encodeURIComponent(id)}:${encodeURIComponent(secret)}`).toString('base64')}` },
-    body: new URLSearchParams({ grant_type: 'client_credentials', scope, resource }),
-  });
-  const body = (await response.json()) as Record<string, unknown>;
-  expect([response.status, body.token_type, body.scope]).toEqual([200, 'Bearer', scope]);
-  return body.access_token as string;
-}
+const tokenFor = (who: { id: string; secret: string }, scope: string, resource?: string) => clientCredentialsToken(tokenEndpoint, who, scope, resource);
 
 const apiAs = async (who: { id: string; secret: string }, scope: string, resource?: string): Promise<Client> => client(stack.gateway.url, { token: await tokenFor(who, scope, resource) });
 const newUser = () => ({ email: `idp-${Date.now()}-${Math.random().toString(36).slice(2)}@example.com`, name: 'From the provider' });

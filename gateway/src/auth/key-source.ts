@@ -96,6 +96,8 @@ interface GoodSet {
   fetchedAt: number;
   /** The number of the fetch that brought it. */
   fetch: number;
+  /** Counts the changes of the keys: the same while a fetch brings the same keys. */
+  generation: number;
 }
 
 /**
@@ -160,6 +162,16 @@ export class RemoteKeySet {
     if (this.#set !== undefined) return undefined;
     if (this.#next === undefined) void this.refresh();
     return "The identity provider's keys have not been fetched yet";
+  }
+
+  /**
+   * The generation of the keys while the set is younger than its max age; undefined without a set
+   * or once it has aged. A token verified under a generation may be taken on memory only while that
+   * generation holds, so that a retired key's tokens are checked again, and refused.
+   */
+  get generation(): number | undefined {
+    const set = this.#set;
+    return set === undefined || this.#clock.now() - set.fetchedAt >= this.settings.maxAgeMs ? undefined : set.generation;
   }
 
   /** The key for a token's header, as jwtVerify asks for it; rejects with KeysUnavailable when the set cannot be had. */
@@ -289,7 +301,8 @@ export class RemoteKeySet {
     const keys = createLocalJWKSet(jwks);
     const before = this.#set?.jwks;
     const changed = before === undefined || JSON.stringify(before.keys) !== JSON.stringify(jwks.keys);
-    this.#set = { keys, jwks, ...when };
+    const generation = (this.#set?.generation ?? 0) + (changed ? 1 : 0);
+    this.#set = { keys, jwks, ...when, generation };
     this.observers.onFetch?.(changed ? 'changed' : 'unchanged');
     if (!changed) return;
     const [was, is] = [before ? kidsOf(before) : [], kidsOf(jwks)];

@@ -91,7 +91,9 @@ export class TokenVerifier {
   readonly #keys: KeyObject | JWTVerifyGetKey;
   // Each entry's expiry is its own, checked on lookup: lru-cache's ttl would read the clock through a
   // timer it sets anew every millisecond under load (its ttlResolution), on every cache hit's path.
-  readonly #verified = new LRUCache<string, { authorization: string; principal: Principal; expiresAt: number }>({ max: REMEMBERED_TOKENS });
+  readonly #verified = new LRUCache<string, { authorization: string; principal: Principal; expiresAt: number; generation: number | undefined }>({ max: REMEMBERED_TOKENS });
+  /** The generation of the keys a token is verified under (key-source.ts): a configured key's never changes. */
+  readonly #generation: () => number | undefined;
 
   constructor(
     source: KeySource,
@@ -100,16 +102,19 @@ export class TokenVerifier {
     private readonly now: () => number = Date.now,
   ) {
     this.#keys = keysFrom(source);
+    this.#generation = 'remote' in source ? () => source.remote.generation : () => 0;
   }
 
   /**
-   * The principal of an Authorization header (exactly as sent) whose token was verified before and
-   * has not expired since: no parsing, no signature check.
+   * The principal of an Authorization header (exactly as sent) whose token was verified before,
+   * under the keys still in use (an identity provider's set neither changed nor aged since), and has
+   * not expired since: no parsing, no signature check.
    */
   remembered(authorization: string): Principal | undefined {
     const fingerprint = authorization.slice(-FINGERPRINT_CHARS);
     const known = this.#verified.get(fingerprint);
     if (known === undefined || known.authorization !== authorization) return undefined;
+    if (known.generation === undefined || known.generation !== this.#generation()) return undefined;
     if (known.expiresAt > this.now()) return known.principal;
     this.#verified.delete(fingerprint);
     return undefined;
@@ -126,6 +131,8 @@ export class TokenVerifier {
     const known = this.remembered(authorization);
     if (known) return known;
     const now = this.now();
+    // Read before the keys are: a set that changes meanwhile leaves the token to be verified again.
+    const generation = this.#generation();
     let payload;
     try {
       const options = {
@@ -150,7 +157,7 @@ export class TokenVerifier {
     if (typeof claims === 'string') throw new InvalidToken(claims);
     const { subject, tokenId, scopes } = claims;
     const principal: Principal = { subject, forwardedSubject: encodeSubject(subject), caller: `sub:${subject}`, scopes, tokenId, issuedAt };
-    if (expiresAt > now) this.#verified.set(authorization.slice(-FINGERPRINT_CHARS), { authorization, principal, expiresAt });
+    if (expiresAt > now) this.#verified.set(authorization.slice(-FINGERPRINT_CHARS), { authorization, principal, expiresAt, generation });
     return principal;
   }
 
