@@ -5,6 +5,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { IDP_CLIENTS } from '../../scripts/idp.js';
+import { eventually } from '../support/eventually.js';
 import { client, expectProblem } from '../support/http.js';
 import { ROOT, run, usersOnlyServicesFile } from '../support/process.js';
 import { reaches } from '../support/raw-socket.js';
@@ -63,11 +64,6 @@ it('npm start killed outright (SIGKILL, no chance to stop anything) leaves no pr
   process.kill(-npm.child.pid!, 'SIGKILL');
   await npm.exited;
   // The services run in process groups of their own, out of the SIGKILL's reach: the kernel's
-  // parent-death signal is what stops them. Polled for at most 20 s (graceful shutdowns take less).
-  for (let attempt = 0; ; attempt++) {
-    const open = (await Promise.all(ports.map((port) => reaches('127.0.0.1', port)))).some(Boolean);
-    if (!open) break;
-    if (attempt === 200) throw new Error(`ports ${ports.join(', ')} still accept connections 20 s after npm start was killed`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  // parent-death signal is what stops them (graceful shutdowns take less than 20 s).
+  await eventually(async () => !(await Promise.all(ports.map((port) => reaches('127.0.0.1', port)))).some(Boolean), { withinMs: 20_000, everyMs: 100 });
 }, 60_000);
