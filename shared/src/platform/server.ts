@@ -165,6 +165,9 @@ export async function serve(options: {
   stopOnSignals({ ...options, close: (timeoutMs) => Promise.all(servers.map((server) => server.close(timeoutMs))) });
 }
 
+/** How long closing pools and clients and sending the last spans may take after the drain's limit. */
+export const RELEASE_TIMEOUT_MS = 2_000;
+
 function stopOnSignals(options: {
   close: (timeoutMs: number) => Promise<unknown>;
   lifecycle: Lifecycle;
@@ -179,6 +182,12 @@ function stopOnSignals(options: {
       return;
     }
     lifecycle.beginShutdown();
+    // Bounded as a whole: a pool or client whose server vanished mid-shutdown must not keep the process alive.
+    const deadline = shutdownTimeoutMs + RELEASE_TIMEOUT_MS;
+    setTimeout(() => {
+      logger.error({ afterMs: deadline }, 'shutdown did not finish in time: exiting without it');
+      process.exit(1);
+    }, deadline).unref();
     const drained = close(shutdownTimeoutMs); // stops accepting at once
     logger.info({ signal, shutdownTimeoutMs }, 'shutting down: draining in-flight requests');
     let exitCode = 0;
