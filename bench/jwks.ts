@@ -15,7 +15,7 @@
  * the rounds is judged against issue 46's goal (at most 1.05). Prints every round; writes
  * bench/results/jwks.json.
  */
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -41,6 +41,7 @@ import {
   startProcesses,
   stopAll,
   throwawaySchema,
+  writeResults,
   warm,
   type Server,
 } from './support.ts';
@@ -205,10 +206,7 @@ export async function runJwks(): Promise<void> {
       judged,
       keySetFetches: keySet.fetches(),
     };
-    const out = new URL('results/', import.meta.url);
-    await mkdir(out, { recursive: true });
-    await writeFile(new URL('jwks.json', out), `${JSON.stringify(results, null, 2)}\n`);
-    console.log('written to bench/results/jwks.json');
+    await writeResults('jwks', results);
   } finally {
     await stopAll();
     await keySet.close();

@@ -7,6 +7,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import mysql from 'mysql2/promise';
 import { devPublicKey, signDevToken } from '../scripts/dev-token.ts';
@@ -378,4 +379,12 @@ export function machine() {
     pinned: pinning ? `servers on core ${pinning.server}, load generator on core ${pinning.load} (taskset)` : 'not pinned',
     loadAverage: os.loadavg().map((n) => Math.round(n * 100) / 100),
   };
+}
+
+/** Writes a focused bench's results to bench/results/<name>.json, and says so. */
+export async function writeResults(name: string, results: Record<string, unknown>): Promise<void> {
+  const out = new URL('results/', import.meta.url);
+  await mkdir(out, { recursive: true });
+  await writeFile(new URL(`${name}.json`, out), `${JSON.stringify(results, null, 2)}\n`);
+  console.log(`written to bench/results/${name}.json`);
 }

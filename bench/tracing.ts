@@ -14,7 +14,6 @@
  * without it: what the SDK alone adds to a request, in µs, beside what the goal allows a hit (15%
  * of the gateway's hit without the SDK). Prints every round; writes bench/results/tracing.json.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import {
@@ -36,6 +35,7 @@ import {
   startServer,
   stopAll,
   throwawaySchema,
+  writeResults,
   type Server,
 } from './support.ts';
 import { type LoadResult, wrk } from './wrk.ts';
@@ -203,10 +203,7 @@ export async function runTracing(): Promise<void> {
       sdkAlone,
       exports: sink.exports(),
     };
-    const out = new URL('results/', import.meta.url);
-    await mkdir(out, { recursive: true });
-    await writeFile(new URL('tracing.json', out), `${JSON.stringify(results, null, 2)}\n`);
-    console.log('written to bench/results/tracing.json');
+    await writeResults('tracing', results);
   } finally {
     await stopAll();
     await sink.close();
