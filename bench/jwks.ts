@@ -9,11 +9,12 @@
  * what most requests cost), and a new token on every request, cycling in order through twice as
  * many pre-signed tokens as the gateway remembers (bench/token-cycle.lua), so that each request
  * checks a signature; every token has the same subject, counted by one rate limit. BENCH_RUNS
- * rounds (5) of BENCH_SECONDS (4) per process, configurations in an order rotated each round, each
- * run on a quiet core (`settle`). A round's figure for a configuration is its processes' CPU time
- * over the requests they answered; its ratio, the JWKS one's over the local key's; the median of
- * the rounds is judged against issue 46's goal (at most 1.05). Prints every round; writes
- * bench/results/jwks.json.
+ * rounds (5); in each, every key-given process runs at the same time as a JWKS one (another each
+ * round) for BENCH_SECONDS (4), both on the servers' quiet core (`settle`), each with its own wrk,
+ * so that whatever the machine does meanwhile falls on both alike. A round's figure for a
+ * configuration is its processes' CPU time over the requests they answered; its ratio, the JWKS
+ * one's over the local key's; the median of the rounds is judged against issue 46's goal (at most
+ * 1.05). Prints every round; writes bench/results/jwks.json.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
@@ -33,7 +34,7 @@ import {
   GATEWAY_PROCESSES,
   guardOn,
   machine,
-  measuredRun,
+  measuredAtOnce,
   pinning,
   productsServiceWithAProduct,
   REDIS_URL,
@@ -64,6 +65,7 @@ interface Round {
   startedAt: string;
   kind: Kind;
   cpuMicrosPerRequest: Record<Configuration, number>;
+  gcMicrosPerRequest: Record<Configuration, number>;
   requestsPerSecond: Record<Configuration, number>;
   ratio: number;
 }
@@ -118,34 +120,37 @@ function loader(headers: Record<string, string>, tokens: string, productPath: st
 }
 type Load = ReturnType<typeof loader>;
 
-/** A configuration's figure in a round: each of its processes run once, their CPU time over the requests they answered. */
-async function measure(servers: Server[], kind: Kind, load: Load): Promise<{ cpu: number; rps: number }> {
-  let cpu = 0;
-  let requests = 0;
-  let rps = 0;
-  for (const server of servers) {
-    const { result, cpuMicros } = await measuredRun(server, () => load(server, kind, SECONDS));
-    if (result.non2xx > 0 || result.socketErrors > 0) throw new Error(`${server.name}, ${LABELS[kind]}: ${result.non2xx} non-2xx, ${result.socketErrors} socket errors`);
-    cpu += cpuMicros;
-    requests += result.requests;
-    rps += result.requestsPerSecond / servers.length;
-  }
-  return { cpu: Math.round((cpu / Math.max(requests, 1)) * 10) / 10, rps: Math.round(rps) };
-}
-
-/** One round of one kind of request: both configurations, the local key first in even rounds, the JWKS first in odd ones. */
+/**
+ * One round of one kind of request, in pairs run at once: each key-given process beside a JWKS one
+ * (a different one each round), both on the servers' core, each with its own wrk. A
+ * configuration's figure is its processes' CPU time over the requests they answered.
+ */
 async function round(gateways: Gateways, kind: Kind, index: number, load: Load): Promise<Round> {
   const startedAt = new Date().toISOString();
-  const cpu = {} as Record<Configuration, number>;
-  const rps = {} as Record<Configuration, number>;
-  for (const configuration of CONFIGURATIONS.map((_, i) => CONFIGURATIONS[(i + index) % CONFIGURATIONS.length]!)) {
-    ({ cpu: cpu[configuration], rps: rps[configuration] } = await measure(gateways[configuration], kind, load));
+  const totals = Object.fromEntries(CONFIGURATIONS.map((c) => [c, { cpu: 0, gc: 0, requests: 0, rps: 0 }])) as Record<Configuration, { cpu: number; gc: number; requests: number; rps: number }>;
+  const pairs = gateways.localKey.map((server, i) => ({ localKey: server, jwks: gateways.jwks[(i + index) % gateways.jwks.length]! }));
+  for (const pair of pairs) {
+    const runs = await measuredAtOnce(CONFIGURATIONS.map((c) => ({ server: pair[c], load: () => load(pair[c], kind, SECONDS) })));
+    CONFIGURATIONS.forEach((configuration, i) => {
+      const { result, cpuMicros, gcMicros } = runs[i]!;
+      if (result.non2xx > 0 || result.socketErrors > 0) throw new Error(`${pair[configuration].name}, ${LABELS[kind]}: ${result.non2xx} non-2xx, ${result.socketErrors} socket errors`);
+      const total = totals[configuration];
+      total.cpu += cpuMicros;
+      total.gc += gcMicros ?? 0;
+      total.requests += result.requests;
+      total.rps += result.requestsPerSecond / pairs.length;
+    });
   }
+  const perRequest = (micros: number, requests: number) => Math.round((micros / Math.max(requests, 1)) * 10) / 10;
+  const figure = <T>(of: (total: (typeof totals)[Configuration]) => T) => Object.fromEntries(CONFIGURATIONS.map((c) => [c, of(totals[c])])) as Record<Configuration, T>;
+  const cpu = figure((t) => perRequest(t.cpu, t.requests));
+  const gc = figure((t) => perRequest(t.gc, t.requests));
+  const rps = figure((t) => Math.round(t.rps));
   const ratio = Math.round((cpu.jwks / cpu.localKey) * 1000) / 1000;
   console.log(
-    `  round ${index + 1} ${LABELS[kind].padEnd(26)} ${startedAt.slice(11, 19)} UTC  CPU µs/req: local key ${cpu.localKey}, JWKS ${cpu.jwks} (req/s ${rps.localKey}, ${rps.jwks})  ratio ${ratio}`,
+    `  round ${index + 1} ${LABELS[kind].padEnd(26)} ${startedAt.slice(11, 19)} UTC  CPU µs/req: local key ${cpu.localKey}, JWKS ${cpu.jwks} (GC ${gc.localKey}, ${gc.jwks}; req/s ${rps.localKey}, ${rps.jwks})  ratio ${ratio}`,
   );
-  return { startedAt, kind, cpuMicrosPerRequest: cpu, requestsPerSecond: rps, ratio };
+  return { startedAt, kind, cpuMicrosPerRequest: cpu, gcMicrosPerRequest: gc, requestsPerSecond: rps, ratio };
 }
 
 /** Each kind's ratio, the median of its rounds' judged against the goal, printed with every round's. */
