@@ -37,6 +37,13 @@ export const NEEDS: Need[] = [
     packages: { apt: ['redis-server'], dnf: ['redis'], brew: ['redis'] },
   },
   {
+    name: 'git',
+    why: 'the docs and scaffold tests list the checkout\'s files, and a deploy test renders k8s/ as an earlier commit had it',
+    for: ['test'],
+    programs: [['git']],
+    packages: { apt: ['git'], dnf: ['git'], brew: ['git'] },
+  },
+  {
     name: 'Chromium',
     why: 'the CORS test drives a real browser',
     for: ['test'],

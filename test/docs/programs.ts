@@ -235,7 +235,6 @@ export const EVERY_MACHINE: Record<string, string> = {
   npm: 'comes with Node',
   sh: 'the POSIX shell',
   bash: 'the shell of every supported system (Linux, macOS)',
-  git: 'the project is a git checkout',
   tar: 'POSIX; the deploy tests unpack an old commit with it',
   ps: 'POSIX; the process tests read the process table with it',
   taskset: 'util-linux, on every Linux machine; the bench pins with it only where it finds it',
