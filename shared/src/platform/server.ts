@@ -24,12 +24,16 @@ const timeoutCheckInterval = (headMs: number) => Math.max(1, Math.min(1_000, Mat
  * first byte (headersTimeout), a whole request, head and body, within `headMs + bodyMs` of its first
  * byte (requestTimeout: also the body of a request answered before its body was read, which Node
  * reads and discards), and an idle connection closed after `idleMs` without a byte.
+ *
+ * Node starts a connection's first head clock at accept, as closeConnectionsWithoutRequest does, and
+ * would answer a connection that sent nothing with a 408: its headersTimeout is two of its checks
+ * later, so that the silent close, due first, always runs first.
  */
 function createServer(handler: RequestListener, budget: ConnectionBudget): http.Server {
   return http.createServer(
     {
       keepAliveTimeout: budget.idleMs,
-      headersTimeout: budget.headMs,
+      headersTimeout: budget.headMs + 2 * timeoutCheckInterval(budget.headMs),
       requestTimeout: budget.headMs + budget.bodyMs,
       connectionsCheckingInterval: timeoutCheckInterval(budget.headMs),
       requireHostHeader: false,
