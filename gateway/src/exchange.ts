@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { ObservedRequest } from '@app/shared/platform/http/observation';
 import type { HttpProblem } from '@app/shared/platform/problem';
 import type { RequestTarget } from '@app/shared/platform/request-target';
@@ -33,6 +34,14 @@ export class Exchange {
   releaseSlot: (() => void) | undefined = undefined;
   /** Whether its connection must close after the response (its body may still be arriving). */
   closeConnection = false;
+  /**
+   * The connection its latest try to the service went on, and the bytes that connection had read
+   * before it: more since means a response began, and the try may not go again (upstream-retry.ts).
+   */
+  upstreamSocket: Socket | undefined = undefined;
+  upstreamBytesRead = 0;
+  /** Whether it was sent to its service a second time (once at most). */
+  retried = false;
   #kind: MethodKind | undefined = undefined;
   /** Every request under /api (canonical or not) is authenticated; the gateway's own endpoints are not. */
   readonly underApi: boolean;

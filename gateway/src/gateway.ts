@@ -261,7 +261,9 @@ function serviceHops(
   const hops = new Map(
     upstreams.map((upstream) => {
       const agent = upstreamAgent(upstream.url, { resolve: wiring.resolveReplicas, health });
-      return [upstream.name, new ServiceHop(upstream, { deadlines, agent, concurrency, writer, onShed: metrics.shed, onSettled })];
+      const retryAgent = upstreamAgent(upstream.url, { resolve: wiring.resolveReplicas, health, fresh: true });
+      const hop = new ServiceHop(upstream, { deadlines, agent, retryAgent, concurrency, writer, onShed: metrics.shed, onRetry: metrics.upstreamRetry, onSettled });
+      return [upstream.name, hop];
     }),
   );
   metrics.observeInFlight([...hops.values()].map(({ limit }) => limit));

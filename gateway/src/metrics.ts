@@ -127,6 +127,20 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly #retries = new Counter({
+    name: 'gateway_upstream_retries_total',
+    help: 'Requests sent to their upstream a second time, on a fresh connection, by upstream and reason: connect (no connection could be opened), reset (it was reset or closed before any of the response came).',
+    labelNames: ['upstream', 'reason'],
+    registers: [this.registry],
+  });
+
+  readonly #retriesRefused = new Counter({
+    name: 'gateway_upstream_retries_refused_total',
+    help: 'Retries the retry budget refused (the request got its 502), by upstream and reason (connect, reset).',
+    labelNames: ['upstream', 'reason'],
+    registers: [this.registry],
+  });
+
   readonly #overloadShed = new Counter({
     name: 'gateway_overload_shed_total',
     help: 'Requests refused with 503 because the gateway\'s memory was past OVERLOAD_SHED_PERCENT of its limit.',
@@ -246,6 +260,11 @@ export class GatewayMetrics {
     }
     return tally;
   }
+
+  /** Counts a retry its budget granted (`gateway_upstream_retries_total`), or refused. */
+  readonly upstreamRetry = (upstream: string, reason: 'connect' | 'reset', granted: boolean): void => {
+    (granted ? this.#retries : this.#retriesRefused).inc({ upstream, reason });
+  };
 
   readonly shed = (limit: { upstream: string }, write: boolean): void => {
     currentServerSpan()?.setAttribute('gateway.shed', true);

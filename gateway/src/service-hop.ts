@@ -6,15 +6,22 @@ import type { ServedUpstream } from './config.js';
 import { exchangeOf, type Exchange } from './exchange.js';
 import { hasBody, receiveBody } from './request-body.js';
 import type { ResponseWriter } from './respond.js';
-import { fetchFromUpstream, upstreamProblem, upstreamProxy, type Deadlines, type FetchedResponse } from './upstream.js';
+import { RetryBudget } from './retry-budget.js';
+import { fetchFromUpstream, upstreamProblem, upstreamProxy, type Deadlines, type FetchedResponse, type UpstreamProxy } from './upstream.js';
+import { socketReset } from './upstream-agent.js';
+import { failedTryOf, retryReason, type RetryReason } from './upstream-retry.js';
 
 export interface ServiceHopOptions {
   deadlines: Deadlines;
   agent: http.Agent;
+  /** The agent a retry goes through: a fresh connection each, never a pooled one (upstream-agent.ts). */
+  retryAgent: http.Agent;
   concurrency: ConcurrencyLimitSettings;
   writer: ResponseWriter;
   /** Counts a request shed for want of a slot (metrics). */
   onShed: (limit: ConcurrencyLimit, write: boolean) => void;
+  /** Counts a retry the budget `granted`, or refused (metrics). */
+  onRetry?: (upstream: string, reason: RetryReason, granted: boolean) => void;
   /**
    * Runs once a proxied request is settled (the service answered with `status`, or it failed: 502),
    * before the client hears back: the cache renews what a write affects there.
@@ -23,15 +30,17 @@ export interface ServiceHopOptions {
 }
 
 /**
- * The gateway's way to one service: its keep-alive agent, its proxy (http-proxy-middleware) and its
- * concurrency limit. Every request the gateway sends the service takes a slot here, and only here:
+ * The gateway's way to one service: its keep-alive agent, its proxy (http-proxy-middleware), its
+ * retries and their budget (retry-budget.ts, upstream-retry.ts), and its concurrency limit. A retry
+ * keeps its request's slot. Every request the gateway sends the service takes a slot here, and only here:
  * a proxied request holds one from when its body is in until the service answers (or the client
  * goes), and may wait a moment for one; a cache fill holds one until the service's answer is read,
  * however many requests it answers, and is shed at once when none is free (it may serve stale).
  */
 export class ServiceHop {
   readonly limit: ConcurrencyLimit;
-  readonly #proxy: ReturnType<typeof upstreamProxy>;
+  readonly #proxy: UpstreamProxy;
+  readonly #budget = new RetryBudget();
 
   constructor(
     readonly upstream: ServedUpstream,
@@ -41,6 +50,7 @@ export class ServiceHop {
     this.#proxy = upstreamProxy(upstream, {
       deadlines: options.deadlines,
       agent: options.agent,
+      retryAgent: options.retryAgent,
       events: { response: (req, proxyRes) => this.#answered(req, proxyRes), error: (req, res, error) => this.#failed(req, res, error) },
     });
   }
@@ -71,6 +81,7 @@ export class ServiceHop {
   /** Closes its connections to the service, idle or not: the gateway is releasing what it holds. */
   close(): void {
     this.options.agent.destroy();
+    this.options.retryAgent.destroy();
   }
 
   /** A plain GET for the cache, body in memory; undefined when no slot is free (counted as shed). */
@@ -81,11 +92,13 @@ export class ServiceHop {
       return undefined;
     }
     const { req } = exchange;
-    const flight = fetchFromUpstream(
-      this.upstream,
-      { path: req.url ?? '/', headers: req.headers, requestId: exchange.requestId, remoteAddress: req.socket.remoteAddress, trace: traceOf(req) },
-      { deadlines: this.options.deadlines, agent: this.options.agent },
-    );
+    const request = { path: req.url ?? '/', headers: req.headers, requestId: exchange.requestId, remoteAddress: req.socket.remoteAddress, trace: traceOf(req) };
+    const fill = (agent: http.Agent) => fetchFromUpstream(this.upstream, request, { deadlines: this.options.deadlines, agent, tried: exchange });
+    this.#budget.tried();
+    const flight = fill(this.options.agent).catch((error: Error) => {
+      if (!this.#retries(exchange, error)) throw error;
+      return fill(this.options.retryAgent);
+    });
     // Given back once the service's answer is read, not after the store in Redis.
     flight.then(release, release);
     return flight;
@@ -121,8 +134,31 @@ export class ServiceHop {
     exchange.releaseSlot = release;
     // `on`: a response closes once, and `once` would make a wrapper and a bound function per request.
     exchange.res.on('close', release);
-    // The proxy calls back only when it fails (or, never here, when its path filter refuses the path).
-    this.#proxy(exchange, (error) => this.options.writer.failure(exchange, error ?? new Error(`no proxy took ${exchange.path}`)));
+    this.#budget.tried();
+    this.#proxy.send(exchange, this.#proxyFailed(exchange));
+  }
+
+  /** The proxy calls back only when it fails (or, never here, when its path filter refuses the path). */
+  #proxyFailed(exchange: Exchange): (error?: unknown) => void {
+    return (error) => this.options.writer.failure(exchange, error ?? new Error(`no proxy took ${exchange.path}`));
+  }
+
+  /**
+   * Whether the failed try goes again (upstream-retry.ts says when), within the budget: counted,
+   * and logged with the request's id. A replica that reset the connection leaves the rotation,
+   * retried or not.
+   */
+  #retries(exchange: Exchange, error: Error): boolean {
+    const failed = failedTryOf(exchange, error);
+    if (failed.reset && !failed.connectFailed && exchange.upstreamSocket) socketReset(exchange.upstreamSocket);
+    const reason = retryReason(failed);
+    if (!reason) return false;
+    const granted = this.#budget.withdraw();
+    this.options.onRetry?.(this.upstream.name, reason, granted);
+    if (!granted) return false;
+    exchange.retried = true;
+    exchange.observed.log.warn({ upstream: this.upstream.name, reason, err: error }, 'upstream request retried on a fresh connection');
+    return true;
   }
 
   #answered(req: http.IncomingMessage, proxyRes: http.IncomingMessage): void {
@@ -135,6 +171,10 @@ export class ServiceHop {
 
   #failed(req: http.IncomingMessage, _res: http.ServerResponse, error: Error): void {
     const exchange = exchangeOf(req) as Exchange;
+    if (this.#retries(exchange, error)) {
+      this.#proxy.resend(exchange, this.#proxyFailed(exchange));
+      return;
+    }
     exchange.releaseSlot?.();
     exchange.observed.log.warn({ upstream: this.upstream.name, err: error }, 'upstream request failed');
     this.#afterSettled(exchange, 502, undefined, error);

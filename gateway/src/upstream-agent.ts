@@ -3,7 +3,6 @@ import http from 'node:http';
 import https from 'node:https';
 import type { Duplex } from 'node:stream';
 import { TLSSocket } from 'node:tls';
-import { kindOf } from './method-kind.js';
 
 /**
  * How long an idle keep-alive socket to a service is kept. Shorter than the services' server
@@ -31,8 +30,6 @@ export type ResolveEndpoints = (hostname: string, port: number) => Promise<Endpo
 const resolveByDns: ResolveEndpoints = async (hostname, port) =>
   (await dns.promises.lookup(hostname, { all: true })).map(({ address }) => ({ host: address, port }));
 
-/** Passive outlier detection (as Envoy's): this many connection failures in a row eject a replica. */
-export const CONSECUTIVE_FAILURES_TO_EJECT = 3;
 /** An ejected replica is out for this long times the number of times it was ejected in a row (at most MAX_EJECTION_MS). */
 export const BASE_EJECTION_MS = 5_000;
 const MAX_EJECTION_MS = 60_000;
@@ -43,15 +40,17 @@ const keyOf = (endpoint: Endpoint) => `${endpoint.host}:${endpoint.port}`;
 
 /**
  * Which replicas are healthy, from what connecting to them shows (passive outlier detection, as
- * Envoy does it: no probes of our own). A replica that fails CONSECUTIVE_FAILURES_TO_EJECT
- * connections in a row is left out of new connections for a while, longer each time it is ejected
- * again, and comes back by itself when that time is over; one success forgives it. When every replica
- * is ejected, all are used (Envoy's "panic" mode): better a chance than a certain 502.
+ * Envoy does it: no probes of our own). A replica that refuses a connection, does not accept one in
+ * time, or resets one under a request is left out of new connections at once, for a while: longer
+ * each time it is ejected again after coming back (failures while it is out add nothing: one death
+ * resets every request it had). It comes back by itself when that time is over; one successful
+ * connection forgives it. When every replica is ejected, all are used (Envoy's "panic" mode):
+ * better a chance than a certain 502.
  * Written here because no npm library does this for a set of replicas: circuit breakers (cockatiel,
  * opossum) guard one call site, they do not choose among endpoints.
  */
 export class ReplicaHealth {
-  readonly #replicas = new Map<string, { failures: number; ejections: number; ejectedUntil: number }>();
+  readonly #replicas = new Map<string, { ejections: number; ejectedUntil: number }>();
   readonly #turns = new Map<string, number>();
 
   constructor(private readonly now: () => number = Date.now) {}
@@ -73,26 +72,16 @@ export class ReplicaHealth {
   }
 
   failed(endpoint: Endpoint): void {
-    const replica = this.#replicas.get(keyOf(endpoint)) ?? { failures: 0, ejections: 0, ejectedUntil: 0 };
-    replica.failures += 1;
-    if (replica.failures >= CONSECUTIVE_FAILURES_TO_EJECT) {
-      replica.ejections += 1;
-      replica.failures = 0;
-      replica.ejectedUntil = this.now() + Math.min(BASE_EJECTION_MS * replica.ejections, MAX_EJECTION_MS);
-    }
+    if (this.isEjected(endpoint)) return;
+    const replica = this.#replicas.get(keyOf(endpoint)) ?? { ejections: 0, ejectedUntil: 0 };
+    replica.ejections += 1;
+    replica.ejectedUntil = this.now() + Math.min(BASE_EJECTION_MS * replica.ejections, MAX_EJECTION_MS);
     this.#replicas.set(keyOf(endpoint), replica);
   }
 
   succeeded(endpoint: Endpoint): void {
     this.#replicas.delete(keyOf(endpoint));
   }
-}
-
-/** A request that may go to another replica when its connection cannot be opened. */
-function mayRetry(options: http.ClientRequestArgs): boolean {
-  if (kindOf((options.method ?? 'GET').toUpperCase()) === 'read') return true;
-  // A write only with an Idempotency-Key: the service makes sure it runs once whatever happens.
-  return Object.keys(options.headers ?? {}).some((name) => name.toLowerCase() === 'idempotency-key');
 }
 
 /**
@@ -125,18 +114,39 @@ function connected(open: () => Duplex): Promise<Duplex> {
   });
 }
 
+/** What the agent knows of each socket it opened: where to, when, and whose health it counts in. */
+interface OpenedSocket {
+  endpoint: Endpoint;
+  openedAt: number;
+  health: ReplicaHealth;
+}
+const openedSockets = new WeakMap<Duplex, OpenedSocket>();
+
+/** The errors of connections that could not be opened: nothing was sent on them. */
+const connectFailures = new WeakSet<object>();
+
+/** Whether `error` is a connection that could not be opened (refused, unreachable, not in time): its request was never sent. */
+export const isConnectFailure = (error: unknown): boolean => typeof error === 'object' && error !== null && connectFailures.has(error);
+
+/** The replica of a socket the agent opened has reset or closed it under a request: it leaves the rotation. */
+export function socketReset(socket: Duplex): void {
+  const opened = openedSockets.get(socket);
+  opened?.health.failed(opened.endpoint);
+}
+
 /**
- * Keep-alive agent for one upstream (FIFO reuse spreads concurrent requests over open sockets).
- * Each new connection goes to the next healthy replica the service name resolves to; when it cannot
- * be opened, a GET or HEAD (or a write with an Idempotency-Key) tries once more on another replica —
- * nothing was sent, so nothing can run twice — and the failure counts against the replica.
+ * Agent for one upstream. Each new connection goes to the next healthy replica the service name
+ * resolves to; one that cannot be opened fails its request (tagged: isConnectFailure, for the
+ * retry in service-hop.ts) and counts against the replica. Keep-alive by default (FIFO reuse
+ * spreads concurrent requests over open sockets); `fresh` gives each request a connection of its
+ * own, closed after it: a retry's, never a pooled one that may be to the same dead replica.
  */
 export function upstreamAgent(
   url: string,
-  options: { resolve?: ResolveEndpoints; health?: ReplicaHealth; now?: () => number } = {},
+  options: { resolve?: ResolveEndpoints; health?: ReplicaHealth; now?: () => number; fresh?: boolean } = {},
 ): http.Agent {
   const { resolve = resolveByDns, health = new ReplicaHealth(), now = Date.now } = options;
-  const settings = { keepAlive: true, timeout: UPSTREAM_IDLE_SOCKET_MS, scheduling: 'fifo' as const };
+  const settings = options.fresh ? { keepAlive: false } : { keepAlive: true, timeout: UPSTREAM_IDLE_SOCKET_MS, scheduling: 'fifo' as const };
   const tls = url.startsWith('https:');
   const agent = tls ? new https.Agent(settings) : new http.Agent(settings);
   const open = agent.createConnection.bind(agent);
@@ -144,29 +154,25 @@ export function upstreamAgent(
   const connect = async (request: http.ClientRequestArgs): Promise<Duplex> => {
     const hostname = (request.hostname ?? request.host ?? 'localhost').replace(/^\[(.*)\]$/, '$1');
     const port = Number(request.port ?? (tls ? 443 : 80));
-    const endpoints = health.order(`${hostname}:${port}`, await resolve(hostname, port));
-    if (endpoints.length === 0) throw Object.assign(new Error(`no address for ${hostname}`), { code: 'ENOTFOUND' });
-    const attempts = mayRetry(request) ? endpoints.slice(0, 2) : endpoints.slice(0, 1);
-    let lastError: unknown;
-    for (const endpoint of attempts) {
-      try {
-        const target = { ...request, host: endpoint.host, port: endpoint.port, ...(tls ? { servername: (request as https.RequestOptions).servername ?? hostname } : {}) };
-        const socket = await connected(() => open(target) as Duplex);
-        health.succeeded(endpoint);
-        openedAt.set(socket, now());
-        return socket;
-      } catch (error) {
-        health.failed(endpoint);
-        lastError = error;
-      }
+    const [endpoint] = health.order(`${hostname}:${port}`, await resolve(hostname, port));
+    if (!endpoint) throw Object.assign(new Error(`no address for ${hostname}`), { code: 'ENOTFOUND' });
+    try {
+      const target = { ...request, host: endpoint.host, port: endpoint.port, ...(tls ? { servername: (request as https.RequestOptions).servername ?? hostname } : {}) };
+      const socket = await connected(() => open(target) as Duplex);
+      health.succeeded(endpoint);
+      openedSockets.set(socket, { endpoint, openedAt: now(), health });
+      return socket;
+    } catch (error) {
+      health.failed(endpoint);
+      if (typeof error === 'object' && error !== null) connectFailures.add(error);
+      throw error;
     }
-    throw lastError;
   };
 
   // Asked by the agent each time a socket's request is done, proxied or a cache fill alike: an aged
   // socket is closed instead of kept (the request is done, so nothing is cut).
   const keepSocketAlive = agent.keepSocketAlive.bind(agent);
-  agent.keepSocketAlive = (socket) => now() - (openedAt.get(socket) ?? now()) <= UPSTREAM_MAX_SOCKET_AGE_MS && keepSocketAlive(socket);
+  agent.keepSocketAlive = (socket) => now() - (openedSockets.get(socket)?.openedAt ?? now()) <= UPSTREAM_MAX_SOCKET_AGE_MS && keepSocketAlive(socket);
 
   agent.createConnection = (request, callback) => {
     connect(request).then(
@@ -177,6 +183,3 @@ export function upstreamAgent(
   };
   return agent;
 }
-
-/** When each socket to a service was opened. */
-const openedAt = new WeakMap<Duplex, number>();

@@ -1,5 +1,6 @@
 import http from 'node:http';
 import https from 'node:https';
+import type { Socket } from 'node:net';
 import { HttpProblem } from '@app/shared/platform/problem';
 import { ROLE_HEADER, SUBJECT_HEADER } from '@app/shared/platform/subject';
 import { endClientSpan, type RequestTrace, startClientSpan, traceOf } from '@app/shared/telemetry/spans';
@@ -100,64 +101,102 @@ export interface ProxyEvents {
   error: (req: http.IncomingMessage, res: http.ServerResponse, error: Error) => void;
 }
 
+/** A proxy to one service: a request's first try, and its retry. */
+export interface UpstreamProxy {
+  /** Sends the request on a pooled keep-alive connection. */
+  send(exchange: Exchange, next: ProxyNext): void;
+  /** Sends it again, with the headers its first try set, on a connection of its own (the retry agent). */
+  resend(exchange: Exchange, next: ProxyNext): void;
+}
+
 /**
- * A keep-alive proxy to one service (http-proxy-middleware). Paths go through unchanged. An upstream
- * that does not send response headers within `deadlines.upstreamMs` of the whole request is cut
- * off, and one whose body then stalls is cut (the client sees the connection cut). A body the
- * gateway received whole (`body`) is sent on as soon as the proxy has a connection.
+ * A proxy to one service (http-proxy-middleware): through `agent` for first tries, `retryAgent` for
+ * retries. Paths go through unchanged. An upstream that does not send response headers within
+ * `deadlines.upstreamMs` of the whole request is cut off, and one whose body then stalls is cut
+ * (the client sees the connection cut). A body the gateway received whole (`body`) is sent on as
+ * soon as the proxy has a connection, on a retry as well.
  */
 export function upstreamProxy(
   upstream: Upstream,
-  options: { deadlines: Deadlines; agent: http.Agent; events: ProxyEvents },
-): (exchange: Exchange, next: ProxyNext) => void {
+  options: { deadlines: Deadlines; agent: http.Agent; retryAgent: http.Agent; events: ProxyEvents },
+): UpstreamProxy {
   const service = new URL(upstream.url);
   const { events } = options;
-  const proxy = createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
-    // A URL, not a string: http-proxy-middleware and httpxy would each parse the string again for every request.
-    target: service,
-    agent: options.agent,
-    selfHandleResponse: true,
-    // Only the plugin that subscribes `on` below. The logger plugin built the target's URL and a log
-    // line per response for a logger that writes nothing (the gateway logs requests itself); the
-    // debug plugin added two listeners per request that only write to `debug`, off in production.
-    ejectPlugins: true,
-    plugins: [proxyEventsPlugin],
-    on: {
-      proxyReq: (proxyReq, req) => {
-        superviseUpstreamRequest(proxyReq, options.deadlines.upstreamMs);
-        // Written before httpxy pipes the (ended) request stream, which then only ends the request.
-        const body = exchangeOf(req)?.body;
-        if (body) proxyReq.write(body);
+  const through = (agent: http.Agent) =>
+    createProxyMiddleware<http.IncomingMessage, http.ServerResponse>({
+      // A URL, not a string: http-proxy-middleware and httpxy would each parse the string again for every request.
+      target: service,
+      agent,
+      selfHandleResponse: true,
+      // Only the plugin that subscribes `on` below. The logger plugin built the target's URL and a log
+      // line per response for a logger that writes nothing (the gateway logs requests itself); the
+      // debug plugin added two listeners per request that only write to `debug`, off in production.
+      ejectPlugins: true,
+      plugins: [proxyEventsPlugin],
+      on: {
+        proxyReq: (proxyReq, req) => {
+          superviseUpstreamRequest(proxyReq, options.deadlines.upstreamMs);
+          const exchange = exchangeOf(req);
+          if (!exchange) return;
+          if (proxyReq.socket) noteConnection(exchange, proxyReq.socket);
+          // Written before httpxy pipes the (ended) request stream, which then only ends the request.
+          if (exchange.body) proxyReq.write(exchange.body);
+        },
+        proxyRes: (proxyRes, req) => {
+          endClientSpan(clientSpans.get(req), proxyRes.statusCode ?? 502);
+          events.response(req, proxyRes);
+        },
+        // httpxy hands failures only to this listener (never to `next`), so it answers here.
+        error: (error, req, res) => {
+          endClientSpan(clientSpans.get(req), error);
+          if ('setHeader' in res) events.error(req, res, error);
+        },
       },
-      proxyRes: (proxyRes, req) => {
-        endClientSpan(clientSpans.get(req), proxyRes.statusCode ?? 502);
-        events.response(req, proxyRes);
-      },
-      // httpxy hands failures only to this listener (never to `next`), so it answers here.
-      error: (error, req, res) => {
-        endClientSpan(clientSpans.get(req), error);
-        if ('setHeader' in res) events.error(req, res, error);
-      },
-    },
-  });
-  return (exchange, next) => {
-    const { req, res } = exchange;
-    // What the service hears besides the request: its end-to-end headers, its id, and the client's
-    // address (as a cache fill sends them). Set on the request's headers, which the proxy copies: no
-    // header set on its request after that (nor httpxy's xfwd, which also added X-Forwarded-Port,
-    // -Proto and -Host). A body received whole goes with its length: the proxy frames it anew.
-    req.headers = endToEndHeaders(req.headers);
-    if (exchange.body) req.headers['content-length'] = String(exchange.body.length);
-    req.headers['x-request-id'] = exchange.requestId;
-    const chain = forwardedFor(req.headers['x-forwarded-for'], req.socket.remoteAddress);
-    if (chain === undefined) delete req.headers['x-forwarded-for'];
-    else req.headers['x-forwarded-for'] = chain;
-    // And, with tracing on, this call's trace context (traceparent): never the client's own.
+    });
+  const pooled = through(options.agent);
+  const fresh = through(options.retryAgent);
+  // With tracing on, each try is a client span of its own, its context (traceparent) on the request: never the client's own.
+  const traced = (req: http.IncomingMessage) => {
     const span = startClientSpan(traceOf(req), req.method ?? 'GET', service, req.url ?? '/', req.headers);
     if (span) clientSpans.set(req, span);
-    proxy(req, res, next);
+  };
+  return {
+    send(exchange, next) {
+      const { req, res } = exchange;
+      forwardedHeaders(exchange);
+      traced(req);
+      pooled(req, res, next);
+    },
+    resend(exchange, next) {
+      traced(exchange.req);
+      fresh(exchange.req, exchange.res, next);
+    },
   };
 }
+
+/**
+ * What the service hears besides the request: its end-to-end headers, its id, and the client's
+ * address (as a cache fill sends them). Set on the request's headers, which the proxy copies: no
+ * header set on its request after that (nor httpxy's xfwd, which also added X-Forwarded-Port,
+ * -Proto and -Host). A body received whole goes with its length: the proxy frames it anew.
+ */
+function forwardedHeaders(exchange: Exchange): void {
+  const { req } = exchange;
+  req.headers = endToEndHeaders(req.headers);
+  if (exchange.body) req.headers['content-length'] = String(exchange.body.length);
+  req.headers['x-request-id'] = exchange.requestId;
+  const chain = forwardedFor(req.headers['x-forwarded-for'], req.socket.remoteAddress);
+  if (chain === undefined) delete req.headers['x-forwarded-for'];
+  else req.headers['x-forwarded-for'] = chain;
+}
+
+/** Notes the connection a try goes on, and what it had read so far: whether a response began, should the try fail (upstream-retry.ts). */
+function noteConnection(tried: ConnectionNote, socket: Socket): void {
+  tried.upstreamSocket = socket;
+  tried.upstreamBytesRead = socket.bytesRead;
+}
+
+type ConnectionNote = Pick<Exchange, 'upstreamSocket' | 'upstreamBytesRead'>;
 
 /**
  * X-Forwarded-For as the service gets it: what came in, with the address the gateway heard the
@@ -216,7 +255,7 @@ const NOT_FORWARDED = new Set(['host', 'if-none-match', 'if-modified-since', 'co
 export function fetchFromUpstream(
   upstream: Upstream,
   request: { path: string; headers: http.IncomingHttpHeaders; requestId: string; remoteAddress?: string; trace: RequestTrace | undefined },
-  options: { deadlines: Deadlines; agent: http.Agent },
+  options: { deadlines: Deadlines; agent: http.Agent; tried?: ConnectionNote },
 ): Promise<FetchedResponse> {
   const headers: http.OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(endToEndHeaders(request.headers))) if (!NOT_FORWARDED.has(name)) headers[name] = value;
@@ -238,6 +277,8 @@ export function fetchFromUpstream(
       });
     });
     superviseUpstreamRequest(outgoing, options.deadlines.upstreamMs);
+    const { tried } = options;
+    if (tried) outgoing.once('socket', (socket: Socket) => noteConnection(tried, socket));
     outgoing.once('error', reject);
   });
   if (span) fetched.then((response) => endClientSpan(span, response.status), (error: Error) => endClientSpan(span, error));

@@ -1,13 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import {
-  BASE_EJECTION_MS,
-  CONSECUTIVE_FAILURES_TO_EJECT,
-  ReplicaHealth,
-  upstreamAgent,
-  UPSTREAM_MAX_SOCKET_AGE_MS,
-  type Endpoint,
-} from '../src/upstream-agent.js';
+import fc from 'fast-check';
+import { BASE_EJECTION_MS, isConnectFailure, ReplicaHealth, socketReset, upstreamAgent, UPSTREAM_MAX_SOCKET_AGE_MS, type Endpoint } from '../src/upstream-agent.js';
 
 /** Two "replicas" of one service on different loopback addresses and the same port, as Compose gives them. */
 async function replicas() {
@@ -121,36 +115,18 @@ describe('the upstream agent', () => {
     /** The dead replica first, the live one second: the first connection goes to the dead one. */
     const deadThenLive = () => ({ resolve: async (): Promise<Endpoint[]> => [{ host: '127.0.0.1', port: deadPort }, { host: '127.0.0.1', port: livePort }] });
 
-    it('retries a GET or HEAD once on another replica', async () => {
-      for (const method of ['GET', 'HEAD']) {
-        const agent = upstreamAgent('http://products-service', deadThenLive());
-        expect(await request(agent, 80, { method })).toBe(200);
-        agent.destroy();
-      }
-    });
-
-    it('never sends a write without an Idempotency-Key elsewhere, but one with a key', async () => {
-      const bare = upstreamAgent('http://products-service', deadThenLive());
-      await expect(request(bare, 80, { method: 'POST' })).rejects.toMatchObject({ code: 'ECONNREFUSED' });
-      bare.destroy();
-      const keyed = upstreamAgent('http://products-service', deadThenLive());
-      expect(await request(keyed, 80, { method: 'POST', headers: { 'Idempotency-Key': 'k-1' } })).toBe(200);
-      keyed.destroy();
-    });
-
-    it('ejects a replica that keeps failing, and takes it back by itself after the ejection time', async () => {
+    it('fails the request, its error tagged as a connection never opened, and ejects the replica at once', async () => {
       let now = 1_000_000;
       const health = new ReplicaHealth(() => now);
       const dead = { host: '127.0.0.1', port: deadPort };
       const agent = upstreamAgent('http://products-service', { ...deadThenLive(), health });
       try {
-        for (let i = 0; i < CONSECUTIVE_FAILURES_TO_EJECT * 2; i++) {
-          // A fresh connection every time, so each request chooses a replica.
-          expect(await request(agent, 80, { headers: { Connection: 'close' } })).toBe(200);
-        }
+        const failure: unknown = await request(agent, 80, { method: 'POST' }).catch((error: unknown) => error);
+        expect(failure).toMatchObject({ code: 'ECONNREFUSED' });
+        expect(isConnectFailure(failure)).toBe(true);
         expect(health.isEjected(dead)).toBe(true);
-        // Ejected: even a write without a key, which is never retried, now goes to the live replica first.
-        expect(await request(agent, 80, { method: 'POST', headers: { Connection: 'close' } })).toBe(200);
+        // Ejected: every new connection goes to the live replica first.
+        for (let i = 0; i < 4; i++) expect(await request(agent, 80, { method: 'POST', headers: { Connection: 'close' } })).toBe(200);
         now += BASE_EJECTION_MS;
         expect(health.isEjected(dead)).toBe(false);
         expect(health.order('another-service:80', [dead, { host: '127.0.0.1', port: livePort }])[0]).toEqual(dead);
@@ -159,14 +135,80 @@ describe('the upstream agent', () => {
       }
     });
 
-    it('uses ejected replicas when every replica is ejected, rather than none', () => {
-      const health = new ReplicaHealth(() => 0);
-      const [a, b] = [{ host: '127.0.0.1', port: 1 }, { host: '127.0.0.1', port: 2 }];
-      for (let i = 0; i < CONSECUTIVE_FAILURES_TO_EJECT; i++) {
-        health.failed(a);
-        health.failed(b);
+    it('gives a fresh agent a connection of its own per request, closed after it', async () => {
+      const agent = upstreamAgent('http://products-service', { resolve: async () => [{ host: '127.0.0.1', port: livePort }], fresh: true });
+      const localPorts = new Set<number>();
+      try {
+        for (let i = 0; i < 3; i++) {
+          await new Promise<void>((resolve, reject) =>
+            http.get({ host: 'products-service', port: 80, agent }, (res) => {
+              localPorts.add(res.socket.localPort!);
+              res.resume().on('end', resolve);
+            }).on('error', reject),
+          );
+        }
+        expect(localPorts.size).toBe(3);
+      } finally {
+        agent.destroy();
       }
-      expect(health.order('s', [a, b])).toHaveLength(2);
     });
+
+    it('ejects the replica of a socket reset under a request at once', async () => {
+      const health = new ReplicaHealth(() => 0);
+      const agent = upstreamAgent('http://products-service', { resolve: async () => [{ host: '127.0.0.1', port: livePort }], health });
+      try {
+        const answered = await new Promise<http.IncomingMessage>((resolve, reject) => http.get({ host: 'products-service', port: 80, agent }, resolve).on('error', reject));
+        answered.resume();
+        socketReset(answered.socket);
+        expect(health.isEjected({ host: '127.0.0.1', port: livePort })).toBe(true);
+      } finally {
+        agent.destroy();
+      }
+    });
+  });
+});
+
+describe('replica health', () => {
+  const [a, b] = [{ host: '127.0.0.1', port: 1 }, { host: '127.0.0.1', port: 2 }];
+
+  it('uses ejected replicas when every replica is ejected, rather than none', () => {
+    const health = new ReplicaHealth(() => 0);
+    health.failed(a);
+    health.failed(b);
+    expect(health.order('s', [a, b])).toHaveLength(2);
+  });
+
+  it('keeps a replica out longer each time it fails again after coming back, and forgives it on a success', () => {
+    let now = 0;
+    const health = new ReplicaHealth(() => now);
+    health.failed(a);
+    now += BASE_EJECTION_MS;
+    expect(health.isEjected(a)).toBe(false);
+    health.failed(a);
+    now += BASE_EJECTION_MS;
+    expect(health.isEjected(a)).toBe(true);
+    now += BASE_EJECTION_MS;
+    expect(health.isEjected(a)).toBe(false);
+    health.succeeded(a);
+    health.failed(a);
+    now += BASE_EJECTION_MS;
+    expect(health.isEjected(a)).toBe(false);
+  });
+
+  it('ejects on the first failure, and failures while out (one death resets all its requests) do not lengthen it', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 50 }), fc.integer({ min: 0, max: BASE_EJECTION_MS - 1 }), (failures, spread) => {
+        let now = 0;
+        const health = new ReplicaHealth(() => now);
+        for (let i = 0; i < failures; i++) {
+          now = Math.floor((spread * i) / failures);
+          health.failed(a);
+          expect(health.isEjected(a)).toBe(true);
+          expect(health.order('s', [a, b])).toEqual([b, a]);
+        }
+        now = BASE_EJECTION_MS;
+        expect(health.isEjected(a)).toBe(false);
+      }),
+    );
   });
 });

@@ -3,7 +3,8 @@
  * a database that goes away and comes back. Always a fast problem+json, never a hang.
  */
 import { CONNECT_TIMEOUT_MS } from '../../gateway/src/upstream-agent.js';
-import { client, expectProblem } from '../support/http.js';
+import { client, expectProblem, metricsOf } from '../support/http.js';
+import { readMetrics } from '../support/metrics.js';
 import { startGateway, startProductsService, startUsersService, type RunningService } from '../support/stack.js';
 import { closedPort, silentServer, TcpProxy } from '../support/tcp-proxy.js';
 
@@ -61,7 +62,7 @@ describe('a dead upstream', () => {
 });
 
 describe('a dead replica', () => {
-  it('gets no request it cannot take: GETs and keyed writes go to a live replica, and every write once it is ejected', async () => {
+  it('gets no request it cannot take: any request whose connection it refuses goes to a live replica, and it leaves the rotation at once', async () => {
     const dead = await closedPort();
     const live = Number(new URL(products.url).port);
     // The live replica closes each connection after its answer (the gateway's own connections are
@@ -83,13 +84,17 @@ describe('a dead replica', () => {
     const product = (n: number) => ({ sku: `REPLICA-${live}-${n}`, name: 'R', price: { amount: '1', currency: 'EUR' } });
     try {
       const api = client(gateway.url);
-      const keyed = await api.post('/api/products', product(0), { headers: { 'Idempotency-Key': `replica-${live}` } });
-      expect(keyed.status).toBe(201);
-      for (let i = 0; i < 6; i++) expect((await api.get(keyed.headers.get('location')!, deadline())).status).toBe(200);
-      expect(connections).toBe(7);
-      // Ejected by now: writes without a key, never retried, are not sent to the dead replica either
-      // (without ejection, every second one would start there and fail with 502).
-      for (let n = 1; n <= 4; n++) expect((await api.post('/api/products', product(n))).status).toBe(201);
+      // The first connection goes to the dead replica: refused, so nothing was sent, and even a
+      // write without an Idempotency-Key goes again, on a fresh connection to the live one.
+      const created = await api.post('/api/products', product(0), deadline());
+      expect(created.status).toBe(201);
+      expect(connections).toBe(2);
+      // Ejected at once: each later connection goes to the live replica, none to the dead one first.
+      for (let i = 0; i < 6; i++) expect((await api.get(created.headers.get('location')!, deadline())).status).toBe(200);
+      for (let n = 1; n <= 4; n++) expect((await api.post('/api/products', product(n), deadline())).status).toBe(201);
+      expect(connections).toBe(12);
+      const metrics = readMetrics(await metricsOf(gateway));
+      expect(metrics.value('gateway_upstream_retries_total', { upstream: 'products', reason: 'connect' })).toBe(1);
     } finally {
       await gateway.close();
       await closing.cut();
