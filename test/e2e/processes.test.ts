@@ -6,10 +6,11 @@ import { execFileSync } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
 import mysql from 'mysql2/promise';
+import { DRAIN_IDLE_GRACE_MS } from '@app/shared/platform/server';
 import { defaultToken, TEST_RULES, testPublicKeyPem } from '../support/auth.js';
 import { client, expectProblem } from '../support/http.js';
 import { ROOT, run, startWorkspace, usersOnlyServicesFile, type RunningProcess } from '../support/process.js';
-import { reaches, refusesConnections } from '../support/raw-socket.js';
+import { type KeptAliveConnection, keptAliveConnection, rawExchange, reaches, refusesConnections, requestBytes } from '../support/raw-socket.js';
 import { throwawayDatabases } from '../support/stack.js';
 import { closedPort } from '../support/tcp-proxy.js';
 
@@ -122,6 +123,35 @@ describe('configuration', () => {
   });
 });
 
+/**
+ * Three connections to `users` kept alive after a first request; SIGTERM with a request in flight;
+ * then one asks readiness, one sends another request, and one sends nothing.
+ */
+async function drainsKeepingIdleConnections(
+  users: RunningProcess & { port: number; url: string },
+  { reused, asksReadiness, silent }: Record<'reused' | 'asksReadiness' | 'silent', KeptAliveConnection>,
+) {
+  for (const connection of [reused, asksReadiness, silent]) expect((await connection.send(requestBytes('GET', '/healthz'))).headers.connection).toBe('keep-alive');
+  const inFlight = halfSentPost(users.url, '/api/users', USER);
+  // The server has the in-flight request by now; this connection closes after its answer.
+  expect((await rawExchange(users.port, [requestBytes('GET', '/healthz', { Connection: 'close' })])).status).toBe(200);
+
+  const signalledAt = performance.now();
+  users.child.kill('SIGTERM');
+  await users.logged((line) => line.msg === 'shutting down: draining in-flight requests');
+  expect(await asksReadiness.send(requestBytes('GET', '/readyz'))).toMatchObject({ status: 503, headers: { connection: 'close' }, closed: true });
+  expect(await reused.send(requestBytes('GET', '/healthz'))).toMatchObject({ status: 200, headers: { connection: 'close' }, closed: true });
+  expect((await reused.ended).how).toBe('closed');
+  inFlight.finish();
+  expect(await inFlight.response).toMatchObject({ status: 201, headers: { connection: 'close' } });
+
+  // The connection that never sent again is closed in order at the grace's end, not before.
+  const silentEnd = await silent.ended;
+  expect(silentEnd.how).toBe('closed');
+  expect(silentEnd.at - signalledAt).toBeGreaterThanOrEqual(DRAIN_IDLE_GRACE_MS - 50);
+  expect(await users.exited).toEqual({ code: 0, signal: null });
+}
+
 describe('shutdown on SIGTERM', () => {
   it('stops accepting, lets the in-flight request finish, closes the pool and exits 0', async () => {
     const users = await startWorkspace('users-service', { DATABASE_URL: databaseUrl('users') });
@@ -157,6 +187,18 @@ describe('shutdown on SIGTERM', () => {
     expect(received).toMatch(/^HTTP\/1\.1 200 /);
     expect(received.toLowerCase()).toContain('connection: close');
     expect(await users.exited).toEqual({ code: 0, signal: null });
+  });
+
+  it('keeps idle kept-alive connections for the drain grace: a request on one is answered, not reset; readiness is 503; exits 0 once the grace closed the rest', async () => {
+    const users = await startWorkspace('users-service', { DATABASE_URL: databaseUrl('users') });
+    const connections = await Promise.all([1, 2, 3].map(() => keptAliveConnection(users.port)));
+    const [reused, asksReadiness, silent] = connections as [KeptAliveConnection, KeptAliveConnection, KeptAliveConnection];
+    try {
+      await drainsKeepingIdleConnections(users, { reused, asksReadiness, silent });
+    } finally {
+      for (const connection of connections) connection.destroy();
+      users.child.kill('SIGKILL'); // gone already unless the test failed
+    }
   });
 
   it('gives up on requests still in flight after SHUTDOWN_TIMEOUT_MS and exits 0', async () => {
