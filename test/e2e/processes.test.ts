@@ -8,7 +8,7 @@ import net from 'node:net';
 import mysql from 'mysql2/promise';
 import { DRAIN_IDLE_GRACE_MS } from '@app/shared/platform/server';
 import { defaultToken, TEST_RULES, testPublicKeyPem } from '../support/auth.js';
-import { client, expectProblem } from '../support/http.js';
+import { client, CLOSING_CONNECTION, expectProblem } from '../support/http.js';
 import { ROOT, run, startWorkspace, usersOnlyServicesFile, type RunningProcess } from '../support/process.js';
 import { type KeptAliveConnection, keptAliveConnection, rawExchange, reaches, refusesConnections, requestBytes } from '../support/raw-socket.js';
 import { throwawayDatabases } from '../support/stack.js';
@@ -57,7 +57,7 @@ describe('npm start -w <workspace>', () => {
       expect((await api.get(user.headers.get('location')!)).body).toEqual(user.body);
       const product = await api.post('/api/products', { sku: 'NPM-1', name: 'Npm', price: { amount: '1.5', currency: 'EUR' } });
       expect(product.body.price).toEqual({ amount: '1.50', currency: 'EUR' });
-      expect((await api.get('/readyz')).status).toBe(200);
+      expect((await api.get('/readyz', CLOSING_CONNECTION)).status).toBe(200);
     } finally {
       for (const started of [gateway, users, products]) started.child.kill('SIGTERM');
     }
@@ -115,7 +115,7 @@ describe('configuration', () => {
       const api = client(users.url);
       expect((await api.get('/healthz')).status).toBe(200);
       expectProblem(await api.get('/readyz'), 503, 'service-unavailable');
-      expectProblem(await api.get('/api/users'), 503, 'service-unavailable');
+      expectProblem(await api.get('/api/users', CLOSING_CONNECTION), 503, 'service-unavailable');
     } finally {
       users.child.kill('SIGTERM');
     }
@@ -156,7 +156,7 @@ describe('shutdown on SIGTERM', () => {
   it('stops accepting, lets the in-flight request finish, closes the pool and exits 0', async () => {
     const users = await startWorkspace('users-service', { DATABASE_URL: databaseUrl('users') });
     const inFlight = halfSentPost(users.url, '/api/users', USER);
-    expect((await client(users.url).get('/healthz')).status).toBe(200); // the server has the in-flight request by now
+    expect((await client(users.url).get('/healthz', CLOSING_CONNECTION)).status).toBe(200); // the server has the in-flight request by now
 
     users.child.kill('SIGTERM');
     await users.logged((line) => line.msg === 'shutting down: draining in-flight requests');
@@ -178,7 +178,7 @@ describe('shutdown on SIGTERM', () => {
     socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
     const closed = new Promise((resolve) => socket.once('close', resolve));
     await new Promise<void>((resolve) => socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n', () => resolve()));
-    expect((await client(users.url).get('/healthz')).status).toBe(200); // the server has read the first half by now
+    expect((await client(users.url).get('/healthz', CLOSING_CONNECTION)).status).toBe(200); // the server has read the first half by now
 
     users.child.kill('SIGTERM');
     await users.logged((line) => line.msg === 'shutting down: draining in-flight requests');
@@ -221,7 +221,7 @@ describe('shutdown on SIGTERM', () => {
     try {
       await gateway.logged((line) => line.msg === 'redis tracks the cache generations: the in-memory cache is on');
       const inFlight = halfSentPost(gateway.url, '/api/users', USER);
-      expect((await client(gateway.url).get('/healthz')).status).toBe(200);
+      expect((await client(gateway.url).get('/healthz', CLOSING_CONNECTION)).status).toBe(200);
       gateway.child.kill('SIGINT');
       await gateway.logged((line) => line.msg === 'shutting down: draining in-flight requests');
       inFlight.finish();
