@@ -123,35 +123,6 @@ describe('configuration', () => {
   });
 });
 
-/**
- * Three connections to `users` kept alive after a first request; SIGTERM with a request in flight;
- * then one asks readiness, one sends another request, and one sends nothing.
- */
-async function drainsKeepingIdleConnections(
-  users: RunningProcess & { port: number; url: string },
-  { reused, asksReadiness, silent }: Record<'reused' | 'asksReadiness' | 'silent', KeptAliveConnection>,
-) {
-  for (const connection of [reused, asksReadiness, silent]) expect((await connection.send(requestBytes('GET', '/healthz'))).headers.connection).toBe('keep-alive');
-  const inFlight = halfSentPost(users.url, '/api/users', USER);
-  // The server has the in-flight request by now; this connection closes after its answer.
-  expect((await rawExchange(users.port, [requestBytes('GET', '/healthz', { Connection: 'close' })])).status).toBe(200);
-
-  const signalledAt = performance.now();
-  users.child.kill('SIGTERM');
-  await users.logged((line) => line.msg === 'shutting down: draining in-flight requests');
-  expect(await asksReadiness.send(requestBytes('GET', '/readyz'))).toMatchObject({ status: 503, headers: { connection: 'close' }, closed: true });
-  expect(await reused.send(requestBytes('GET', '/healthz'))).toMatchObject({ status: 200, headers: { connection: 'close' }, closed: true });
-  expect((await reused.ended).how).toBe('closed');
-  inFlight.finish();
-  expect(await inFlight.response).toMatchObject({ status: 201, headers: { connection: 'close' } });
-
-  // The connection that never sent again is closed in order at the grace's end, not before.
-  const silentEnd = await silent.ended;
-  expect(silentEnd.how).toBe('closed');
-  expect(silentEnd.at - signalledAt).toBeGreaterThanOrEqual(DRAIN_IDLE_GRACE_MS - 50);
-  expect(await users.exited).toEqual({ code: 0, signal: null });
-}
-
 describe('shutdown on SIGTERM', () => {
   it('stops accepting, lets the in-flight request finish, closes the pool and exits 0', async () => {
     const users = await startWorkspace('users-service', { DATABASE_URL: databaseUrl('users') });
@@ -193,8 +164,27 @@ describe('shutdown on SIGTERM', () => {
     const users = await startWorkspace('users-service', { DATABASE_URL: databaseUrl('users') });
     const connections = await Promise.all([1, 2, 3].map(() => keptAliveConnection(users.port)));
     const [reused, asksReadiness, silent] = connections as [KeptAliveConnection, KeptAliveConnection, KeptAliveConnection];
+    // Kept alive after a first request; after SIGTERM one asks readiness, one sends again, one sends nothing.
     try {
-      await drainsKeepingIdleConnections(users, { reused, asksReadiness, silent });
+      for (const connection of [reused, asksReadiness, silent]) expect((await connection.send(requestBytes('GET', '/healthz'))).headers.connection).toBe('keep-alive');
+      const inFlight = halfSentPost(users.url, '/api/users', USER);
+      // The server has the in-flight request by now; this connection closes after its answer.
+      expect((await rawExchange(users.port, [requestBytes('GET', '/healthz', { Connection: 'close' })])).status).toBe(200);
+
+      const signalledAt = performance.now();
+      users.child.kill('SIGTERM');
+      await users.logged((line) => line.msg === 'shutting down: draining in-flight requests');
+      expect(await asksReadiness.send(requestBytes('GET', '/readyz'))).toMatchObject({ status: 503, headers: { connection: 'close' }, closed: true });
+      expect(await reused.send(requestBytes('GET', '/healthz'))).toMatchObject({ status: 200, headers: { connection: 'close' }, closed: true });
+      expect((await reused.ended).how).toBe('closed');
+      inFlight.finish();
+      expect(await inFlight.response).toMatchObject({ status: 201, headers: { connection: 'close' } });
+
+      // The connection that never sent again is closed in order at the grace's end, not before.
+      const silentEnd = await silent.ended;
+      expect(silentEnd.how).toBe('closed');
+      expect(silentEnd.at - signalledAt).toBeGreaterThanOrEqual(DRAIN_IDLE_GRACE_MS - 50);
+      expect(await users.exited).toEqual({ code: 0, signal: null });
     } finally {
       for (const connection of connections) connection.destroy();
       users.child.kill('SIGKILL'); // gone already unless the test failed
