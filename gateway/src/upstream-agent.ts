@@ -3,16 +3,13 @@ import http from 'node:http';
 import https from 'node:https';
 import type { Duplex } from 'node:stream';
 import { TLSSocket } from 'node:tls';
+import { UPSTREAM_IDLE_SOCKET_MS } from '@app/shared/platform/http/connection-budget';
 
 /**
- * How long an idle keep-alive socket to a service is kept. Shorter than the services' server
- * keep-alive timeout (KEEP_ALIVE_TIMEOUT_MS), so the gateway never reuses a socket the service is
- * closing.
+ * A socket this old is closed once its request is done, so the service's name is resolved again
+ * that often and a new replica gets connections within seconds.
  */
-export const UPSTREAM_IDLE_SOCKET_MS = 30_000;
-
-/** A socket this old is closed once its request is done, so new replicas get connections too. */
-export const UPSTREAM_MAX_SOCKET_AGE_MS = 30_000;
+export const UPSTREAM_MAX_SOCKET_AGE_MS = 5_000;
 
 /** One replica of a service: an address and port a connection can be opened to. */
 export interface Endpoint {

@@ -5,6 +5,7 @@ import type { IIngress } from 'kubernetes-models/networking.k8s.io/v1';
 import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import type { IConfigMap, IContainer, IService, IServiceAccount } from 'kubernetes-models/v1';
 import { DEFAULT_MEMORY_LIMIT_BYTES } from '../../gateway/dist/overload.js';
+import { DRAIN_IDLE_GRACE_MS, RELEASE_TIMEOUT_MS } from '../../shared/dist/platform/server.js';
 import { type KubernetesObject, objectId, renderKustomization } from './kustomize.js';
 import { schemaErrors, unknownFields } from './kubernetes-schema.js';
 import {
@@ -29,6 +30,34 @@ const builds: [string, KubernetesObject[]][] = [
   ...overlays.map((overlay): [string, KubernetesObject[]] => [overlay, renderKustomization(repoPath('k8s', 'overlays', overlay))]),
 ];
 const rendered = Object.fromEntries(builds) as Record<'base' | Overlay, KubernetesObject[]>;
+
+/** How long CoreDNS answers for a cluster name may be cached (its kubernetes plugin's default TTL). */
+const CLUSTER_DNS_TTL_SECONDS = 5;
+/** For a pod's endpoint removal to reach CoreDNS and every node's proxy. */
+const ENDPOINT_PROPAGATION_SECONDS = 1;
+
+/**
+ * The drain's timings that a Deployment breaks (docs/deploy.md says why each holds), given its
+ * process's SHUTDOWN_TIMEOUT_MS and the longest a request may take once in: the gateway's
+ * UPSTREAM_TIMEOUT_MS, the gateway's wait for a service.
+ */
+function brokenDrainTimings(deployment: IDeployment, shutdownTimeoutMs: number, longestRequestMs: number): string[] {
+  const pause = mainContainer(deployment as KubernetesObject).lifecycle?.preStop?.sleep?.seconds ?? 0;
+  const gracePeriod = podTemplate(deployment as KubernetesObject).spec!.terminationGracePeriodSeconds ?? 30;
+  const relations: [string, boolean][] = [
+    ['preStop >= cluster DNS TTL + endpoint propagation', pause >= CLUSTER_DNS_TTL_SECONDS + ENDPOINT_PROPAGATION_SECONDS],
+    ['SHUTDOWN_TIMEOUT_MS >= DRAIN_IDLE_GRACE_MS + UPSTREAM_TIMEOUT_MS', shutdownTimeoutMs >= DRAIN_IDLE_GRACE_MS + longestRequestMs],
+    ['terminationGracePeriodSeconds >= preStop + SHUTDOWN_TIMEOUT_MS + RELEASE_TIMEOUT_MS + 1 s', gracePeriod >= pause + (shutdownTimeoutMs + RELEASE_TIMEOUT_MS) / 1000 + 1],
+  ];
+  return relations.filter(([, holds]) => !holds).map(([relation]) => relation);
+}
+
+/** The gateway's UPSTREAM_TIMEOUT_MS in a build: how long it waits for a service's answer. */
+function upstreamTimeoutMs(objects: KubernetesObject[]): number {
+  const gateway = deployables.find(({ name }) => name === 'gateway')!;
+  const environment = knownValues(containerEnvironment(mainContainer(findObject(objects, 'Deployment', 'gateway')), objects));
+  return effectiveConfig(gateway.configSchema, environment).UPSTREAM_TIMEOUT_MS as number;
+}
 
 describe.each(builds)('k8s %s, rendered by kubectl kustomize', (_build, objects) => {
   test('every object validates against the Kubernetes OpenAPI schema', async () => {
@@ -67,6 +96,18 @@ describe.each(builds)('k8s %s, rendered by kubectl kustomize', (_build, objects)
   });
 });
 
+test('the drain timings check fails on a manifest that breaks each relation', () => {
+  const deployment = structuredClone(findObject(rendered.prod, 'Deployment', 'products-service')) as KubernetesObject & IDeployment;
+  const longestRequestMs = upstreamTimeoutMs(rendered.prod);
+  const shutdownTimeoutMs = DRAIN_IDLE_GRACE_MS + longestRequestMs;
+  expect(brokenDrainTimings(deployment, shutdownTimeoutMs, longestRequestMs)).toEqual([]);
+  expect(brokenDrainTimings(deployment, shutdownTimeoutMs - 1, longestRequestMs)).toEqual(['SHUTDOWN_TIMEOUT_MS >= DRAIN_IDLE_GRACE_MS + UPSTREAM_TIMEOUT_MS']);
+  mainContainer(deployment).lifecycle!.preStop!.sleep!.seconds = CLUSTER_DNS_TTL_SECONDS;
+  expect(brokenDrainTimings(deployment, shutdownTimeoutMs, longestRequestMs)).toEqual(['preStop >= cluster DNS TTL + endpoint propagation']);
+  mainContainer(deployment).lifecycle!.preStop!.sleep!.seconds = 60;
+  expect(brokenDrainTimings(deployment, shutdownTimeoutMs, longestRequestMs)).toEqual(['terminationGracePeriodSeconds >= preStop + SHUTDOWN_TIMEOUT_MS + RELEASE_TIMEOUT_MS + 1 s']);
+});
+
 test('the checks above fail on a wrong type and on a misspelt field', async () => {
   const deployment = structuredClone(findObject(rendered.base, 'Deployment', 'gateway')) as KubernetesObject & IDeployment;
   const container = deployment.spec!.template.spec!.containers[0] as IContainer & Record<string, unknown>;
@@ -96,13 +137,9 @@ describe.each(overlays)('k8s overlay %s', (overlay) => {
       }
     });
 
-    test('rolls out without losing capacity, and drains before the process is told to stop', () => {
+    test('rolls out without losing capacity; preStop, the drain and the grace period follow from one another', () => {
       expect(deployment.spec!.strategy).toEqual({ type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } });
-      const pause = container.lifecycle?.preStop?.sleep?.seconds ?? 0;
-      expect(pause).toBeGreaterThan(0);
-      // The kubelet kills the container after the grace period: it must cover the pause and the drain.
-      const drainSeconds = (config.SHUTDOWN_TIMEOUT_MS as number) / 1000;
-      expect(template.spec!.terminationGracePeriodSeconds).toBeGreaterThan(pause + drainSeconds);
+      expect(brokenDrainTimings(deployment, config.SHUTDOWN_TIMEOUT_MS as number, upstreamTimeoutMs(objects))).toEqual([]);
     });
 
     test('runs as its own ServiceAccount, which mounts no token', () => {

@@ -159,7 +159,7 @@ describe('a fault planted into a copy of a real doc is found', () => {
     const helm = copy('test/deploy/kustomize.ts', "?? 'kubectl'", "?? 'helm'");
     const docker = copy('test/e2e/processes.test.ts', "run('npm', ['start', '--silent'], env", "run('docker', ['start', '--silent'], env");
     const withPlants = sources.map((one) => (one.file === helm.file ? helm : one.file === docker.file ? docker : one));
-    expect(fresh(undeclaredPrograms(programsRun(withPlants), NEEDS, dependencyBins), [])).toEqual(['test/deploy/kustomize.ts:23: runs helm, which no need in scripts/setup/needs.ts provides', 'test/e2e/processes.test.ts:294: runs docker, which no need in scripts/setup/needs.ts provides']);
+    expect(fresh(undeclaredPrograms(programsRun(withPlants), NEEDS, dependencyBins), [])).toEqual(['test/deploy/kustomize.ts:23: runs helm, which no need in scripts/setup/needs.ts provides', expect.stringMatching(/^test\/e2e\/processes\.test\.ts:\d+: runs docker, which no need in scripts\/setup\/needs\.ts provides$/)]);
     const jq = { name: 'jq', why: 'reads JSON', for: ['test'], programs: [['jq']] };
     expect(fresh(needsNotNamed([...NEEDS, jq], docs), needsNotNamed(NEEDS, docs))).toEqual(['docs/testing.md:0: does not name the need "jq" (scripts/setup/needs.ts)']);
   });

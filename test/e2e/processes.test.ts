@@ -6,10 +6,11 @@ import { execFileSync } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
 import mysql from 'mysql2/promise';
+import { DRAIN_IDLE_GRACE_MS } from '@app/shared/platform/server';
 import { defaultToken, TEST_RULES, testPublicKeyPem } from '../support/auth.js';
-import { client, expectProblem } from '../support/http.js';
+import { client, CLOSING_CONNECTION, expectProblem } from '../support/http.js';
 import { ROOT, run, startWorkspace, usersOnlyServicesFile, type RunningProcess } from '../support/process.js';
-import { reaches, refusesConnections } from '../support/raw-socket.js';
+import { type KeptAliveConnection, keptAliveConnection, rawExchange, reaches, refusesConnections, requestBytes } from '../support/raw-socket.js';
 import { throwawayDatabases } from '../support/stack.js';
 import { closedPort } from '../support/tcp-proxy.js';
 
@@ -56,7 +57,7 @@ describe('npm start -w <workspace>', () => {
       expect((await api.get(user.headers.get('location')!)).body).toEqual(user.body);
       const product = await api.post('/api/products', { sku: 'NPM-1', name: 'Npm', price: { amount: '1.5', currency: 'EUR' } });
       expect(product.body.price).toEqual({ amount: '1.50', currency: 'EUR' });
-      expect((await api.get('/readyz')).status).toBe(200);
+      expect((await api.get('/readyz', CLOSING_CONNECTION)).status).toBe(200);
     } finally {
       for (const started of [gateway, users, products]) started.child.kill('SIGTERM');
     }
@@ -114,7 +115,7 @@ describe('configuration', () => {
       const api = client(users.url);
       expect((await api.get('/healthz')).status).toBe(200);
       expectProblem(await api.get('/readyz'), 503, 'service-unavailable');
-      expectProblem(await api.get('/api/users'), 503, 'service-unavailable');
+      expectProblem(await api.get('/api/users', CLOSING_CONNECTION), 503, 'service-unavailable');
     } finally {
       users.child.kill('SIGTERM');
     }
@@ -126,7 +127,7 @@ describe('shutdown on SIGTERM', () => {
   it('stops accepting, lets the in-flight request finish, closes the pool and exits 0', async () => {
     const users = await startWorkspace('users-service', { DATABASE_URL: databaseUrl('users') });
     const inFlight = halfSentPost(users.url, '/api/users', USER);
-    expect((await client(users.url).get('/healthz')).status).toBe(200); // the server has the in-flight request by now
+    expect((await client(users.url).get('/healthz', CLOSING_CONNECTION)).status).toBe(200); // the server has the in-flight request by now
 
     users.child.kill('SIGTERM');
     await users.logged((line) => line.msg === 'shutting down: draining in-flight requests');
@@ -148,7 +149,7 @@ describe('shutdown on SIGTERM', () => {
     socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
     const closed = new Promise((resolve) => socket.once('close', resolve));
     await new Promise<void>((resolve) => socket.write('GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n', () => resolve()));
-    expect((await client(users.url).get('/healthz')).status).toBe(200); // the server has read the first half by now
+    expect((await client(users.url).get('/healthz', CLOSING_CONNECTION)).status).toBe(200); // the server has read the first half by now
 
     users.child.kill('SIGTERM');
     await users.logged((line) => line.msg === 'shutting down: draining in-flight requests');
@@ -157,6 +158,37 @@ describe('shutdown on SIGTERM', () => {
     expect(received).toMatch(/^HTTP\/1\.1 200 /);
     expect(received.toLowerCase()).toContain('connection: close');
     expect(await users.exited).toEqual({ code: 0, signal: null });
+  });
+
+  it('keeps idle kept-alive connections for the drain grace: a request on one is answered, not reset; readiness is 503; exits 0 once the grace closed the rest', async () => {
+    const users = await startWorkspace('users-service', { DATABASE_URL: databaseUrl('users') });
+    const connections = await Promise.all([1, 2, 3].map(() => keptAliveConnection(users.port)));
+    const [reused, asksReadiness, silent] = connections as [KeptAliveConnection, KeptAliveConnection, KeptAliveConnection];
+    // Kept alive after a first request; after SIGTERM one asks readiness, one sends again, one sends nothing.
+    try {
+      for (const connection of [reused, asksReadiness, silent]) expect((await connection.send(requestBytes('GET', '/healthz'))).headers.connection).toBe('keep-alive');
+      const inFlight = halfSentPost(users.url, '/api/users', USER);
+      // The server has the in-flight request by now; this connection closes after its answer.
+      expect((await rawExchange(users.port, [requestBytes('GET', '/healthz', { Connection: 'close' })])).status).toBe(200);
+
+      const signalledAt = performance.now();
+      users.child.kill('SIGTERM');
+      await users.logged((line) => line.msg === 'shutting down: draining in-flight requests');
+      expect(await asksReadiness.send(requestBytes('GET', '/readyz'))).toMatchObject({ status: 503, headers: { connection: 'close' }, closed: true });
+      expect(await reused.send(requestBytes('GET', '/healthz'))).toMatchObject({ status: 200, headers: { connection: 'close' }, closed: true });
+      expect((await reused.ended).how).toBe('closed');
+      inFlight.finish();
+      expect(await inFlight.response).toMatchObject({ status: 201, headers: { connection: 'close' } });
+
+      // The connection that never sent again is closed in order at the grace's end, not before.
+      const silentEnd = await silent.ended;
+      expect(silentEnd.how).toBe('closed');
+      expect(silentEnd.at - signalledAt).toBeGreaterThanOrEqual(DRAIN_IDLE_GRACE_MS - 50);
+      expect(await users.exited).toEqual({ code: 0, signal: null });
+    } finally {
+      for (const connection of connections) connection.destroy();
+      users.child.kill('SIGKILL'); // gone already unless the test failed
+    }
   });
 
   it('gives up on requests still in flight after SHUTDOWN_TIMEOUT_MS and exits 0', async () => {
@@ -179,7 +211,7 @@ describe('shutdown on SIGTERM', () => {
     try {
       await gateway.logged((line) => line.msg === 'redis tracks the cache generations: the in-memory cache is on');
       const inFlight = halfSentPost(gateway.url, '/api/users', USER);
-      expect((await client(gateway.url).get('/healthz')).status).toBe(200);
+      expect((await client(gateway.url).get('/healthz', CLOSING_CONNECTION)).status).toBe(200);
       gateway.child.kill('SIGINT');
       await gateway.logged((line) => line.msg === 'shutting down: draining in-flight requests');
       inFlight.finish();

@@ -5,7 +5,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { IDP_CLIENTS } from '../../scripts/idp.js';
-import { client, expectProblem } from '../support/http.js';
+import { client, CLOSING_CONNECTION, expectProblem } from '../support/http.js';
 import { ROOT, run, usersOnlyServicesFile } from '../support/process.js';
 import { reaches } from '../support/raw-socket.js';
 import { throwawayDatabases } from '../support/stack.js';
@@ -40,14 +40,14 @@ it('starts the provider, points the gateway at it, prints the curl for a token, 
   const { user, form, url } = curlParts(curl);
   expect([user, form.get('grant_type'), url]).toEqual([`${IDP_CLIENTS[0].id}:${IDP_CLIENTS[0].secret}`, 'client_credentials', `${issuer}/token`]);
 
-  // What the printed curl sends, sent.
-  const issued = await fetch(url, { method: 'POST', headers: { authorization: `Basic ${Buffer.from(user).toString('base64')}` }, body: form });
+  // What the printed curl sends, sent (closing its connection, as curl does).
+  const issued = await fetch(url, { method: 'POST', headers: { authorization: `Basic ${Buffer.from(user).toString('base64')}`, ...CLOSING_CONNECTION.headers }, body: form });
   const { access_token: token } = (await issued.json()) as { access_token: string };
   const gateway = `http://127.0.0.1:${gatewayListening.port as number}`;
   expect((await client(gateway, { token }).post('/api/users', { email: 'npm-start-idp@example.com', name: 'Via the provider' })).status).toBe(201);
   // The development key is no longer trusted.
   const devToken = execFileSync(process.execPath, ['scripts/token.ts'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-  expectProblem(await client(gateway, { token: devToken }).get('/api/users'), 401, 'unauthorized');
+  expectProblem(await client(gateway, { token: devToken }).get('/api/users', CLOSING_CONNECTION), 401, 'unauthorized');
 
   process.kill(-npm.child.pid!, 'SIGINT');
   expect(await npm.exited).toEqual({ code: 0, signal: null });

@@ -41,6 +41,12 @@ export async function request(baseUrl: string, method: string, path: string, opt
   return { status: response.status, headers: response.headers, text, body: /json/.test(type) && text ? JSON.parse(text) : undefined };
 }
 
+/**
+ * Options for the last request before a test stops the process: its connection closes with the
+ * response, so the drain does not wait out the idle grace for it (docs/architecture.md#shutdown).
+ */
+export const CLOSING_CONNECTION: RequestOptions = { headers: { connection: 'close' } };
+
 /** A client bound to one base URL; `defaults.token` replaces the default token (null: none). */
 export function client(baseUrl: string, defaults: Pick<RequestOptions, 'token'> = {}) {
   const send = (method: string, path: string, options?: RequestOptions) => request(baseUrl, method, path, { ...defaults, ...options });

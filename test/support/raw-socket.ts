@@ -145,3 +145,59 @@ export function refusesConnections(port: number): Promise<boolean> {
     socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code === 'ECONNREFUSED'));
   });
 }
+
+/** A connection held open between requests, as a client's keep-alive pool holds one. */
+export interface KeptAliveConnection {
+  /**
+   * Writes `request`, resolves with its response once complete (and, when it says
+   * `Connection: close`, once the server has closed the connection); rejects when the connection
+   * ends first or nothing complete comes within `timeoutMs`.
+   */
+  send(request: string | Buffer, timeoutMs?: number): Promise<SocketResponse>;
+  /** How it ended: `closed` by the server in order (FIN), else the error's code (`ECONNRESET`, `EPIPE`); and when. */
+  ended: Promise<{ how: string; at: number }>;
+  destroy(): void;
+}
+
+/** Opens a connection to `port` on 127.0.0.1 that a test sends one request at a time on. */
+export function keptAliveConnection(port: number): Promise<KeptAliveConnection> {
+  const socket = net.connect(port, '127.0.0.1');
+  let received: Buffer[] = [];
+  let closed = false;
+  let errorCode: string | undefined;
+  let waiting: (() => void) | undefined;
+  socket.on('data', (chunk: Buffer) => {
+    received.push(chunk);
+    waiting?.();
+  });
+  socket.on('error', (error: NodeJS.ErrnoException) => (errorCode ??= error.code ?? error.message));
+  const ended = new Promise<{ how: string; at: number }>((resolve) =>
+    socket.once('close', () => {
+      closed = true;
+      resolve({ how: errorCode ?? 'closed', at: performance.now() });
+      waiting?.();
+    }),
+  );
+  const send = (request: string | Buffer, timeoutMs = 5_000) =>
+    new Promise<SocketResponse>((resolve, reject) => {
+      received = [];
+      const timer = setTimeout(() => settle(new Error(`no complete response within ${timeoutMs} ms`)), timeoutMs);
+      const settle = (error?: Error, response?: SocketResponse) => {
+        waiting = undefined;
+        clearTimeout(timer);
+        if (error) reject(error);
+        else resolve(response!);
+      };
+      waiting = () => {
+        const response = parseResponse(Buffer.concat(received), closed);
+        if (response && (closed || response.headers.connection?.toLowerCase() !== 'close')) settle(undefined, response);
+        else if (closed) settle(new Error(`connection ended (${errorCode ?? 'closed'}) without a complete response: ${JSON.stringify(Buffer.concat(received).toString('latin1').slice(0, 200))}`));
+      };
+      if (closed) waiting();
+      else socket.write(request);
+    });
+  return new Promise((resolve, reject) => {
+    socket.once('connect', () => resolve({ send, ended, destroy: () => socket.destroy() }));
+    socket.once('error', reject);
+  });
+}

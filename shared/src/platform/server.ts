@@ -1,12 +1,12 @@
 import http from 'node:http';
-import type net from 'node:net';
+import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { RequestListener } from 'node:http';
 import { answerClientErrors, lastResponseOf, responseDone, responseOwed } from './http/client-errors.js';
 import type { Lifecycle } from './http/lifecycle.js';
 import { LISTEN_BACKLOG, listenShared } from './http/listening-sockets.js';
 import { refuseMalformedRequests, refuseUnmetExpectations } from './http/malformed-requests.js';
-import { capConnections, type ConnectionBudget, DEFAULT_CONNECTION_BUDGET } from './http/connection-budget.js';
+import { capConnections, type ConnectionBudget, DEFAULT_CONNECTION_BUDGET, UPSTREAM_IDLE_SOCKET_MS } from './http/connection-budget.js';
 import { closeConnectionsWithoutRequest, headArrived } from './http/request-head-deadline.js';
 import { inTurn } from './http/requests-in-turn.js';
 import { endLongPollPhases } from './http/turn-ender.js';
@@ -48,9 +48,22 @@ export interface RunningServer {
   port: number;
   /** Listening sockets on the port: as asked on Linux, one elsewhere (see DEFAULT_LISTEN_SOCKETS). */
   listenSockets: number;
-  /** Stops accepting, lets in-flight requests finish (bounded by the timeout), closes every connection. */
-  close(timeoutMs: number): Promise<void>;
+  /**
+   * Stops accepting, lets in-flight requests finish (bounded by the timeout), closes every
+   * connection: an idle one after `idleGraceMs` (at once by default), in which a request that comes
+   * on it is still answered.
+   */
+  close(timeoutMs: number, idleGraceMs?: number): Promise<void>;
 }
+
+/**
+ * How long a draining server keeps an idle kept-alive connection open. Closing one at once races a
+ * client sending a request on it, which then sees a reset; the gateway closes its idle sockets to a
+ * service after UPSTREAM_IDLE_SOCKET_MS itself, and any request it sends meanwhile is answered with
+ * `Connection: close`. The margin covers the gateway noticing the response's end late (a busy event
+ * loop) and timers firing late.
+ */
+export const DRAIN_IDLE_GRACE_MS = UPSTREAM_IDLE_SOCKET_MS + 1_000;
 
 /**
  * Listens on `sockets` listening sockets (see DEFAULT_LISTEN_SOCKETS) with a budget for every
@@ -106,13 +119,16 @@ export async function listen(
   // Node's default backlog (511) drops the rest, and a dropped SYN costs its client 1, 3, 7 s of retries.
   const acceptors = await listenShared(server, { port, host, backlog: LISTEN_BACKLOG }, process.platform === 'linux' ? sockets : 1);
   const bound = (server.address() as AddressInfo).port;
-  // Each server's close callback comes once the connections it accepted have closed.
-  const closed = (one: net.Server) => new Promise<void>((resolve) => one.close(() => resolve()));
+  // Each server's close callback comes once the connections it accepted have closed. http.Server's
+  // close also closes its idle connections at once (Node 19 and later); net.Server's, which it
+  // extends, only stops accepting.
+  const closed = (one: net.Server, keepIdle = false) =>
+    new Promise<void>((resolve) => (keepIdle ? net.Server.prototype.close : one.close).call(one, () => resolve()));
   return {
     server,
     port: bound,
     listenSockets: 1 + acceptors.length,
-    close: async (timeoutMs) => {
+    close: async (timeoutMs, idleGraceMs = 0) => {
       closing = true;
       // Node sends a connection's responses in order and closes it after the one that says so.
       for (const socket of connections) {
@@ -121,10 +137,10 @@ export async function listen(
       }
       // The HTTP server tracks every connection, whichever socket accepted it.
       const deadline = setTimeout(() => server.closeAllConnections(), timeoutMs);
-      const drained = Promise.all([server, ...acceptors].map(closed));
-      server.closeIdleConnections();
-      await drained;
+      const graceOver = setTimeout(() => server.closeIdleConnections(), Math.min(idleGraceMs, timeoutMs));
+      await Promise.all([closed(server, idleGraceMs > 0), ...acceptors.map((acceptor) => closed(acceptor))]);
       clearTimeout(deadline);
+      clearTimeout(graceOver);
     },
   };
 }
@@ -139,8 +155,8 @@ export const METRICS_MAX_CONNECTIONS = 64;
  * A process's HTTP server from start to exit: listens on `port` at `host`, and on `metrics.port` at
  * `metrics.host` for its metrics when given, each connection within `connections`, says where (with
  * `details`), and on SIGTERM or SIGINT shuts down in order: readiness turns 503, the servers stop
- * accepting and drain, `release` closes pools and clients, the spans still held are sent, and the
- * process exits 0.
+ * accepting and drain (the API port's idle connections kept for DRAIN_IDLE_GRACE_MS), `release`
+ * closes pools and clients, the spans still held are sent, and the process exits 0.
  */
 export async function serve(options: {
   name: string;
@@ -165,8 +181,9 @@ export async function serve(options: {
     { port: running.port, host, ...(metrics && metricsServer && { metricsPort: metricsServer.port, metricsHost: metrics.host }), listenSockets: running.listenSockets, ...details },
     `${name} listening`,
   );
-  const servers = metricsServer ? [running, metricsServer] : [running];
-  stopOnSignals({ ...options, close: (timeoutMs) => Promise.all(servers.map((server) => server.close(timeoutMs))) });
+  // The metrics port's idle connections close at once: a scraper keeps its own for longer than any
+  // grace would wait, and a scrape lost costs nothing.
+  stopOnSignals({ ...options, close: (timeoutMs) => Promise.all([running.close(timeoutMs, DRAIN_IDLE_GRACE_MS), metricsServer?.close(timeoutMs)]) });
 }
 
 /** How long closing pools and clients and sending the last spans may take after the drain's limit. */

@@ -15,6 +15,13 @@ export const DEFAULT_REQUEST_BODY_TIMEOUT_MS = 30_000;
  */
 export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
+/**
+ * How long the gateway's agent keeps an idle keep-alive socket to a service. Here, not in the
+ * gateway, because a draining service waits this long for the gateway to close its idle sockets
+ * itself (DRAIN_IDLE_GRACE_MS); short, so that a drain is short.
+ */
+export const UPSTREAM_IDLE_SOCKET_MS = 4_000;
+
 /** What a connection may take: time for each part of its life, and room (see capConnections). */
 export interface ConnectionBudget {
   /**
