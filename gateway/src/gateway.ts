@@ -39,7 +39,7 @@ import { overloadStage } from './stages/overload.js';
 import { ownEndpoints } from './stages/own-endpoints.js';
 import { proxyStage } from './stages/proxy.js';
 import { rateLimitStage } from './stages/rate-limit.js';
-import { ReplicaHealth, upstreamAgent, type ResolveEndpoints } from './upstream-agent.js';
+import { probeByConnecting, ReplicaHealth, upstreamAgent, type ResolveEndpoints } from './upstream-agent.js';
 import type { Deadlines } from './upstream.js';
 
 /** Parts a caller may give instead of those the configuration names (tests: relays, clocks, a test key). */
@@ -254,7 +254,7 @@ function serviceHops(
   wiring: { writer: ResponseWriter; metrics: GatewayMetrics; cache: ResponseCache | undefined; resolveReplicas: ResolveEndpoints | undefined },
 ): Map<string, ServiceHop> {
   const { writer, metrics, cache } = wiring;
-  const health = new ReplicaHealth();
+  const health = new ReplicaHealth(Date.now, probeByConnecting);
   const deadlines = deadlinesOf(config);
   const concurrency = { limit: config.UPSTREAM_CONCURRENCY_LIMIT, writeShare: config.UPSTREAM_WRITE_SHARE_PERCENT / 100 };
   const onSettled = cache && writeRenewal(cache, config.SERVICE_WRITE_DEADLINE_MS);

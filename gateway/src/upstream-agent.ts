@@ -1,6 +1,7 @@
 import dns from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
+import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import { TLSSocket } from 'node:tls';
 import { UPSTREAM_IDLE_SOCKET_MS } from '@app/shared/platform/http/connection-budget';
@@ -35,22 +36,39 @@ export const CONNECT_TIMEOUT_MS = 2_000;
 
 const keyOf = (endpoint: Endpoint) => `${endpoint.host}:${endpoint.port}`;
 
+/** How often an ejected replica is probed with a connection of its own (nothing sent on it). */
+export const PROBE_INTERVAL_MS = 1_000;
+
+/** Whether a replica accepts a connection again: resolves when it does, rejects when it does not. */
+export type Probe = (endpoint: Endpoint) => Promise<void>;
+
+/** A TCP connection to the replica, closed at once: accepted, it is back. */
+export const probeByConnecting: Probe = async (endpoint) => {
+  (await connected(() => net.connect(endpoint.port, endpoint.host))).destroy();
+};
+
 /**
  * Which replicas are healthy, from what connecting to them shows (passive outlier detection, as
- * Envoy does it: no probes of our own). A replica that refuses a connection, does not accept one in
- * time, or resets one under a request is left out of new connections at once, for a while: longer
- * each time it is ejected again after coming back (failures while it is out add nothing: one death
- * resets every request it had). It comes back by itself when that time is over; one successful
- * connection forgives it. When every replica is ejected, all are used (Envoy's "panic" mode):
- * better a chance than a certain 502.
+ * Envoy does it). A replica that refuses a connection, does not accept one in time, or resets one
+ * under a request is left out of new connections at once, for a while: longer each time it is
+ * ejected again after coming back (failures while it is out add nothing: one death resets every
+ * request it had). While it is out, `probe` tries a connection every PROBE_INTERVAL_MS, and the
+ * first one it accepts brings it back (a restarted replica serves again within a second, not when
+ * its time is over); so does any successful connection, or the end of its time. When every replica
+ * is ejected, all are used (Envoy's "panic" mode), the one that failed longest ago first: a
+ * replica just stopped is the least likely to answer.
  * Written here because no npm library does this for a set of replicas: circuit breakers (cockatiel,
  * opossum) guard one call site, they do not choose among endpoints.
  */
 export class ReplicaHealth {
-  readonly #replicas = new Map<string, { ejections: number; ejectedUntil: number }>();
+  readonly #replicas = new Map<string, { ejections: number; ejectedUntil: number; failedAt: number }>();
   readonly #turns = new Map<string, number>();
+  readonly #probing = new Set<string>();
 
-  constructor(private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly now: () => number = Date.now,
+    private readonly probe?: Probe,
+  ) {}
 
   isEjected(endpoint: Endpoint): boolean {
     return (this.#replicas.get(keyOf(endpoint))?.ejectedUntil ?? 0) > this.now();
@@ -58,26 +76,53 @@ export class ReplicaHealth {
 
   /**
    * The replicas in the order a new connection tries them: each call starts at the next one
-   * (so connections spread over all of them), ejected ones last.
+   * (so connections spread over all of them), ejected ones last, longest failed first.
    */
   order(service: string, endpoints: Endpoint[]): Endpoint[] {
     const turn = this.#turns.get(service) ?? 0;
     this.#turns.set(service, turn + 1);
     const start = endpoints.length > 0 ? turn % endpoints.length : 0;
     const rotated = [...endpoints.slice(start), ...endpoints.slice(0, start)];
-    return [...rotated.filter((e) => !this.isEjected(e)), ...rotated.filter((e) => this.isEjected(e))];
+    const failedAt = (e: Endpoint) => this.#replicas.get(keyOf(e))?.failedAt ?? 0;
+    const ejected = rotated.filter((e) => this.isEjected(e)).sort((a, b) => failedAt(a) - failedAt(b));
+    return [...rotated.filter((e) => !this.isEjected(e)), ...ejected];
   }
 
   failed(endpoint: Endpoint): void {
     if (this.isEjected(endpoint)) return;
-    const replica = this.#replicas.get(keyOf(endpoint)) ?? { ejections: 0, ejectedUntil: 0 };
+    const replica = this.#replicas.get(keyOf(endpoint)) ?? { ejections: 0, ejectedUntil: 0, failedAt: 0 };
     replica.ejections += 1;
-    replica.ejectedUntil = this.now() + Math.min(BASE_EJECTION_MS * replica.ejections, MAX_EJECTION_MS);
+    replica.failedAt = this.now();
+    replica.ejectedUntil = replica.failedAt + Math.min(BASE_EJECTION_MS * replica.ejections, MAX_EJECTION_MS);
     this.#replicas.set(keyOf(endpoint), replica);
+    this.#probeUntilBack(endpoint);
   }
 
   succeeded(endpoint: Endpoint): void {
     this.#replicas.delete(keyOf(endpoint));
+  }
+
+  /** Probes an ejected replica until it accepts a connection (it is back) or its time is over: one probe at a time. */
+  #probeUntilBack(endpoint: Endpoint): void {
+    const { probe } = this;
+    const key = keyOf(endpoint);
+    if (probe === undefined || this.#probing.has(key)) return;
+    this.#probing.add(key);
+    const attempt = () => {
+      if (!this.isEjected(endpoint)) {
+        this.#probing.delete(key);
+        return;
+      }
+      probe(endpoint).then(
+        () => {
+          this.#probing.delete(key);
+          this.succeeded(endpoint);
+        },
+        () => setTimeout(attempt, PROBE_INTERVAL_MS).unref(),
+      );
+    };
+    // Unref'd: a probe never keeps a stopping gateway alive.
+    setTimeout(attempt, PROBE_INTERVAL_MS).unref();
   }
 }
 

@@ -1,7 +1,8 @@
+import { jest } from '@jest/globals';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
-import { BASE_EJECTION_MS, isConnectFailure, ReplicaHealth, socketReset, upstreamAgent, UPSTREAM_MAX_SOCKET_AGE_MS, type Endpoint } from '../src/upstream-agent.js';
+import { BASE_EJECTION_MS, isConnectFailure, PROBE_INTERVAL_MS, probeByConnecting, ReplicaHealth, socketReset, upstreamAgent, UPSTREAM_MAX_SOCKET_AGE_MS, type Endpoint } from '../src/upstream-agent.js';
 
 /** Two "replicas" of one service on different loopback addresses and the same port, as Compose gives them. */
 async function replicas() {
@@ -176,6 +177,69 @@ describe('replica health', () => {
     health.failed(a);
     health.failed(b);
     expect(health.order('s', [a, b])).toHaveLength(2);
+  });
+
+  it('tries the ejected replica that failed longest ago first when every replica is ejected, whatever the turn', () => {
+    let now = 0;
+    const health = new ReplicaHealth(() => now);
+    health.failed(a);
+    now += 1_000;
+    health.failed(b);
+    for (let turn = 0; turn < 4; turn++) expect(health.order('s', [b, a])[0]).toEqual(a);
+  });
+
+  describe('probes', () => {
+    beforeEach(() => jest.useFakeTimers());
+    afterEach(() => jest.useRealTimers());
+
+    it('bring an ejected replica back at the first connection it accepts, a probe at a time every PROBE_INTERVAL_MS', async () => {
+      const probed: number[] = [];
+      let accepts = false;
+      let now = 0;
+      const health = new ReplicaHealth(() => now, async () => {
+        probed.push(now);
+        if (!accepts) throw new Error('refused');
+      });
+      health.failed(a);
+      health.failed(a);
+      for (let i = 1; i <= 3; i++) {
+        now += PROBE_INTERVAL_MS;
+        await jest.advanceTimersByTimeAsync(PROBE_INTERVAL_MS);
+      }
+      expect(probed).toEqual([1_000, 2_000, 3_000]);
+      expect(health.isEjected(a)).toBe(true);
+      accepts = true;
+      now += PROBE_INTERVAL_MS;
+      await jest.advanceTimersByTimeAsync(PROBE_INTERVAL_MS);
+      expect(health.isEjected(a)).toBe(false);
+      now += 10 * PROBE_INTERVAL_MS;
+      await jest.advanceTimersByTimeAsync(10 * PROBE_INTERVAL_MS);
+      expect(probed).toHaveLength(4);
+    });
+
+    it('stop when the ejection is over', async () => {
+      let probes = 0;
+      let now = 0;
+      const health = new ReplicaHealth(() => now, async () => {
+        probes++;
+        throw new Error('refused');
+      });
+      health.failed(a);
+      now = BASE_EJECTION_MS;
+      await jest.advanceTimersByTimeAsync(10 * BASE_EJECTION_MS);
+      expect(probes).toBe(0);
+    });
+  });
+
+  it('probes by connecting: an accepting address resolves, a closed port rejects', async () => {
+    const server = http.createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      await expect(probeByConnecting({ host: '127.0.0.1', port: (server.address() as AddressInfo).port })).resolves.toBeUndefined();
+      await expect(probeByConnecting({ host: '127.0.0.1', port: await closedPort() })).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   it('keeps a replica out longer each time it fails again after coming back, and forgives it on a success', () => {
