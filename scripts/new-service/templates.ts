@@ -190,6 +190,9 @@ export const ${name}Api = resourceEndpoints(path, ${name}Resource);
 `,
     [`migrations/0001_create_${name}.sql`]: `-- ${Many}. \`id\` is a UUIDv7 in 16 bytes (creation-ordered: keyset pages walk the primary key).
 -- Every filtered column has an index (InnoDB appends the id, so a filtered page reads in id order).
+-- Never edit this file once applied: a change is a new file (0002_…), which the release before it
+-- must still work with while a rolling update runs both. Add a column with a default first, drop one
+-- only once no release uses it: expand, then contract (docs/deploy.md, "Changing a schema across a rolling update").
 CREATE TABLE ${name} (
   id BINARY(16) NOT NULL,
 ${ownerColumn}  reference VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,

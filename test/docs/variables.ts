@@ -30,6 +30,7 @@ const NOT_SETTINGS: Record<string, string> = {
   TEST_REDIS_KEY_PREFIX: 'the global setup gives each run its prefix',
   TEST_REDIS_CLUSTER_DIR: 'the global setup tells the chaos run where its cluster lives',
   TEST_REDIS_TARGET: 'set by the cluster suites for the processes they start',
+  TEST_HEADLESS_DNS: 'set by test/support/replica-stack.ts for the gateway it starts with the headless-dns.mjs preload',
   UPSTREAM_URL: 'the bench tells its proxy servers where the service is',
   RESPONSE: 'the bench gives its ceiling server the bytes to answer',
   SDK: 'the bench tells its OpenTelemetry floor server whether to load the SDK',

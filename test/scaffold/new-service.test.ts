@@ -77,6 +77,14 @@ test(`touches at most 5 files outside ${WORKSPACE}/, none under gateway/src`, ()
   expect(changed).toContain('services.json');
 });
 
+test('its first migration points to the expand-then-contract recipe for every later schema change', () => {
+  const [first] = readdirSync(path.join(copy, WORKSPACE, 'migrations'));
+  const sql = readFileSync(path.join(copy, WORKSPACE, 'migrations', first!), 'utf8');
+  const recipe = /docs\/deploy\.md, "([^"]+)"/.exec(sql)?.[1];
+  expect(recipe).toBeDefined();
+  expect(readFileSync(path.join(copy, 'docs', 'deploy.md'), 'utf8').split('\n')).toContain(`### ${recipe!}: expand, then contract`);
+});
+
 test('writes at most 40 lines of Kubernetes YAML: only what sets the service apart', () => {
   // Lines added to files the repository had, and every line of the files the scaffold made.
   const added = inCopy('git', ['diff', '--numstat', 'HEAD', '--', '*.yaml', '*.yml']);
