@@ -35,7 +35,6 @@ import {
   freePort,
   guardOn,
   machine,
-  measuredRun,
   pinning,
   productsServiceWithAProduct,
   REDIS_URL,
@@ -49,6 +48,7 @@ import {
   throwawaySchema,
   type Server,
 } from './support.ts';
+import { measuredRun } from './measured-runs.ts';
 import { wrk, type LoadResult } from './wrk.ts';
 import { countOf } from '../test/support/env.ts';
 

@@ -34,7 +34,6 @@ import {
   GATEWAY_PROCESSES,
   guardOn,
   machine,
-  measuredAtOnce,
   pinning,
   productsServiceWithAProduct,
   REDIS_URL,
@@ -46,6 +45,7 @@ import {
   warm,
   type Server,
 } from './support.ts';
+import { measuredAtOnce } from './measured-runs.ts';
 import { wrk, type LoadResult } from './wrk.ts';
 
 /** Issue 46: the JWKS path's CPU time per request at most 5% above the local key's. */

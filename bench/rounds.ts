@@ -4,7 +4,8 @@
  */
 import type { ChartRow } from './chart.ts';
 import { round2 } from './ratios.ts';
-import { measuredRun, median, rssMiB, settle, type Server } from './support.ts';
+import { measuredRun } from './measured-runs.ts';
+import { median, rssMiB, settle, type Server } from './support.ts';
 import { combinedRuns, wrk, type LoadResult } from './wrk.ts';
 import { countFromEnv } from '../test/support/env.ts';
 

@@ -24,7 +24,6 @@ import {
   GATEWAY_PROCESSES,
   guardOn,
   machine,
-  measuredRun,
   median,
   productsServiceWithAProduct,
   pinning,
@@ -38,6 +37,7 @@ import {
   writeResults,
   type Server,
 } from './support.ts';
+import { measuredRun } from './measured-runs.ts';
 import { type LoadResult, wrk } from './wrk.ts';
 import { countFromEnv } from '../test/support/env.ts';
 

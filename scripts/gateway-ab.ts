@@ -21,7 +21,6 @@ import {
   GC_METER,
   GUARD_OFF,
   guardOn,
-  measuredRun,
   median,
   productsServiceWithAProduct,
   REDIS_URL,
@@ -32,6 +31,7 @@ import {
   stopAll,
   throwawaySchema,
 } from '../bench/support.ts';
+import { measuredRun } from '../bench/measured-runs.ts';
 import { wrk, type LoadResult } from '../bench/wrk.ts';
 import { countOf } from '../test/support/env.ts';
 
