@@ -33,7 +33,6 @@ import {
   freePort,
   GATEWAY_PROCESSES,
   guardOn,
-  machine,
   pinning,
   productsServiceWithAProduct,
   REDIS_URL,
@@ -203,9 +202,6 @@ export async function runJwks(): Promise<void> {
     const judged = judge(rounds);
     console.log(`the key set was fetched ${keySet.fetches()} times`);
     const results = {
-      date: new Date().toISOString(),
-      command: 'npm run bench -- --jwks',
-      machine: machine(),
       settings: { path: productPath, connections: CONNECTIONS, runs: RUNS, seconds: SECONDS, processes: GATEWAY_PROCESSES, tokens: TOKENS, goal: GOAL },
       rounds,
       judged,

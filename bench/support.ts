@@ -362,9 +362,13 @@ export function machine() {
   };
 }
 
-/** Writes a focused bench's results to bench/results/<name>.json, and says so. */
-export async function writeResults(name: string, results: Record<string, unknown>): Promise<void> {
+/**
+ * Writes a focused bench's (`npm run bench -- --<name>`) figures to bench/results/<name>.json, with
+ * the date, its command and the machine, and says so.
+ */
+export async function writeResults(name: string, figures: Record<string, unknown>): Promise<void> {
   const out = new URL('results/', import.meta.url);
+  const results = { date: new Date().toISOString(), command: `npm run bench -- --${name}`, machine: machine(), ...figures };
   await mkdir(out, { recursive: true });
   await writeFile(new URL(`${name}.json`, out), `${JSON.stringify(results, null, 2)}\n`);
   console.log(`written to bench/results/${name}.json`);

@@ -23,7 +23,6 @@ import {
   freePort,
   GATEWAY_PROCESSES,
   guardOn,
-  machine,
   median,
   productsServiceWithAProduct,
   pinning,
@@ -194,9 +193,6 @@ export async function runTracing(): Promise<void> {
     const { medians, sdkAlone } = summarise(rounds, floorRounds);
     console.log(`the sink took ${sink.exports()} exports`);
     const results = {
-      date: new Date().toISOString(),
-      command: 'npm run bench -- --tracing',
-      machine: machine(),
       settings: { path, connections: CONNECTIONS, runs: RUNS, seconds: SECONDS, processes: GATEWAY_PROCESSES, protocol: 'http/protobuf', sampler: 'parentbased_traceidratio 0.1' },
       rounds,
       medians,
