@@ -3,9 +3,7 @@
  * round, with the issue's goal where it has one.
  */
 import type { Figures } from './rounds.ts';
-import { median } from './support.ts';
-
-export const round2 = (n: number) => Math.round(n * 100) / 100;
+import { median, round2 } from './support.ts';
 
 /**
  * One target's CPU (or GC) time per request over another's, round by round (both measured in the

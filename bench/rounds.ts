@@ -3,9 +3,8 @@
  * and GC time per request from each process, and the protections' cost in pairs run at once.
  */
 import type { ChartRow } from './chart.ts';
-import { round2 } from './ratios.ts';
 import { measuredRun } from './measured-runs.ts';
-import { median, rssMiB, settle, type Server } from './support.ts';
+import { median, round2, rssMiB, settle, type Server } from './support.ts';
 import { combinedRuns, wrk, type LoadResult } from './wrk.ts';
 import { countFromEnv } from '../test/support/env.ts';
 

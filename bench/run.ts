@@ -35,7 +35,7 @@ import { startNginx } from './nginx.ts';
 import { runScale } from './scale.ts';
 import { runJwks } from './jwks.ts';
 import { runTracing } from './tracing.ts';
-import { cpuRatio, gcRatio, printRatios, round2, type Judged } from './ratios.ts';
+import { cpuRatio, gcRatio, printRatios, type Judged } from './ratios.ts';
 import { CONNECTIONS, measureAll, measurePairs, RUNS, SECONDS, WARM_UP_SECONDS, type Figures, type PairedRatio, type Target } from './rounds.ts';
 import {
   cleanUpOnSignals,
@@ -49,6 +49,7 @@ import {
   productsServiceWithAProduct,
   pinning,
   REDIS_URL,
+  round2,
   schemaUrl,
   startNode,
   startProcesses,

@@ -294,6 +294,8 @@ export const median = (values: number[]) => {
   return sorted[Math.floor(sorted.length / 2)]!;
 };
 
+export const round2 = (n: number) => Math.round(n * 100) / 100;
+
 /** A new schema name on the bench's MySQL server: `bench_<random>_<label>`. */
 export const throwawaySchema = (label: string) => `bench_${randomBytes(4).toString('hex')}_${label}`;
 
