@@ -20,7 +20,7 @@ export default tseslint.config(
     rules: { 'max-lines-per-function': ['error', { max: 60, skipBlankLines: true, skipComments: true }] },
   },
   {
-    files: ['**/test/**/*.ts', 'test/**/*.ts', 'bench/**/*.ts', 'scripts/**'],
+    files: ['**/test/**/*.ts', 'test/**/*.ts', 'bench/**/*.ts', 'scripts/**', 'tools/**'],
     languageOptions: { globals: { ...globals.jest } },
     rules: { 'no-console': 'off', '@typescript-eslint/no-non-null-assertion': 'off' },
   },

@@ -4,7 +4,7 @@
  * lines it prints.
  */
 import { randomBytes } from 'node:crypto';
-import { countOf } from '../test/support/env.ts';
+import { countOf } from '../tools/env.ts';
 
 export const ATTACKS = ['pages', 'connections', 'metrics-body', 'invalid-bodies'] as const;
 export type AttackName = (typeof ATTACKS)[number];

@@ -12,7 +12,7 @@ import os from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { Redis } from 'ioredis';
 import { readServiceList } from '../shared/src/platform/services.ts';
-import { devPublicKey, signDevToken } from '../scripts/dev-token.ts';
+import { devPublicKey, signDevToken } from '../tools/dev-token.ts';
 import { ATTACK_RUNS, type Target } from './attack-loads.ts';
 import type { NormalClient } from './attack-normal-client.ts';
 import { agentFrom, send } from './attack-sockets.ts';

@@ -50,7 +50,7 @@ import {
 } from './support.ts';
 import { measuredRun } from './measured-runs.ts';
 import { wrk, type LoadResult } from './wrk.ts';
-import { countOf } from '../test/support/env.ts';
+import { countOf } from '../tools/env.ts';
 
 /** A V8 CPU profile as `--cpu-prof` writes it (the fields read here). */
 export interface CpuProfile {

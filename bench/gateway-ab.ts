@@ -30,10 +30,10 @@ import {
   startServer,
   stopAll,
   throwawaySchema,
-} from '../bench/support.ts';
-import { measuredRun } from '../bench/measured-runs.ts';
-import { wrk, type LoadResult } from '../bench/wrk.ts';
-import { countOf } from '../test/support/env.ts';
+} from './support.ts';
+import { measuredRun } from './measured-runs.ts';
+import { wrk, type LoadResult } from './wrk.ts';
+import { countOf } from '../tools/env.ts';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,

@@ -22,7 +22,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { REMEMBERED_TOKENS } from '../gateway/dist/auth/tokens.js';
-import { devPublicKey, signDevToken } from '../scripts/dev-token.ts';
+import { devPublicKey, signDevToken } from '../tools/dev-token.ts';
 import { DEV_AUDIENCE, DEV_ISSUER } from '../shared/src/platform/dev-auth.ts';
 import { printRatios, ratioByRound, type Judged } from './ratios.ts';
 import { CONNECTIONS, RUNS, SECONDS, WARM_UP_SECONDS } from './rounds.ts';

@@ -5,7 +5,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { readMetrics } from '../test/support/metrics.ts';
+import { readMetrics } from '../tools/metrics.ts';
 import { cpuMicros, freePort, nodeOptionsFor, startServer, statusKiB, type Server } from './support.ts';
 
 /** A process of the stack under load, started with the event-loop probe. */

@@ -6,7 +6,7 @@ import type { ChartRow } from './chart.ts';
 import { measuredRun } from './measured-runs.ts';
 import { median, round2, rssMiB, settle, type Server } from './support.ts';
 import { combinedRuns, wrk, type LoadResult } from './wrk.ts';
-import { countFromEnv } from '../test/support/env.ts';
+import { countFromEnv } from '../tools/env.ts';
 
 export const SECONDS = countFromEnv('BENCH_SECONDS', 4);
 // Five: the project's speed ratios are judged by the median of five interleaved runs.

@@ -18,7 +18,7 @@ import { encodeCursor } from '@app/shared/resource/rules';
 import { productsTable } from '../products-service/dist/data/products-table.js';
 import { usersTable } from '../users-service/dist/data/users-table.js';
 import { seed } from '../scripts/seed.ts';
-import { serviceModules, type ServiceModule } from '../scripts/services.ts';
+import { serviceModules, type ServiceModule } from '../tools/services.ts';
 import {
   cleanUpOnSignals,
   dropSchemas,
@@ -33,7 +33,7 @@ import {
   type Server,
 } from './support.ts';
 import { combinedRuns, wrk, type LoadResult } from './wrk.ts';
-import { countFromEnv, countsFromEnv } from '../test/support/env.ts';
+import { countFromEnv, countsFromEnv } from '../tools/env.ts';
 
 const SIZES = countsFromEnv('BENCH_SCALE_ROWS', [10_000, 1_000_000]);
 const SECONDS = countFromEnv('BENCH_SECONDS', 4);

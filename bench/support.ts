@@ -10,12 +10,12 @@ import { readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import mysql from 'mysql2/promise';
-import { devPublicKey, signDevToken } from '../scripts/dev-token.ts';
+import { devPublicKey, signDevToken } from '../tools/dev-token.ts';
 import { NEEDS } from '../scripts/setup/needs.ts';
 import { provide } from '../scripts/setup/provision.ts';
-import { deployedNodeOptions as startOptions } from '../test/support/process.ts';
-import { closedPort as freePort } from '../test/support/tcp-proxy.ts';
-import { countFromEnv } from '../test/support/env.ts';
+import { deployedNodeOptions as startOptions } from '../tools/process.ts';
+import { closedPort as freePort } from '../tools/tcp-proxy.ts';
+import { countFromEnv } from '../tools/env.ts';
 
 export { startOptions };
 

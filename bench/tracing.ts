@@ -38,7 +38,7 @@ import {
 } from './support.ts';
 import { measuredRun } from './measured-runs.ts';
 import { type LoadResult, wrk } from './wrk.ts';
-import { countFromEnv } from '../test/support/env.ts';
+import { countFromEnv } from '../tools/env.ts';
 
 const SECONDS = countFromEnv('BENCH_SECONDS', 5);
 const RUNS = countFromEnv('BENCH_TRACING_RUNS', 5);

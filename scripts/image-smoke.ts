@@ -31,7 +31,7 @@ import { promisify } from 'node:util';
 import mysql from 'mysql2/promise';
 // The sources, run as they are: the list needs no build.
 import { readServiceList } from '../shared/src/platform/services.ts';
-import { devPublicKey, signDevToken } from './dev-token.ts';
+import { devPublicKey, signDevToken } from '../tools/dev-token.ts';
 import { bringStartServers } from './setup/local-servers.ts';
 
 const run = randomBytes(3).toString('hex');

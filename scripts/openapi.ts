@@ -9,7 +9,7 @@ import { serializeDocument, type OpenApiDocument } from '@app/shared/api-descrip
 import { serviceDocument } from '@app/shared/service';
 import { configSchema, upstreamSettings } from '../gateway/dist/config.js';
 import { gatewayDocument } from '../gateway/dist/openapi.js';
-import { serviceModules } from './services.ts';
+import { serviceModules } from '../tools/services.ts';
 
 export const OPENAPI_FILE = new URL('../openapi.json', import.meta.url);
 

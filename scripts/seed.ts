@@ -13,7 +13,7 @@ import { parseArgs } from 'node:util';
 import mysql from 'mysql2/promise';
 import { createLogger } from '@app/shared/platform/logger';
 import { migrateSchema, type ServiceDefinition } from '@app/shared/service';
-import { serviceModules } from './services.ts';
+import { serviceModules } from '../tools/services.ts';
 
 /** Rows per INSERT … SELECT: 10^5, the product of five digit tables. */
 const BATCH_DIGITS = 5;

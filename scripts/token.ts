@@ -10,7 +10,7 @@ import { parseArgs } from 'node:util';
 import { DEV_AUDIENCE, DEV_ISSUER } from '../shared/src/platform/dev-auth.ts';
 import { GATEWAY_ADMIN_SCOPE, readServiceList } from '../shared/src/platform/services.ts';
 import { subjectFlaw } from '../shared/src/platform/subject.ts';
-import { DEV_SIGNING_KEY_FILE, signDevToken } from './dev-token.ts';
+import { DEV_SIGNING_KEY_FILE, signDevToken } from '../tools/dev-token.ts';
 
 const services = readServiceList();
 const SCOPES = services.flatMap(({ scopes }) => [scopes.read, scopes.write]);

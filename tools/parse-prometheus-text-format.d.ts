@@ -1,4 +1,4 @@
-// The package ships no types: what test/support/metrics.ts uses of it.
+// The package ships no types: what tools/metrics.ts uses of it.
 declare module 'parse-prometheus-text-format' {
   interface Sample {
     value?: string;

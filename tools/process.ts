@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { readServiceList } from '@app/shared/platform/services';
 import { closedPort } from './tcp-proxy.ts';
 
-export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+export const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 export interface RunningProcess {
   child: ChildProcess;

@@ -1,6 +1,6 @@
 import { Database } from '@app/shared/platform/mysql';
 import { HttpProblem } from '@app/shared/platform/problem';
-import { silentServer } from '../../test/support/tcp-proxy.js';
+import { silentServer } from '../../tools/tcp-proxy.js';
 
 /**
  * The bounded pool against the real MySQL server: a saturated or hung database fails a statement

@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { RELEASE_TIMEOUT_MS } from '../src/platform/server.js';
-import { run } from '../../test/support/process.js';
+import { run } from '../../tools/process.js';
 
 const FIXTURE = fileURLToPath(new URL('fixtures/hung-release.mjs', import.meta.url));
 let started: ReturnType<typeof run> | undefined;

@@ -7,7 +7,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { bytesByGroup, type AllocationNode } from '../../bench/breakdown.ts';
 import { ALLOCATION_SAMPLER, sampleAllocations } from '../../bench/support.ts';
-import { nextMessage as next, ROOT } from '../support/process.js';
+import { nextMessage as next, ROOT } from '../../tools/process.js';
 
 /** Arrays of this many numbers (8 bytes each, unboxed doubles), made and dropped at once: garbage only. */
 const ARRAY_LENGTH = 1_000;

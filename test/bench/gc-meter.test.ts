@@ -6,7 +6,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { GC_METER, readGcMeter, type GcTime } from '../../bench/support.ts';
-import { nextMessage as next, ROOT } from '../support/process.js';
+import { nextMessage as next, ROOT } from '../../tools/process.js';
 
 const COLLECTIONS = 5;
 

@@ -10,10 +10,10 @@ const run = (...args: string[]) => spawnSync(process.execPath, args, { cwd: ROOT
 test.each([
   ['bench/breakdown.ts', '--runs', '0'],
   ['bench/breakdown.ts', '--seconds', 'five'],
-  ['scripts/gateway-ab.ts', '--runs', '0'],
-  ['scripts/gateway-ab.ts', '--connections', ''],
+  ['bench/gateway-ab.ts', '--runs', '0'],
+  ['bench/gateway-ab.ts', '--connections', ''],
 ])('%s %s %j is refused at once, naming the option', (script, option, value) => {
-  const refused = run(script, ...(script.startsWith('scripts/') ? ['/nonexistent-checkout'] : []), `${option}=${value}`);
+  const refused = run(script, ...(script.endsWith('gateway-ab.ts') ? ['/nonexistent-checkout'] : []), `${option}=${value}`);
   expect(refused.status).toBe(1);
   expect(refused.stderr).toContain(`${option} must be a whole number of at least 1, not ${JSON.stringify(value)}`);
 });

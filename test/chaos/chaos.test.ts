@@ -11,9 +11,9 @@ import mysql from 'mysql2/promise';
 import { migrateSchema } from '@app/shared/service';
 import { service as productsService } from '../../products-service/src/app.js';
 import { service as usersService } from '../../users-service/src/app.js';
-import { startWorkspace, type RunningProcess } from '../support/process.js';
+import { startWorkspace, type RunningProcess } from '../../tools/process.js';
 import { dropSchema, startGateway, testLogger, throwawayDatabaseUrl, type RunningGateway } from '../support/stack.js';
-import { TcpProxy } from '../support/tcp-proxy.js';
+import { TcpProxy } from '../../tools/tcp-proxy.js';
 import { defaultToken } from '../support/auth.js';
 
 const CLIENTS = 6;

@@ -10,10 +10,10 @@ import { readFileSync } from 'node:fs';
 import { configSchema } from '../../gateway/dist/config.js';
 import { testPublicKeyPem, testToken, TEST_RULES } from '../support/auth.js';
 import { client, request } from '../support/http.js';
-import { deployedNodeOptions, startWorkspace } from '../support/process.js';
+import { deployedNodeOptions, startWorkspace } from '../../tools/process.js';
 import { startOwnRedis, type OwnRedis } from '../support/redis-server.js';
 import { startProductsService, type RunningService } from '../support/stack.js';
-import { countFromEnv } from '../support/env.js';
+import { countFromEnv } from '../../tools/env.js';
 
 const FLOOD_MS = countFromEnv('MEMORY_FLOOD_MS', 30_000);
 const JUNK_FLOOD_MS = countFromEnv('JUNK_FLOOD_MS', 10_000);

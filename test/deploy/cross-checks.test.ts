@@ -9,7 +9,7 @@ import type { IDeployment } from 'kubernetes-models/apps/v1';
 import type { IService } from 'kubernetes-models/v1';
 import { createGateway } from '../../gateway/dist/gateway.js';
 import { configSchema as gatewayConfig, devKeyProblems, isLoopback, upstreamSettings } from '../../gateway/dist/config.js';
-import { serviceModules } from '../../scripts/services.js';
+import { serviceModules } from '../../tools/services.js';
 import { imageName, type KubernetesObject, renderKustomization } from './kustomize.js';
 import {
   compose,

@@ -8,7 +8,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { ZodObject } from 'zod';
-import { ROOT } from '../support/process.js';
+import { ROOT } from '../../tools/process.js';
 import { npmCommandsOf, type Accepts, type ScriptFacts } from './commands.js';
 import type { Doc } from './markdown.js';
 import { parseArgsOptionsIn } from './parse-args.js';

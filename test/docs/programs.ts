@@ -3,7 +3,7 @@
  * scripts/setup/needs.ts or in the short list of programs every machine the project runs on has;
  * and docs/testing.md names every need. The code is read with TypeScript's parser: a call of
  * child_process (spawn, execFile, exec and their Sync forms) names its program, or a function
- * that passes its parameter on to one (a wrapper, as test/support/process.ts's `run`) does.
+ * that passes its parameter on to one (a wrapper, as tools/process.ts's `run`) does.
  */
 import path from 'node:path';
 import ts from 'typescript';

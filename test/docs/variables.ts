@@ -106,7 +106,7 @@ const PLACES: { code: RegExp; docs: string[]; where: string }[] = [
   { code: /^(gateway|shared|[\w-]+-service)\/src\//, docs: [], where: 'the README\'s configuration table' },
   { code: /^(docker-compose\.yml|compose\/|k8s\/|([\w-]+\/)?Dockerfile$)/, docs: ['docs/deploy.md'], where: 'docs/deploy.md' },
   // The bench's settings are with its methods; the tracing bench's with tracing's cost.
-  { code: /^(bench\/|scripts\/gateway-ab\.ts$)/, docs: ['docs/performance.md', 'docs/tracing.md', 'docs/testing.md'], where: 'docs/performance.md, docs/tracing.md or docs/testing.md' },
+  { code: /^bench\//, docs: ['docs/performance.md', 'docs/tracing.md', 'docs/testing.md'], where: 'docs/performance.md, docs/tracing.md or docs/testing.md' },
   { code: /./, docs: ['docs/testing.md'], where: 'docs/testing.md' },
 ];
 

@@ -5,7 +5,7 @@
  */
 import net from 'node:net';
 import { client, metricsOf, expectProblem, type Client } from '../support/http.js';
-import { readMetrics } from '../support/metrics.js';
+import { readMetrics } from '../../tools/metrics.js';
 import { HoldingProxy } from '../support/holding-proxy.js';
 import { portOf } from '../support/raw-socket.js';
 import { capturingLogger, startGateway, startUsersService, untilTracking, type RunningGateway, type RunningService } from '../support/stack.js';

@@ -4,9 +4,9 @@
  */
 import { CONNECT_TIMEOUT_MS } from '../../gateway/src/upstream-agent.js';
 import { client, expectProblem, metricsOf } from '../support/http.js';
-import { readMetrics } from '../support/metrics.js';
+import { readMetrics } from '../../tools/metrics.js';
 import { startGateway, startProductsService, startUsersService, type RunningService } from '../support/stack.js';
-import { closedPort, silentServer, TcpProxy } from '../support/tcp-proxy.js';
+import { closedPort, silentServer, TcpProxy } from '../../tools/tcp-proxy.js';
 
 /** Fails the test instead of hanging when an answer does not come within a generous bound. */
 const deadline = () => ({ signal: AbortSignal.timeout(8_000) });

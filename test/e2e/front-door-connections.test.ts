@@ -4,10 +4,10 @@
  * capped per peer address and in all (small budgets and caps here, set by their variables).
  */
 import { METRICS_MAX_CONNECTIONS } from '@app/shared/platform/server';
-import { closedPort } from '../support/tcp-proxy.js';
+import { closedPort } from '../../tools/tcp-proxy.js';
 import { TEST_RULES, testPublicKeyPem } from '../support/auth.js';
 import { refused, served, statusLines, trickled } from '../support/held-connections.js';
-import { startWorkspace } from '../support/process.js';
+import { startWorkspace } from '../../tools/process.js';
 
 let gateway: Awaited<ReturnType<typeof startWorkspace>>;
 let metricsPort: number;

@@ -10,7 +10,7 @@ import net from 'node:net';
 import { MAX_WAITING_REQUESTS } from '@app/shared/platform/http/requests-in-turn';
 import { testToken } from '../support/auth.js';
 import { client, expectProblem, metricsOf, type Client } from '../support/http.js';
-import { readMetrics } from '../support/metrics.js';
+import { readMetrics } from '../../tools/metrics.js';
 import { portOf, rawExchange, rawExchangeAll, requestBytes } from '../support/raw-socket.js';
 import { startGateway, startStack } from '../support/stack.js';
 

@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { TEST_RULES, testPublicKeyPem } from '../support/auth.js';
-import { ROOT, run, startWorkspace } from '../support/process.js';
+import { ROOT, run, startWorkspace } from '../../tools/process.js';
 import { reaches } from '../support/raw-socket.js';
 import { throwawayDatabases } from '../support/stack.js';
 

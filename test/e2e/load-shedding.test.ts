@@ -8,10 +8,10 @@
 import net from 'node:net';
 import { testToken } from '../support/auth.js';
 import { client, metricsOf, expectProblem, type Client } from '../support/http.js';
-import { readMetrics } from '../support/metrics.js';
+import { readMetrics } from '../../tools/metrics.js';
 import { portOf, requestBytes } from '../support/raw-socket.js';
 import { HoldingProxy } from '../support/holding-proxy.js';
-import { TcpProxy } from '../support/tcp-proxy.js';
+import { TcpProxy } from '../../tools/tcp-proxy.js';
 import { startGateway, startUsersService, type RunningGateway, type RunningService } from '../support/stack.js';
 
 let users: RunningService;

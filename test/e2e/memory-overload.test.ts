@@ -7,7 +7,7 @@
 import { jest } from '@jest/globals';
 import { ResponseCache } from '../../gateway/src/cache/response-cache.js';
 import { client, expectProblem, metricsOf, type Client } from '../support/http.js';
-import { readMetrics } from '../support/metrics.js';
+import { readMetrics } from '../../tools/metrics.js';
 import { startGateway, startUsersService, type RunningGateway, type RunningService } from '../support/stack.js';
 
 let users: RunningService;

@@ -12,9 +12,9 @@ import { decode, encode } from '../../gateway/src/cache/entry.js';
 import { readScopeOf } from '../../gateway/src/cache/scope.js';
 import { DEFAULT_SUBJECT } from '../support/auth.js';
 import type { MemoryTier } from '../../gateway/src/cache/memory-tier.js';
-import { countFromEnv } from '../support/env.js';
+import { countFromEnv } from '../../tools/env.js';
 import { client, metricsOf, type Client } from '../support/http.js';
-import { readMetrics } from '../support/metrics.js';
+import { readMetrics } from '../../tools/metrics.js';
 import { startGateway, startUsersService, testLogger, untilTracking, type RunningGateway, type RunningService } from '../support/stack.js';
 import { onCluster, relayRedis, testRedisTarget, type RedisRelay } from '../support/redis-cluster.js';
 

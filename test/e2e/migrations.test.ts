@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import mysql from 'mysql2/promise';
 import { schemaOf } from '@app/shared/platform/migrate';
 import { migrateSchema, type ServiceDefinition } from '@app/shared/service';
-import { serviceModules } from '../../scripts/services.js';
+import { serviceModules } from '../../tools/services.js';
 import { testLogger, throwawayDatabases } from '../support/stack.js';
 
 /**

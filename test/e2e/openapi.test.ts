@@ -4,11 +4,11 @@
  */
 import { readFileSync } from 'node:fs';
 import { serviceDocument } from '@app/shared/service';
-import { serviceModules } from '../../scripts/services.js';
+import { serviceModules } from '../../tools/services.js';
 import { OPENAPI_FILE } from '../support/contract.js';
 import { client, expectProblem, type Client } from '../support/http.js';
 import { startGateway, startStack } from '../support/stack.js';
-import { closedPort, TcpProxy } from '../support/tcp-proxy.js';
+import { closedPort, TcpProxy } from '../../tools/tcp-proxy.js';
 
 const committed: unknown = JSON.parse(readFileSync(OPENAPI_FILE, 'utf8'));
 let stack: Awaited<ReturnType<typeof startStack>>;

@@ -9,7 +9,7 @@ import { TokenVerifier } from '../../gateway/src/auth/tokens.js';
 import { configSchema as gatewayConfig } from '../../gateway/src/config.js';
 import { defaultToken, TEST_RULES, testPublicJwk } from '../support/auth.js';
 import { client, expectProblem, type Client, type TestResponse } from '../support/http.js';
-import { readMetrics } from '../support/metrics.js';
+import { readMetrics } from '../../tools/metrics.js';
 import { capturingLogger, startGateway, startStack } from '../support/stack.js';
 
 const usersLog = capturingLogger('users-service');

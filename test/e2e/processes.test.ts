@@ -9,10 +9,10 @@ import mysql from 'mysql2/promise';
 import { DRAIN_IDLE_GRACE_MS } from '@app/shared/platform/server';
 import { defaultToken, TEST_RULES, testPublicKeyPem } from '../support/auth.js';
 import { client, CLOSING_CONNECTION, expectProblem } from '../support/http.js';
-import { ROOT, run, startWorkspace, usersOnlyServicesFile, type RunningProcess } from '../support/process.js';
+import { ROOT, run, startWorkspace, usersOnlyServicesFile, type RunningProcess } from '../../tools/process.js';
 import { type KeptAliveConnection, keptAliveConnection, rawExchange, reaches, refusesConnections, requestBytes } from '../support/raw-socket.js';
 import { throwawayDatabases } from '../support/stack.js';
-import { closedPort } from '../support/tcp-proxy.js';
+import { closedPort } from '../../tools/tcp-proxy.js';
 
 /** The gateway trusts the tests' key, so `client()`'s default token works with it. */
 const GATEWAY_AUTH = { AUTH_PUBLIC_KEY: testPublicKeyPem, AUTH_ISSUER: TEST_RULES.issuer, AUTH_AUDIENCE: TEST_RULES.audience };

@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { exportJWK, SignJWT } from 'jose';
 import { ALL_SCOPES, TEST_RULES } from '../support/auth.js';
 import { client, expectProblem, metricsOf } from '../support/http.js';
-import { readMetrics } from '../support/metrics.js';
+import { readMetrics } from '../../tools/metrics.js';
 import { type RunningService, startGateway, startUsersService } from '../support/stack.js';
 
 let users: RunningService;

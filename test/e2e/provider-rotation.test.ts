@@ -9,11 +9,11 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { setTimeout as delay } from 'node:timers/promises';
 import { configSchema as gatewayConfig } from '../../gateway/src/config.js';
 import { generateSigningKey, IDP_AUDIENCE, IDP_CLIENTS, startIdp, type RunningIdp, type SigningKey } from '../../scripts/idp.js';
-import { countFromEnv } from '../support/env.js';
+import { countFromEnv } from '../../tools/env.js';
 import { eventually } from '../support/eventually.js';
 import { client, expectProblem, metricsOf, request, type TestResponse } from '../support/http.js';
 import { clientCredentialsToken, signerLike } from '../support/idp-client.js';
-import { readMetrics } from '../support/metrics.js';
+import { readMetrics } from '../../tools/metrics.js';
 import { startStack } from '../support/stack.js';
 
 /** The key set's age past which it is fetched again: short, so that a retired key is seen to go within the test. */

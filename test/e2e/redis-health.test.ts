@@ -4,7 +4,7 @@
  * service, real Redis behind a TCP proxy the test steers.
  */
 import { client, metricsOf, type Client } from '../support/http.js';
-import { readMetrics } from '../support/metrics.js';
+import { readMetrics } from '../../tools/metrics.js';
 import { capturingLogger, startGateway, startUsersService, type RunningGateway, type RunningService } from '../support/stack.js';
 import { relayRedis, type RedisRelay } from '../support/redis-cluster.js';
 

@@ -8,10 +8,10 @@ import { RETRY_BUDGET_FLOOR, RETRY_BUDGET_RATIO } from '../../gateway/src/retry-
 import { eventually } from '../support/eventually.js';
 import { HoldingProxy } from '../support/holding-proxy.js';
 import { client, expectProblem, metricsOf, type Client, type TestResponse } from '../support/http.js';
-import { readMetrics } from '../support/metrics.js';
-import { startWorkspace } from '../support/process.js';
+import { readMetrics } from '../../tools/metrics.js';
+import { startWorkspace } from '../../tools/process.js';
 import { startGateway, throwawayDatabases } from '../support/stack.js';
-import { closedPort } from '../support/tcp-proxy.js';
+import { closedPort } from '../../tools/tcp-proxy.js';
 
 type Replica = Awaited<ReturnType<typeof startWorkspace>>;
 

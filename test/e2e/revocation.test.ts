@@ -14,7 +14,7 @@ import { promisify } from 'node:util';
 import { ownershipOf } from '@app/shared/resource/ownership';
 import { signedClaims, testToken } from '../support/auth.js';
 import { client, expectProblem, type TestResponse } from '../support/http.js';
-import { ROOT } from '../support/process.js';
+import { ROOT } from '../../tools/process.js';
 import { PROVIDER_SHAPES } from '../support/provider-tokens.js';
 import { portOf, rawExchange, requestBytes } from '../support/raw-socket.js';
 import { resourceCases } from '../support/resource-case.js';

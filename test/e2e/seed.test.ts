@@ -8,7 +8,7 @@ import { seed } from '../../scripts/seed.js';
 import { service as productsService } from '../../products-service/src/app.js';
 import { service as usersService } from '../../users-service/src/app.js';
 import { client, type Client } from '../support/http.js';
-import { serviceModules } from '../../scripts/services.js';
+import { serviceModules } from '../../tools/services.js';
 import { startProductsService, startService, startUsersService, type RunningService } from '../support/stack.js';
 
 const ROWS = 1_234;

@@ -6,10 +6,10 @@
 import { execFileSync } from 'node:child_process';
 import { IDP_CLIENTS } from '../../scripts/idp.js';
 import { client, CLOSING_CONNECTION, expectProblem } from '../support/http.js';
-import { ROOT, run, usersOnlyServicesFile } from '../support/process.js';
+import { ROOT, run, usersOnlyServicesFile } from '../../tools/process.js';
 import { reaches } from '../support/raw-socket.js';
 import { throwawayDatabases } from '../support/stack.js';
-import { closedPort } from '../support/tcp-proxy.js';
+import { closedPort } from '../../tools/tcp-proxy.js';
 
 const databaseUrl = throwawayDatabases();
 let stopGroup: (() => void) | undefined;

@@ -8,7 +8,7 @@
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { LOCAL_DIR } from '../../scripts/setup/machine.ts';
-import { ROOT, run, type RunningProcess } from '../support/process.js';
+import { ROOT, run, type RunningProcess } from '../../tools/process.js';
 
 const asRoot = process.getuid?.() === 0;
 /** A command run in the namespace of `pid` (a process of the namespace npm start runs in). */

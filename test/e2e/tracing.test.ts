@@ -5,9 +5,9 @@
 import { defaultToken, TEST_RULES, testPublicKeyPem } from '../support/auth.js';
 import { client, expectProblem } from '../support/http.js';
 import { type ReceivedSpan, SPAN_KIND, startOtlpReceiver, STATUS_ERROR } from '../support/otlp-receiver.js';
-import { run, type RunningProcess } from '../support/process.js';
+import { run, type RunningProcess } from '../../tools/process.js';
 import { dropSchema, throwawayDatabaseUrl } from '../support/stack.js';
-import { closedPort, silentServer } from '../support/tcp-proxy.js';
+import { closedPort, silentServer } from '../../tools/tcp-proxy.js';
 
 let receiver: Awaited<ReturnType<typeof startOtlpReceiver>>;
 let products: RunningProcess;

@@ -8,7 +8,7 @@
 import mysql from 'mysql2/promise';
 import { client, expectProblem, type Client } from '../support/http.js';
 import { startGateway, startProductsService, type RunningGateway, type RunningService } from '../support/stack.js';
-import { TcpProxy } from '../support/tcp-proxy.js';
+import { TcpProxy } from '../../tools/tcp-proxy.js';
 
 const WRITE_DEADLINE_MS = 1_500;
 const UPSTREAM_TIMEOUT_MS = 300;

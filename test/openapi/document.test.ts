@@ -12,7 +12,7 @@ import type { oas31 } from 'zod-openapi';
 import { gatewayDocument, proxiedPaths } from '../../gateway/src/openapi.js';
 import { productsResource } from '../../products-service/src/domain/products.js';
 import { apiDocument, OPENAPI_FILE } from '../../scripts/openapi.js';
-import { serviceModules } from '../../scripts/services.js';
+import { serviceModules } from '../../tools/services.js';
 import { usersResource } from '../../users-service/src/domain/users.js';
 import { service as usersService } from '../../users-service/src/app.js';
 import { Contract, type OpenApiDocument, type Operation } from '../support/contract.js';

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { dropSchema, throwawayDatabaseUrl } from '../support/stack.js';
-import { ROOT, run, type RunningProcess } from '../support/process.js';
+import { ROOT, run, type RunningProcess } from '../../tools/process.js';
 import { renderKustomization } from '../deploy/kustomize.js';
 
 const SCAFFOLD_MS = 180_000;

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { redisTarget, type ClusterTarget, type NodeAddress, type RedisTarget } from '../../gateway/src/redis.js';
-import { TcpProxy } from './tcp-proxy.js';
+import { TcpProxy } from '../../tools/tcp-proxy.js';
 
 /** The cluster a run of tests uses (TEST_REDIS_CLUSTER_NODES, set by the global setup). */
 export function testCluster(): ClusterTarget {

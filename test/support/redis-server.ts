@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { Redis } from 'ioredis';
-import { closedPort } from './tcp-proxy.js';
+import { closedPort } from '../../tools/tcp-proxy.js';
 
 /** A redis-server of the test's own, on a free port (Debian's `redis-server`, as CI installs it). */
 export interface OwnRedis {

@@ -9,7 +9,7 @@
 import { cp, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { ROOT } from './process.ts';
+import { ROOT } from '../../tools/process.ts';
 
 export interface Release {
   /** The folder holding its dist/ and migrations/: what ReplicaStack starts a replica from. */

@@ -9,8 +9,8 @@
 import { readServiceList, type ServiceEntry } from '@app/shared/platform/services';
 import { testPublicKeyPem, TEST_RULES } from './auth.ts';
 import { eventually } from './eventually.ts';
-import { deployedNodeOptions, ROOT, run, type RunningProcess } from './process.ts';
-import { closedPort } from './tcp-proxy.ts';
+import { deployedNodeOptions, ROOT, run, type RunningProcess } from '../../tools/process.ts';
+import { closedPort } from '../../tools/tcp-proxy.ts';
 import { dyingWithParent } from '../../scripts/setup/servers.ts';
 
 /** The two loopback addresses of each service's replicas: all of 127/8 is loopback on Linux. */

@@ -18,7 +18,7 @@ import { RateLimits, type RateLimitSettings } from '../../gateway/src/rate-limit
 import { createCacheClient, type RedisTarget } from '../../gateway/src/redis.js';
 import { createApp as createProductsApp, service as productsService } from '../../products-service/src/app.js';
 import { createApp as createUsersApp, service as usersService } from '../../users-service/src/app.js';
-import { serviceModules } from '../../scripts/services.js';
+import { serviceModules } from '../../tools/services.js';
 import { testPublicKeyPem, testVerifier } from './auth.js';
 import { testRedisTarget } from './redis-cluster.js';
 
