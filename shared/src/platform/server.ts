@@ -66,25 +66,12 @@ export interface RunningServer {
 export const DRAIN_IDLE_GRACE_MS = UPSTREAM_IDLE_SOCKET_MS + 1_000;
 
 /**
- * Listens on `sockets` listening sockets (see DEFAULT_LISTEN_SOCKETS) with a budget for every
- * connection's whole life (`budget`, each part defaulted), answers requests Node's parser rejects
- * and request targets over MAX_REQUEST_TARGET_BYTES with problem+json (closing the connection), and
- * tracks in-flight requests for a graceful close.
+ * What a server does for each connection and request beyond the handler: it keeps the open
+ * connections, starts the next head's deadline once a connection's last response is done, and once
+ * `startClosing` is called marks every response to close its connection, so keep-alive clients
+ * reconnect elsewhere.
  */
-export async function listen(
-  handler: RequestListener,
-  port: number,
-  host?: string,
-  logger?: Logger,
-  sockets = 1,
-  budget: Partial<ConnectionBudget> = {},
-): Promise<RunningServer> {
-  const whole = { ...DEFAULT_CONNECTION_BUDGET, ...budget };
-  const server = createServer(handler, whole);
-  server.on('connection', capConnections(whole, logger));
-  const awaitNextHead = closeConnectionsWithoutRequest(server, { firstMs: whole.headMs, nextMs: whole.idleMs + whole.headMs }, logger);
-  answerClientErrors(server, logger);
-  refuseUnmetExpectations(server);
+function trackRequests(server: http.Server, awaitNextHead: (socket: net.Socket) => void) {
   // Connections, not responses: a Set that takes and lets go of an entry per request keeps every
   // request's objects alive past their time (V8 keeps the entries of a Set's outgrown tables for its
   // iterators, and those tables soon sit in the old generation), so garbage collection copied and
@@ -110,37 +97,70 @@ export async function listen(
   server.prependListener('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
     endLongTurn();
     headArrived(req.socket);
-    // During shutdown, every response closes its connection so keep-alive clients reconnect elsewhere.
     if (closing) res.setHeader('Connection', 'close');
     responseOwed(res);
     res.on('close', forget);
   });
-  // A burst of new connections waits in the kernel's accept queue while the event loop is busy;
-  // Node's default backlog (511) drops the rest, and a dropped SYN costs its client 1, 3, 7 s of retries.
-  const acceptors = await listenShared(server, { port, host, backlog: LISTEN_BACKLOG }, process.platform === 'linux' ? sockets : 1);
-  const bound = (server.address() as AddressInfo).port;
-  // Each server's close callback comes once the connections it accepted have closed. http.Server's
-  // close also closes its idle connections at once (Node 19 and later); net.Server's, which it
-  // extends, only stops accepting.
-  const closed = (one: net.Server, keepIdle = false) =>
-    new Promise<void>((resolve) => (keepIdle ? net.Server.prototype.close : one.close).call(one, () => resolve()));
   return {
-    server,
-    port: bound,
-    listenSockets: 1 + acceptors.length,
-    close: async (timeoutMs, idleGraceMs = 0) => {
+    startClosing() {
       closing = true;
       // Node sends a connection's responses in order and closes it after the one that says so.
       for (const socket of connections) {
         const res = lastResponseOf(socket);
         if (res && !res.headersSent) res.setHeader('Connection', 'close');
       }
-      // The HTTP server tracks every connection, whichever socket accepted it.
-      const deadline = setTimeout(() => server.closeAllConnections(), timeoutMs);
-      const graceOver = setTimeout(() => server.closeIdleConnections(), Math.min(idleGraceMs, timeoutMs));
-      await Promise.all([closed(server, idleGraceMs > 0), ...acceptors.map((acceptor) => closed(acceptor))]);
-      clearTimeout(deadline);
-      clearTimeout(graceOver);
+    },
+  };
+}
+
+/**
+ * Closes `server` and its extra `acceptors`: every connection after `timeoutMs`, idle ones after
+ * `idleGraceMs`. Each server's close callback comes once the connections it accepted have closed.
+ * http.Server's close also closes its idle connections at once (Node 19 and later); net.Server's,
+ * which it extends, only stops accepting.
+ */
+async function closeServers(server: http.Server, acceptors: net.Server[], timeoutMs: number, idleGraceMs: number): Promise<void> {
+  const closed = (one: net.Server, keepIdle = false) =>
+    new Promise<void>((resolve) => (keepIdle ? net.Server.prototype.close : one.close).call(one, () => resolve()));
+  // The HTTP server tracks every connection, whichever socket accepted it.
+  const deadline = setTimeout(() => server.closeAllConnections(), timeoutMs);
+  const graceOver = setTimeout(() => server.closeIdleConnections(), Math.min(idleGraceMs, timeoutMs));
+  await Promise.all([closed(server, idleGraceMs > 0), ...acceptors.map((acceptor) => closed(acceptor))]);
+  clearTimeout(deadline);
+  clearTimeout(graceOver);
+}
+
+/**
+ * Listens on `sockets` listening sockets (see DEFAULT_LISTEN_SOCKETS) with a budget for every
+ * connection's whole life (`budget`, each part defaulted), answers requests Node's parser rejects
+ * and request targets over MAX_REQUEST_TARGET_BYTES with problem+json (closing the connection), and
+ * tracks in-flight requests for a graceful close.
+ */
+export async function listen(
+  handler: RequestListener,
+  port: number,
+  host?: string,
+  logger?: Logger,
+  sockets = 1,
+  budget: Partial<ConnectionBudget> = {},
+): Promise<RunningServer> {
+  const whole = { ...DEFAULT_CONNECTION_BUDGET, ...budget };
+  const server = createServer(handler, whole);
+  server.on('connection', capConnections(whole, logger));
+  const awaitNextHead = closeConnectionsWithoutRequest(server, { firstMs: whole.headMs, nextMs: whole.idleMs + whole.headMs }, logger);
+  answerClientErrors(server, logger);
+  refuseUnmetExpectations(server);
+  const requests = trackRequests(server, awaitNextHead);
+  // A burst of new connections waits in the kernel's accept queue while the event loop is busy;
+  // Node's default backlog (511) drops the rest, and a dropped SYN costs its client 1, 3, 7 s of retries.
+  const acceptors = await listenShared(server, { port, host, backlog: LISTEN_BACKLOG }, process.platform === 'linux' ? sockets : 1);
+  return {
+    server,
+    port: (server.address() as AddressInfo).port,
+    listenSockets: 1 + acceptors.length,
+    close: async (timeoutMs, idleGraceMs = 0) => {
+      requests.startClosing();
+      await closeServers(server, acceptors, timeoutMs, idleGraceMs);
     },
   };
 }
