@@ -1,4 +1,5 @@
 import { apiDocument, describe, documentationTag, documentEndpoint, DOCUMENT_PATH, header, headers, probeEndpoints, problemResponse, problemTypesTable, routerOf, type Endpoint, type OpenApiDocument } from '@app/shared/api-description/openapi';
+import { kindOf } from '@app/shared/platform/http/method-kind';
 import { HttpProblem, problems, type ProblemKind } from '@app/shared/platform/problem';
 import { scopesOfService } from '@app/shared/platform/services';
 import { etagMatches } from '@app/shared/resource/rules';
@@ -8,7 +9,6 @@ import { negotiateCoding } from './cache/compression.js';
 import { revocationEndpoint } from './auth/revocation-endpoint.js';
 import { ASSETS, DOCS_FILES, sendDocsFile, sendDocsPage } from './docs-page.js';
 import { KeptDescription } from './kept-description.js';
-import { kindOf } from './method-kind.js';
 import type { oas31, ZodOpenApiPathsObject, ZodOpenApiResponseObject } from 'zod-openapi';
 import { servesPath } from './routing.js';
 import type { Deadlines, Upstream } from './upstream.js';

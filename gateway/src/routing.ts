@@ -1,8 +1,8 @@
+import { kindOf } from '@app/shared/platform/http/method-kind';
 import type { RequestTarget } from '@app/shared/platform/request-target';
 import { GATEWAY_ADMIN_SCOPE, scopesOfService } from '@app/shared/platform/services';
 import { readScopeOf, writeScopeOf, type ReadScope, type WriteScope } from './cache/scope.js';
 import type { ServedUpstream } from './config.js';
-import { kindOf } from './method-kind.js';
 import type { Upstream } from './upstream.js';
 
 /**

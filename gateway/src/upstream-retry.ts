@@ -1,5 +1,5 @@
+import type { MethodKind } from '@app/shared/platform/http/method-kind';
 import type { Exchange } from './exchange.js';
-import type { MethodKind } from './method-kind.js';
 import { isConnectFailure } from './upstream-agent.js';
 
 /**
