@@ -12,6 +12,7 @@ import { baseApp } from './platform/http/app.js';
 import { answerFailure, problemHandler } from './platform/http/failures.js';
 import { healthRoutes } from './platform/http/health.js';
 import { Lifecycle } from './platform/http/lifecycle.js';
+import { kindOf } from './platform/http/method-kind.js';
 import { observeResponse, requestContext } from './platform/http/observation.js';
 import { canonicalTargetsOnly, notFound } from './platform/http/routing.js';
 import { createLogger, type Logger } from './platform/logger.js';
@@ -114,7 +115,7 @@ function withItemReads(app: RequestListener, resource: ResourceRoutes, logger: L
   return (req, res) => {
     const url = req.url ?? '/';
     const id = url.startsWith(prefix) ? url.slice(prefix.length) : '';
-    if ((req.method !== 'GET' && req.method !== 'HEAD') || !UUID_V7.test(id)) {
+    if (kindOf(req.method) !== 'read' || !UUID_V7.test(id)) {
       app(req, res);
       return;
     }
