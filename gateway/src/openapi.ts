@@ -1,4 +1,5 @@
 import { apiDocument, describe, documentationTag, documentEndpoint, DOCUMENT_PATH, header, headers, probeEndpoints, problemResponse, problemTypesTable, routerOf, type Endpoint, type OpenApiDocument } from '@app/shared/api-description/openapi';
+import { CACHE_OUTCOME_HEADER, RATE_LIMIT_HEADER, RATE_LIMIT_POLICY_HEADER } from '@app/shared/platform/http/headers';
 import { kindOf } from '@app/shared/platform/http/method-kind';
 import { HttpProblem, problems, type ProblemKind } from '@app/shared/platform/problem';
 import { scopesOfService } from '@app/shared/platform/services';
@@ -88,7 +89,7 @@ function throughGateway(upstream: Upstream, method: (typeof METHODS)[number], op
     502: problem(502, 'bad-gateway', `The ${upstream.name} service could not be reached`),
     504: problem(504, 'gateway-timeout', `The ${upstream.name} service did not answer within ${deadlines.upstreamMs} ms`),
   };
-  const added = headers({ 'RateLimit-Policy': 'RateLimitPolicy', RateLimit: 'RateLimit', ...(cached && { 'X-Cache': 'XCache', Age: 'Age' }) });
+  const added = headers({ [RATE_LIMIT_POLICY_HEADER]: 'RateLimitPolicy', [RATE_LIMIT_HEADER]: 'RateLimit', ...(cached && { [CACHE_OUTCOME_HEADER]: 'XCache', Age: 'Age' }) });
   return {
     ...operation,
     // The service's admin scope grants every operation of it, as its read or write scope does.

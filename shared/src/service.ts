@@ -10,6 +10,7 @@ import { z } from 'zod';
 import { commonConfig, connectionBudgetOf, count, flag, listenAddress, loadConfig, milliseconds, port, seconds, url } from './platform/config.js';
 import { baseApp } from './platform/http/app.js';
 import { answerFailure, problemHandler } from './platform/http/failures.js';
+import { REQUEST_ID_HEADER } from './platform/http/headers.js';
 import { healthRoutes } from './platform/http/health.js';
 import { Lifecycle } from './platform/http/lifecycle.js';
 import { kindOf } from './platform/http/method-kind.js';
@@ -122,7 +123,7 @@ function withItemReads(app: RequestListener, resource: ResourceRoutes, logger: L
     // The read writes X-Request-Id with its other headers; a failure's problem sets it itself.
     const observed = observeResponse(logger, req, res);
     resource.readItem(req, res, id, observed.requestId).catch((error: unknown) => {
-      if (!res.headersSent) res.setHeader('X-Request-Id', observed.requestId);
+      if (!res.headersSent) res.setHeader(REQUEST_ID_HEADER, observed.requestId);
       answerFailure(res, url, error, observed.log);
     });
   };

@@ -3,6 +3,7 @@ import type { Request, RequestHandler, Response, Router } from 'express';
 import { headers, json, parameters, problemResponse, routerOf, type Endpoint, type Operation } from '../api-description/openapi.js';
 import { EXAMPLE_ID, resourceSchemas, validationExample } from './description.js';
 import { BODY_LIMIT } from '../platform/http/bodies.js';
+import { REQUEST_ID_HEADER } from '../platform/http/headers.js';
 import { JSON_CONTENT_TYPE, NOSNIFF, sendJson } from '../platform/http/responses.js';
 import { idempotencyProblems, idempotent, type IdempotencyStore, type StoredResponse } from './idempotency.js';
 import { HttpProblem, problems } from '../platform/problem.js';
@@ -43,12 +44,12 @@ const itemReader =
     const stored = await service.get(id, readAccessOf(req.headers, ownership));
     const etag = etagOf(stored.version);
     if (evaluatePreconditions(conditionsOf(req.headers), etag, 'read') === 'not-modified') {
-      res.writeHead(304, ['ETag', etag, 'Cache-Control', 'no-cache', 'X-Request-Id', requestId, ...NOSNIFF]).end();
+      res.writeHead(304, ['ETag', etag, 'Cache-Control', 'no-cache', REQUEST_ID_HEADER, requestId, ...NOSNIFF]).end();
       return;
     }
     const body = JSON.stringify(representation(stored, ownership !== 'none'));
     res
-      .writeHead(200, ['Content-Type', JSON_CONTENT_TYPE, 'Content-Length', Buffer.byteLength(body), 'ETag', etag, 'Cache-Control', 'no-cache', 'X-Request-Id', requestId, ...NOSNIFF])
+      .writeHead(200, ['Content-Type', JSON_CONTENT_TYPE, 'Content-Length', Buffer.byteLength(body), 'ETag', etag, 'Cache-Control', 'no-cache', REQUEST_ID_HEADER, requestId, ...NOSNIFF])
       .end(body);
   };
 
