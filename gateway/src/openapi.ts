@@ -1,5 +1,5 @@
 import { apiDocument, describe, documentationTag, documentEndpoint, DOCUMENT_PATH, header, headers, probeEndpoints, problemResponse, problemTypesTable, routerOf, type Endpoint, type OpenApiDocument } from '@app/shared/api-description/openapi';
-import { CACHE_OUTCOME_HEADER, RATE_LIMIT_HEADER, RATE_LIMIT_POLICY_HEADER } from '@app/shared/platform/http/headers';
+import { CACHE_OUTCOME_HEADER, RATE_LIMIT_HEADER, RATE_LIMIT_POLICY_HEADER, RETRY_AFTER_HEADER } from '@app/shared/platform/http/headers';
 import { kindOf } from '@app/shared/platform/http/method-kind';
 import { HttpProblem, problems, type ProblemKind } from '@app/shared/platform/problem';
 import { scopesOfService } from '@app/shared/platform/services';
@@ -82,7 +82,7 @@ function throughGateway(upstream: Upstream, method: (typeof METHODS)[number], op
         ['insufficient-scope', ...(ownerRefusal ? (['not-owner'] as const) : [])],
       ),
     }),
-    429: problem(429, 'rate-limited', 'Over the budget of read requests for this client; retry after 42 s', { 'Retry-After': 'RetryAfter' }),
+    429: problem(429, 'rate-limited', 'Over the budget of read requests for this client; retry after 42 s', { [RETRY_AFTER_HEADER]: 'RetryAfter' }),
     ...(operation.requestBody && { 408: problem(408, 'request-timeout', `The request body did not arrive within ${deadlines.requestBodyMs} ms`) }),
     414: problem(414, undefined, ''),
     431: problem(431, undefined, ''),
@@ -117,7 +117,7 @@ function gatewayEndpoints(firstUpstream: string, handlers: { document?: RequestH
   const text = (type: string) => ({ [type]: { schema: { type: 'string' as const } } });
   const get = (operationId: string, summary: string, more: Omit<Endpoint['operations']['GET'] & object, 'operationId' | 'summary'>) => ({ GET: { operationId, summary, ...more } });
   // Counted against the caller's read budget, like a read of the API (stages/rate-limit.ts).
-  const overBudget = problemResponse(429, { problem: new HttpProblem('rate-limited', 'Over the budget of read requests for this client; retry after 42 s'), at: DOCUMENT_PATH }, { 'Retry-After': 'RetryAfter' });
+  const overBudget = problemResponse(429, { problem: new HttpProblem('rate-limited', 'Over the budget of read requests for this client; retry after 42 s'), at: DOCUMENT_PATH }, { [RETRY_AFTER_HEADER]: 'RetryAfter' });
   return [
     documentEndpoint('This document: the parts every service describes, as the gateway answers them. Built once for each change of what they describe, and sent with an `ETag`.', handlers.document, {
       304: { description: 'Not modified since the copy the client has (`If-None-Match`).', headers: headers({ 'Cache-Control': 'CacheControlNoCache' }) },

@@ -2,7 +2,7 @@ import express, { type RequestHandler, type Router } from 'express';
 import { z } from 'zod';
 import { createDocument, type oas31, type ZodOpenApiOperationObject, type ZodOpenApiPathItemObject, type ZodOpenApiPathsObject, type ZodOpenApiResponseObject } from 'zod-openapi';
 import { jsonBody } from '../platform/http/bodies.js';
-import { IDEMPOTENCY_KEY_HEADER, REQUEST_ID_HEADER } from '../platform/http/headers.js';
+import { IDEMPOTENCY_KEY_HEADER, REQUEST_ID_HEADER, RETRY_AFTER_HEADER } from '../platform/http/headers.js';
 import { REQUEST_ID } from '../platform/http/observation.js';
 import { allowOnly, answeredMethods } from '../platform/http/routing.js';
 import { HttpProblem, PROBLEM_BASE, problemTypes, RETRY_AFTER_SECONDS, type ProblemKind } from '../platform/problem.js';
@@ -102,7 +102,7 @@ export function problemResponse(
   if (!schema) throw new Error(`No problem type has status ${status}`);
   return {
     description: kinds.map((kind) => problemTypes[kind].title).join('; '),
-    headers: headers({ ...(status === 503 && { 'Retry-After': 'RetryAfter' }), ...(status === 415 && { 'Accept-Encoding': 'AcceptEncoding' }), ...extraHeaders }),
+    headers: headers({ ...(status === 503 && { [RETRY_AFTER_HEADER]: 'RetryAfter' }), ...(status === 415 && { 'Accept-Encoding': 'AcceptEncoding' }), ...extraHeaders }),
     content: { 'application/problem+json': { schema, ...(example && { example: example.problem.toJSON(example.at) }) } },
   };
 }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Request, RequestHandler, Response } from 'express';
 import stringify from 'safe-stable-stringify';
-import { IDEMPOTENCY_KEY_FIELD, IDEMPOTENCY_KEY_HEADER, REPLAYED_HEADER } from '../platform/http/headers.js';
+import { IDEMPOTENCY_KEY_FIELD, IDEMPOTENCY_KEY_HEADER, REPLAYED_HEADER, retryAfter } from '../platform/http/headers.js';
 import { HttpProblem, problems } from '../platform/problem.js';
 import { decodeSubject, SUBJECT_HEADER } from '../platform/subject.js';
 
@@ -69,7 +69,7 @@ export const idempotencyProblems = {
   /** `retryAfterSeconds`: until the claim of the request in progress lapses, at the latest. */
   inFlight: (retryAfterSeconds: number) =>
     new HttpProblem('idempotency-in-flight', `A request with this Idempotency-Key is still in progress; retry after ${retryAfterSeconds} s`, {
-      headers: { 'Retry-After': String(retryAfterSeconds) },
+      headers: retryAfter(retryAfterSeconds),
     }),
   reused: () => new HttpProblem('idempotency-key-reused', 'This Idempotency-Key was used for a different request'),
 };
