@@ -4,6 +4,7 @@ import { kindOf, type MethodKind } from '@app/shared/platform/http/method-kind';
 import type { ObservedRequest } from '@app/shared/platform/http/observation';
 import type { HttpProblem } from '@app/shared/platform/problem';
 import type { RequestTarget } from '@app/shared/platform/request-target';
+import { API_PREFIX } from '@app/shared/platform/services';
 import type { ServiceRoute } from './routing.js';
 
 /** What the cache did for a request, as the metrics count it (`X-Cache` says less: a collapsed request is a MISS). */
@@ -75,7 +76,7 @@ export class Exchange {
   }
 }
 
-const isApiPath = (url: string) => url === '/api' || url.startsWith('/api/') || url.startsWith('/api?');
+const isApiPath = (url: string) => url === API_PREFIX || url.startsWith(`${API_PREFIX}/`) || url.startsWith(`${API_PREFIX}?`);
 
 /** The exchange of a request, for code that is handed only the request (the proxy's events, the metrics). */
 export const exchangeOf = (req: IncomingMessage): Exchange | undefined => (req as WithExchange)[EXCHANGE];

@@ -25,7 +25,7 @@ export class ServiceRoute {
     /** Whether its reads need no token (AUTH_PUBLIC_READS, as services.json allows). */
     private readonly publicReads: boolean,
   ) {
-    this.#labels = { list: `/api/${upstream.name}`, item: `/api/${upstream.name}/{id}` };
+    this.#labels = { list: upstream.prefix, item: `${upstream.prefix}/{id}` };
     const { read, write, admin } = scopesOfService(upstream.name);
     this.#scopes = { read, write };
     this.adminScope = admin;
