@@ -9,7 +9,7 @@ import { idempotencyProblems, idempotent, type IdempotencyStore, type StoredResp
 import { HttpProblem, problems } from '../platform/problem.js';
 import { conditionsOf, DEFAULT_LIMIT, etagOf, evaluatePreconditions, listQuerySchema, representation, type ResourceDefinition, type ResourceService, type Stored } from './rules.js';
 import { accessOf, ownershipOf, readAccessOf } from './ownership.js';
-import type { Ownership } from '../platform/services.js';
+import { scopesOfService, type Ownership } from '../platform/services.js';
 import { z } from 'zod';
 
 /** PATCH takes an RFC 7396 merge patch; plain JSON is accepted as the same. */
@@ -82,7 +82,7 @@ function describedResource<F extends Record<string, unknown>>(path: string, defi
     ownership,
     owned,
     query: owned ? listQuery.extend({ owner: ownerParameter.optional().meta({ description: `Only the ${plural} of this owner (the subject that created them).` }) }) : listQuery,
-    createQuery: owned ? z.strictObject({ owner: ownerParameter.optional().meta({ description: `The owner of the new ${definition.name}, other than the caller: only with the \`${plural}:admin\` scope.` }) }) : undefined,
+    createQuery: owned ? z.strictObject({ owner: ownerParameter.optional().meta({ description: `The owner of the new ${definition.name}, other than the caller: only with the \`${scopesOfService(plural).admin}\` scope.` }) }) : undefined,
   };
 }
 
