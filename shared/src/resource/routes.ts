@@ -3,7 +3,7 @@ import type { Request, RequestHandler, Response, Router } from 'express';
 import { headers, json, parameters, problemResponse, routerOf, type Endpoint, type Operation } from '../api-description/openapi.js';
 import { EXAMPLE_ID, resourceSchemas, validationExample } from './description.js';
 import { BODY_LIMIT } from '../platform/http/bodies.js';
-import { REQUEST_ID_HEADER } from '../platform/http/headers.js';
+import { REPLAYED_HEADER, REQUEST_ID_HEADER, RETRY_AFTER_HEADER } from '../platform/http/headers.js';
 import { JSON_CONTENT_TYPE, NOSNIFF, sendJson } from '../platform/http/responses.js';
 import { idempotencyProblems, idempotent, type IdempotencyStore, type StoredResponse } from './idempotency.js';
 import { HttpProblem, problems } from '../platform/problem.js';
@@ -101,7 +101,7 @@ function sharedResponses<F extends Record<string, unknown>>({ at, definition, fi
   return {
     problem,
     /** A write with an Idempotency-Key may meet its key in flight: a 409 with Retry-After. */
-    conflictOrInFlight: (where = at) => problem(409, problems.conflict(firstField, 'is already taken'), where, { 'Retry-After': 'RetryAfterInFlight' }),
+    conflictOrInFlight: (where = at) => problem(409, problems.conflict(firstField, 'is already taken'), where, { [RETRY_AFTER_HEADER]: 'RetryAfterInFlight' }),
     failures,
     notFound,
     malformedCondition: problem(400, problems.validation([{ path: 'If-Match', message: 'must be * or a list of entity tags ("…" or W/"…")' }])),
@@ -169,7 +169,7 @@ function createOperation<F extends Record<string, unknown>>(kit: OperationKit<F>
     ...(createQuery && { requestParams: { query: createQuery } }),
     requestBody: kit.writeBody(`The new ${definition.name}.`),
     responses: {
-      201: kit.withResource(`Created: the ${definition.name} as stored (or, for a retry with the same \`Idempotency-Key\`, the response to the first request).`, { Location: 'Location', 'Idempotent-Replayed': 'IdempotentReplayed' }),
+      201: kit.withResource(`Created: the ${definition.name} as stored (or, for a retry with the same \`Idempotency-Key\`, the response to the first request).`, { Location: 'Location', [REPLAYED_HEADER]: 'IdempotentReplayed' }),
       400: problemResponse(400, validationExample(definition.fields, {}, path)),
       ...(owned && { 403: problem(403, new HttpProblem('not-owner', `Only an admin may create a ${definition.name} for another owner`), path) }),
       409: kit.conflictOrInFlight(path),
@@ -238,7 +238,7 @@ function patchOperation<F extends Record<string, unknown>>({ path, Name, definit
       content: Object.fromEntries(PATCH_MEDIA_TYPES.map((type) => [type, { schema: patch, example: { [firstField]: definition.example[firstField] } }])),
     },
     responses: {
-      ...updateResponses(`Patched: the ${definition.name} as stored, with its new ETag (or, for a retry with the same \`Idempotency-Key\`, the response to the first request).`, { 'Idempotent-Replayed': 'IdempotentReplayed' }),
+      ...updateResponses(`Patched: the ${definition.name} as stored, with its new ETag (or, for a retry with the same \`Idempotency-Key\`, the response to the first request).`, { [REPLAYED_HEADER]: 'IdempotentReplayed' }),
       409: conflictOrInFlight(),
       422: problem(422, idempotencyProblems.reused()),
     },
