@@ -18,7 +18,7 @@ export default {
     'gateway/src/concurrency-limit.ts',
     'gateway/src/rate-limit.ts',
     'gateway/src/auth/tokens.ts',
-    'gateway/src/method-kind.ts',
+    'shared/src/platform/http/method-kind.ts',
     'gateway/src/pipeline.ts',
     'shared/src/resource/*.ts',
     'shared/src/platform/request-target.ts',

@@ -1,3 +1,4 @@
+import { retryAfter } from '@app/shared/platform/http/headers';
 import { HttpProblem } from '@app/shared/platform/problem';
 
 export interface ConcurrencyLimitSettings {
@@ -77,7 +78,7 @@ export class ConcurrencyLimit {
     const write = Math.min(settings.limit - 1, Math.max(1, Math.ceil(settings.limit * settings.writeShare)));
     this.#reserve = { write, read: Math.max(settings.limit - 2 * write, Math.min(write, settings.limit - write)) };
     this.#shed = new HttpProblem('service-unavailable', `The ${upstream} service is busy: the gateway sheds requests beyond its limit; try again shortly`, {
-      headers: { 'Retry-After': String(SHED_RETRY_AFTER_SECONDS) },
+      headers: retryAfter(SHED_RETRY_AFTER_SECONDS),
     });
   }
 

@@ -1,9 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { kindOf, type MethodKind } from '@app/shared/platform/http/method-kind';
 import type { ObservedRequest } from '@app/shared/platform/http/observation';
 import type { HttpProblem } from '@app/shared/platform/problem';
 import type { RequestTarget } from '@app/shared/platform/request-target';
-import { kindOf, type MethodKind } from './method-kind.js';
+import { API_PREFIX } from '@app/shared/platform/services';
 import type { ServiceRoute } from './routing.js';
 
 /** What the cache did for a request, as the metrics count it (`X-Cache` says less: a collapsed request is a MISS). */
@@ -69,13 +70,13 @@ export class Exchange {
     return this.target?.path ?? (this.req.url ?? '/').split('?', 1)[0] ?? '/';
   }
 
-  /** Read, write or OPTIONS (method-kind.ts): what its budget, slot, scope and cache path are. */
+  /** Read, write or OPTIONS (shared/src/platform/http/method-kind.ts): what its budget, slot, scope and cache path are. */
   get kind(): MethodKind {
     return (this.#kind ??= kindOf(this.req.method));
   }
 }
 
-const isApiPath = (url: string) => url === '/api' || url.startsWith('/api/') || url.startsWith('/api?');
+const isApiPath = (url: string) => url === API_PREFIX || url.startsWith(`${API_PREFIX}/`) || url.startsWith(`${API_PREFIX}?`);
 
 /** The exchange of a request, for code that is handed only the request (the proxy's events, the metrics). */
 export const exchangeOf = (req: IncomingMessage): Exchange | undefined => (req as WithExchange)[EXCHANGE];

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { DOCUMENT_PATH, documentOutline, type OpenApiDocument } from '@app/shared/api-description/openapi';
+import { REQUEST_ID_FIELD } from '@app/shared/platform/http/headers';
 import type { Logger } from '@app/shared/platform/logger';
 import { problems } from '@app/shared/platform/problem';
 import { compressVariants, type ContentCoding } from './cache/compression.js';
@@ -64,7 +65,7 @@ export class KeptDescription {
   async #describe(upstream: Upstream, log: Logger, requestId: string): Promise<string> {
     try {
       const response = await fetch(new URL(DOCUMENT_PATH, upstream.url), {
-        headers: { accept: 'application/json', 'x-request-id': requestId },
+        headers: { accept: 'application/json', [REQUEST_ID_FIELD]: requestId },
         signal: AbortSignal.timeout(this.deadlines.upstreamMs),
       });
       if (!response.ok) throw new Error(`${DOCUMENT_PATH} answered ${response.status}`);

@@ -1,14 +1,18 @@
+import http from 'node:http';
 import { apiDocument, describe, documentationTag, documentEndpoint, DOCUMENT_PATH, header, headers, probeEndpoints, problemResponse, problemTypesTable, routerOf, type Endpoint, type OpenApiDocument } from '@app/shared/api-description/openapi';
+import { BODY_LIMIT_BYTES, MAX_JSON_DEPTH } from '@app/shared/platform/http/bodies';
+import { CACHE_OUTCOME_HEADER, RATE_LIMIT_HEADER, RATE_LIMIT_POLICY_HEADER, RETRY_AFTER_HEADER } from '@app/shared/platform/http/headers';
+import { MAX_REQUEST_TARGET_BYTES } from '@app/shared/platform/http/malformed-requests';
+import { kindOf } from '@app/shared/platform/http/method-kind';
 import { HttpProblem, problems, type ProblemKind } from '@app/shared/platform/problem';
 import { scopesOfService } from '@app/shared/platform/services';
-import { etagMatches } from '@app/shared/resource/rules';
+import { DEFAULT_LIMIT, etagMatches, MAX_LIMIT } from '@app/shared/resource/rules';
 import type { RequestHandler, Router } from 'express';
 import { z } from 'zod';
 import { negotiateCoding } from './cache/compression.js';
 import { revocationEndpoint } from './auth/revocation-endpoint.js';
 import { ASSETS, DOCS_FILES, sendDocsFile, sendDocsPage } from './docs-page.js';
 import { KeptDescription } from './kept-description.js';
-import { kindOf } from './method-kind.js';
 import type { oas31, ZodOpenApiPathsObject, ZodOpenApiResponseObject } from 'zod-openapi';
 import { servesPath } from './routing.js';
 import type { Deadlines, Upstream } from './upstream.js';
@@ -81,14 +85,14 @@ function throughGateway(upstream: Upstream, method: (typeof METHODS)[number], op
         ['insufficient-scope', ...(ownerRefusal ? (['not-owner'] as const) : [])],
       ),
     }),
-    429: problem(429, 'rate-limited', 'Over the budget of read requests for this client; retry after 42 s', { 'Retry-After': 'RetryAfter' }),
+    429: problem(429, 'rate-limited', 'Over the budget of read requests for this client; retry after 42 s', { [RETRY_AFTER_HEADER]: 'RetryAfter' }),
     ...(operation.requestBody && { 408: problem(408, 'request-timeout', `The request body did not arrive within ${deadlines.requestBodyMs} ms`) }),
     414: problem(414, undefined, ''),
     431: problem(431, undefined, ''),
     502: problem(502, 'bad-gateway', `The ${upstream.name} service could not be reached`),
     504: problem(504, 'gateway-timeout', `The ${upstream.name} service did not answer within ${deadlines.upstreamMs} ms`),
   };
-  const added = headers({ 'RateLimit-Policy': 'RateLimitPolicy', RateLimit: 'RateLimit', ...(cached && { 'X-Cache': 'XCache', Age: 'Age' }) });
+  const added = headers({ [RATE_LIMIT_POLICY_HEADER]: 'RateLimitPolicy', [RATE_LIMIT_HEADER]: 'RateLimit', ...(cached && { [CACHE_OUTCOME_HEADER]: 'XCache', Age: 'Age' }) });
   return {
     ...operation,
     // The service's admin scope grants every operation of it, as its read or write scope does.
@@ -116,7 +120,7 @@ function gatewayEndpoints(firstUpstream: string, handlers: { document?: RequestH
   const text = (type: string) => ({ [type]: { schema: { type: 'string' as const } } });
   const get = (operationId: string, summary: string, more: Omit<Endpoint['operations']['GET'] & object, 'operationId' | 'summary'>) => ({ GET: { operationId, summary, ...more } });
   // Counted against the caller's read budget, like a read of the API (stages/rate-limit.ts).
-  const overBudget = problemResponse(429, { problem: new HttpProblem('rate-limited', 'Over the budget of read requests for this client; retry after 42 s'), at: DOCUMENT_PATH }, { 'Retry-After': 'RetryAfter' });
+  const overBudget = problemResponse(429, { problem: new HttpProblem('rate-limited', 'Over the budget of read requests for this client; retry after 42 s'), at: DOCUMENT_PATH }, { [RETRY_AFTER_HEADER]: 'RetryAfter' });
   return [
     documentEndpoint('This document: the parts every service describes, as the gateway answers them. Built once for each change of what they describe, and sent with an `ETag`.', handlers.document, {
       304: { description: 'Not modified since the copy the client has (`If-None-Match`).', headers: headers({ 'Cache-Control': 'CacheControlNoCache' }) },
@@ -152,15 +156,17 @@ function gatewayEndpoints(firstUpstream: string, handlers: { document?: RequestH
 
 // The document ---------------------------------------------------------------------------------
 
+const KIB = 1024;
+
 const description = (upstreams: readonly Upstream[]) => `A REST API for ${upstreams.map(({ name }) => name).join(' and ')}, behind one gateway.
 
-- **Lists** are keyset-paginated: \`?limit=\` (1 to 200, default 50) and \`?cursor=\` (the \`nextCursor\` of the previous page, \`null\` on the last one).
+- **Lists** are keyset-paginated: \`?limit=\` (1 to ${MAX_LIMIT}, default ${DEFAULT_LIMIT}) and \`?cursor=\` (the \`nextCursor\` of the previous page, \`null\` on the last one).
 - **Query parameters** an operation does not list are a 400 (\`validation\`, naming each in \`errors\`) on every operation, item reads and writes included.
 - **Concurrency**: every resource has a strong \`ETag\`; send it in \`If-Match\` on PUT, PATCH and DELETE (412 when it no longer matches) and in \`If-None-Match\` on GET (304).
 - **PATCH** takes an RFC 7396 merge patch (\`application/merge-patch+json\`, or \`application/json\` as the same).
 - **Errors** are \`application/problem+json\` (RFC 9457). A path that does not exist is a 404; a method a path does not support is a 405 with \`Allow\`.
-- **Request bodies** are JSON in UTF-8, at most 100 KiB (a larger \`Content-Length\` is a 413 at once), nested at most 32 levels, never compressed (\`Content-Encoding\` other than \`identity\` is a 415 with \`Accept-Encoding: identity\`), and must arrive within the gateway's body deadline (408).
-- **Requests the HTTP server cannot take** are problem+json too, and close the connection: a malformed request (400), a body too slow (408), a request target over 8 KiB (414), header fields over 16 KiB (431).
+- **Request bodies** are JSON in UTF-8, at most ${BODY_LIMIT_BYTES / KIB} KiB (a larger \`Content-Length\` is a 413 at once), nested at most ${MAX_JSON_DEPTH} levels, never compressed (\`Content-Encoding\` other than \`identity\` is a 415 with \`Accept-Encoding: identity\`), and must arrive within the gateway's body deadline (408).
+- **Requests the HTTP server cannot take** are problem+json too, and close the connection: a malformed request (400), a body too slow (408), a request target over ${MAX_REQUEST_TARGET_BYTES / KIB} KiB (414), header fields over ${http.maxHeaderSize / KIB} KiB (431).
 - **\`X-Request-Id\`** is on every response; send your own to trace a request through every process.
 - **Access tokens**: every operation under \`/api\` but OPTIONS needs a bearer token (JWT) with one of the scopes it lists (${scopesOf(upstreams)}): a service's read or write scope, or its admin scope, which also sees and changes every owner's records; a deployment may make a service's reads public. No token or a bad one is a 401, a token without the scope a 403, both with \`WWW-Authenticate\`.
 - **Rate limits**: each caller (its token's subject, or its address without a token) has a budget of reads and one of writes per minute; \`RateLimit-Policy\` and \`RateLimit\` say where it stands, and over it the answer is 429 with \`Retry-After\`.

@@ -1,3 +1,4 @@
+import { RATE_LIMIT_HEADER, RATE_LIMIT_POLICY_HEADER, retryAfter } from '@app/shared/platform/http/headers';
 import type { Logger } from '@app/shared/platform/logger';
 import { LRUCache } from 'lru-cache';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
@@ -173,7 +174,7 @@ export class RateLimits {
 
   /** Consumes `size` points of `client`'s budget, and gives back at once those beyond the budget. */
   async #take(budget: Budget, client: string, size: number): Promise<Taken> {
-    const letThrough = { outcome: { allowed: true, headers: { 'RateLimit-Policy': this.#policies[budget] } } };
+    const letThrough = { outcome: { allowed: true, headers: { [RATE_LIMIT_POLICY_HEADER]: this.#policies[budget] } } };
     let counted: Counted | Decided;
     try {
       counted = await this.#counted(budget, client, size);
@@ -213,14 +214,14 @@ export class RateLimits {
       if (!isOutOfMemory(error)) return { result: await insurance.consume(client, size).catch(refusal), by: insurance };
       if (!this.#full) this.logger.warn({ err: error }, 'redis is full and cannot count request budgets: refusing requests beyond the points already leased');
       this.#full = true;
-      return { outcome: { allowed: false, uncounted: true, headers: { 'RateLimit-Policy': this.#policies[budget], 'Retry-After': String(RETRY_UNCOUNTED_SECONDS) } } };
+      return { outcome: { allowed: false, uncounted: true, headers: { [RATE_LIMIT_POLICY_HEADER]: this.#policies[budget], ...retryAfter(RETRY_UNCOUNTED_SECONDS) } } };
     }
   }
 
   #outcome(budget: Budget, allowed: boolean, remaining: number, resetMs: number): RateLimitOutcome {
     const resetSeconds = Math.ceil(resetMs / 1000);
-    const headers: Record<string, string> = { 'RateLimit-Policy': this.#policies[budget], 'RateLimit': `"${budget}";r=${remaining};t=${resetSeconds}` };
-    if (!allowed) headers['Retry-After'] = String(Math.max(1, resetSeconds));
+    const headers: Record<string, string> = { [RATE_LIMIT_POLICY_HEADER]: this.#policies[budget], [RATE_LIMIT_HEADER]: `"${budget}";r=${remaining};t=${resetSeconds}` };
+    if (!allowed) Object.assign(headers, retryAfter(Math.max(1, resetSeconds)));
     return { allowed, headers };
   }
 }

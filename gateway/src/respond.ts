@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { answerFailure } from '@app/shared/platform/http/failures';
+import { CACHE_OUTCOME_HEADER, REQUEST_ID_FIELD, REQUEST_ID_HEADER } from '@app/shared/platform/http/headers';
 import { NOSNIFF, writeProblem } from '@app/shared/platform/http/responses';
 import type { HttpProblem } from '@app/shared/platform/problem';
 import { etagMatches } from '@app/shared/resource/rules';
@@ -16,7 +17,7 @@ export type HeldResponse = Pick<CachedResponse, 'status' | 'headers' | 'body' | 
 const X_CACHE: Record<CacheOutcome, string> = { hit: 'HIT', miss: 'MISS', collapsed: 'MISS', stale: 'STALE', bypass: 'BYPASS' };
 
 /** Response headers of a service the gateway does not relay: hop-by-hop ones, and those it sets itself. */
-const NOT_RELAYED = new Set([...HOP_BY_HOP, 'x-request-id', NOSNIFF[0].toLowerCase()]);
+const NOT_RELAYED = new Set([...HOP_BY_HOP, REQUEST_ID_FIELD, NOSNIFF[0].toLowerCase()]);
 
 /** The headers a relayed response compressed on its way changes (its length is then unknown: chunked). */
 const RECODED = new Set(['content-length', 'content-encoding', 'vary', 'etag']);
@@ -170,10 +171,10 @@ export class ResponseWriter {
   }
 
   #addOwn(exchange: Exchange, headers: string[]): void {
-    headers.push('X-Request-Id', exchange.requestId, NOSNIFF[0], NOSNIFF[1]);
+    headers.push(REQUEST_ID_HEADER, exchange.requestId, NOSNIFF[0], NOSNIFF[1]);
     const outcome = exchange.kind === 'read' ? (exchange.cache ?? (exchange.underApi || exchange.target === undefined ? 'bypass' : undefined)) : undefined;
     if (outcome !== undefined) {
-      headers.push('X-Cache', X_CACHE[outcome]);
+      headers.push(CACHE_OUTCOME_HEADER, X_CACHE[outcome]);
       this.countCacheOutcome(outcome);
     }
     const limits = exchange.rateLimit;

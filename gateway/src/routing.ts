@@ -1,8 +1,8 @@
+import { kindOf } from '@app/shared/platform/http/method-kind';
 import type { RequestTarget } from '@app/shared/platform/request-target';
 import { GATEWAY_ADMIN_SCOPE, scopesOfService } from '@app/shared/platform/services';
 import { readScopeOf, writeScopeOf, type ReadScope, type WriteScope } from './cache/scope.js';
 import type { ServedUpstream } from './config.js';
-import { kindOf } from './method-kind.js';
 import type { Upstream } from './upstream.js';
 
 /**
@@ -25,7 +25,7 @@ export class ServiceRoute {
     /** Whether its reads need no token (AUTH_PUBLIC_READS, as services.json allows). */
     private readonly publicReads: boolean,
   ) {
-    this.#labels = { list: `/api/${upstream.name}`, item: `/api/${upstream.name}/{id}` };
+    this.#labels = { list: upstream.prefix, item: `${upstream.prefix}/{id}` };
     const { read, write, admin } = scopesOfService(upstream.name);
     this.#scopes = { read, write };
     this.adminScope = admin;

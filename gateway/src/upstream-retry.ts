@@ -1,5 +1,6 @@
+import { IDEMPOTENCY_KEY_FIELD } from '@app/shared/platform/http/headers';
+import type { MethodKind } from '@app/shared/platform/http/method-kind';
 import type { Exchange } from './exchange.js';
-import type { MethodKind } from './method-kind.js';
 import { isConnectFailure } from './upstream-agent.js';
 
 /**
@@ -45,7 +46,7 @@ export function failedTryOf(exchange: Exchange, error: Error): FailedTry {
   const { req, res, upstreamSocket } = exchange;
   return {
     kind: exchange.kind,
-    keyed: req.headers['idempotency-key'] !== undefined,
+    keyed: req.headers[IDEMPOTENCY_KEY_FIELD] !== undefined,
     connectFailed: isConnectFailure(error),
     reset: RESET_CODES.has((error as NodeJS.ErrnoException).code ?? ''),
     responseBegan: res.headersSent || (upstreamSocket !== undefined && upstreamSocket.bytesRead > exchange.upstreamBytesRead),

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
+import { REQUEST_ID_FIELD } from '@app/shared/platform/http/headers';
 import { HttpProblem } from '@app/shared/platform/problem';
 import { ROLE_HEADER, SUBJECT_HEADER } from '@app/shared/platform/subject';
 import { endClientSpan, type RequestTrace, startClientSpan, traceOf } from '@app/shared/telemetry/spans';
@@ -184,7 +185,7 @@ function forwardedHeaders(exchange: Exchange): void {
   const { req } = exchange;
   req.headers = endToEndHeaders(req.headers);
   if (exchange.body) req.headers['content-length'] = String(exchange.body.length);
-  req.headers['x-request-id'] = exchange.requestId;
+  req.headers[REQUEST_ID_FIELD] = exchange.requestId;
   const chain = forwardedFor(req.headers['x-forwarded-for'], req.socket.remoteAddress);
   if (chain === undefined) delete req.headers['x-forwarded-for'];
   else req.headers['x-forwarded-for'] = chain;
@@ -261,7 +262,7 @@ export function fetchFromUpstream(
   for (const [name, value] of Object.entries(endToEndHeaders(request.headers))) if (!NOT_FORWARDED.has(name)) headers[name] = value;
   const chain = forwardedFor(request.headers['x-forwarded-for'], request.remoteAddress);
   if (chain !== undefined) headers['x-forwarded-for'] = chain;
-  headers['x-request-id'] = request.requestId;
+  headers[REQUEST_ID_FIELD] = request.requestId;
   const get = upstream.url.startsWith('https:') ? https.get : http.get;
   const target = new URL(request.path, upstream.url);
   const span = startClientSpan(request.trace, 'GET', target, request.path, headers);

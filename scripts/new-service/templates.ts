@@ -176,11 +176,12 @@ export const ${name}Seed: SeedColumns = {
   },
 };
 `,
-    [`src/routes/${name}.ts`]: `import type { IdempotencyStore } from '@app/shared/resource/idempotency';
+    [`src/routes/${name}.ts`]: `import { API_PREFIX } from '@app/shared/platform/services';
+import type { IdempotencyStore } from '@app/shared/resource/idempotency';
 import { resourceEndpoints, resourceRoutes } from '@app/shared/resource/routes';
 import { ${name}Resource, type ${Many}Service } from '../domain/${name}.js';
 
-const path = '/api/${name}';
+const path = \`\${API_PREFIX}/${name}\`;
 
 /** \`/api/${name}\` (list, create) and \`/api/${name}/{id}\` (read, replace, patch, delete). */
 export const ${name}Routes = (${name}: ${Many}Service, idempotency: IdempotencyStore) => resourceRoutes(path, ${name}, idempotency);

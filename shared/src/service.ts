@@ -10,8 +10,10 @@ import { z } from 'zod';
 import { commonConfig, connectionBudgetOf, count, flag, listenAddress, loadConfig, milliseconds, port, seconds, url } from './platform/config.js';
 import { baseApp } from './platform/http/app.js';
 import { answerFailure, problemHandler } from './platform/http/failures.js';
+import { REQUEST_ID_HEADER } from './platform/http/headers.js';
 import { healthRoutes } from './platform/http/health.js';
 import { Lifecycle } from './platform/http/lifecycle.js';
+import { kindOf } from './platform/http/method-kind.js';
 import { observeResponse, requestContext } from './platform/http/observation.js';
 import { canonicalTargetsOnly, notFound } from './platform/http/routing.js';
 import { createLogger, type Logger } from './platform/logger.js';
@@ -114,14 +116,14 @@ function withItemReads(app: RequestListener, resource: ResourceRoutes, logger: L
   return (req, res) => {
     const url = req.url ?? '/';
     const id = url.startsWith(prefix) ? url.slice(prefix.length) : '';
-    if ((req.method !== 'GET' && req.method !== 'HEAD') || !UUID_V7.test(id)) {
+    if (kindOf(req.method) !== 'read' || !UUID_V7.test(id)) {
       app(req, res);
       return;
     }
     // The read writes X-Request-Id with its other headers; a failure's problem sets it itself.
     const observed = observeResponse(logger, req, res);
     resource.readItem(req, res, id, observed.requestId).catch((error: unknown) => {
-      if (!res.headersSent) res.setHeader('X-Request-Id', observed.requestId);
+      if (!res.headersSent) res.setHeader(REQUEST_ID_HEADER, observed.requestId);
       answerFailure(res, url, error, observed.log);
     });
   };

@@ -87,7 +87,7 @@ export function revocationEndpoint(record?: RecordRevocation): Endpoint {
   const at = REVOCATIONS_PATH;
   return {
     path: REVOCATIONS_PATH,
-    tag: { name: 'administration', description: "The gateway's administration: needs the `gateway:admin` scope." },
+    tag: { name: 'administration', description: `The gateway's administration: needs the \`${GATEWAY_ADMIN_SCOPE}\` scope.` },
     operations: {
       POST: {
         operationId: 'createRevocation',

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { CACHE_OUTCOME_FIELD, REQUEST_ID_FIELD } from '@app/shared/platform/http/headers';
 import { NOSNIFF } from '@app/shared/platform/http/responses';
 import { HOP_BY_HOP } from '../upstream.js';
 import { compressVariants, CONTENT_CODINGS, isCompressible, variantHeaders, type ContentCoding } from './compression.js';
@@ -60,7 +61,7 @@ export function headerList(headers: Record<string, string>): string[] {
 }
 
 // The gateway's own headers (respond.ts) are added to every answer, not kept.
-const NOT_STORED = new Set([...HOP_BY_HOP, 'date', 'x-request-id', NOSNIFF[0].toLowerCase(), 'content-length', 'age', 'x-cache', 'set-cookie']);
+const NOT_STORED = new Set([...HOP_BY_HOP, 'date', REQUEST_ID_FIELD, NOSNIFF[0].toLowerCase(), 'content-length', 'age', CACHE_OUTCOME_FIELD, 'set-cookie']);
 
 export function storableHeaders(headers: IncomingHttpHeaders): Record<string, string> {
   const kept: Record<string, string> = {};

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { retryAfter } from '@app/shared/platform/http/headers';
 import { HttpProblem } from '@app/shared/platform/problem';
 import { ADMIN_ROLE, ROLE_HEADER, SUBJECT_HEADER } from '@app/shared/platform/subject';
 import { currentServerSpan } from '@app/shared/telemetry/spans';
@@ -35,7 +36,7 @@ function without(headers: IncomingHttpHeaders, name: string): IncomingHttpHeader
 function tokenProblem(error: unknown): HttpProblem {
   if (error instanceof InvalidToken) return unauthorized(error.message, challenge(`error="invalid_token", error_description=${quoted(error.message)}`));
   if (error instanceof KeysUnavailable) {
-    return new HttpProblem('service-unavailable', 'The keys to verify access tokens are unavailable; try again shortly', { headers: { 'Retry-After': String(error.retryAfterSeconds) }, cause: error });
+    return new HttpProblem('service-unavailable', 'The keys to verify access tokens are unavailable; try again shortly', { headers: retryAfter(error.retryAfterSeconds), cause: error });
   }
   throw error;
 }

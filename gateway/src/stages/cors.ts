@@ -28,7 +28,7 @@ export function corsStages(origins: readonly string[], writer: ResponseWriter): 
     name: 'cors headers',
     run(exchange) {
       const { req } = exchange;
-      if (req.method !== 'OPTIONS') apply(exchange, noop);
+      if (exchange.kind !== 'options') apply(exchange, noop);
       else if (allowed.has(req.headers.origin ?? '') && req.headers['access-control-request-method'] !== undefined) exchange.preflight = true;
       return false;
     },

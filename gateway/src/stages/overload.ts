@@ -1,4 +1,5 @@
 import { PROBE_PATHS } from '@app/shared/platform/http/health';
+import { retryAfter } from '@app/shared/platform/http/headers';
 import { HttpProblem } from '@app/shared/platform/problem';
 import { COOL_DOWN_MS, SHEDDING, type OverloadManager } from '../overload.js';
 import type { Stage } from '../pipeline.js';
@@ -16,7 +17,7 @@ const PROBES = new Set(PROBE_PATHS);
 export function overloadStage(overload: Pick<OverloadManager, 'level'>, writer: ResponseWriter, onShed: () => void): Stage {
   // One problem for every request shed, made once: an HttpProblem records a stack trace when made.
   const shedding = new HttpProblem('service-unavailable', 'The gateway is short of memory and refuses new requests for now; try again shortly', {
-    headers: { 'Retry-After': String(Math.ceil(COOL_DOWN_MS / 1000)) },
+    headers: retryAfter(Math.ceil(COOL_DOWN_MS / 1000)),
   });
   return {
     name: 'overload',

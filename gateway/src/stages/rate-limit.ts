@@ -1,4 +1,5 @@
 import { PROBE_PATHS } from '@app/shared/platform/http/health';
+import { RETRY_AFTER_HEADER } from '@app/shared/platform/http/headers';
 import { HttpProblem } from '@app/shared/platform/problem';
 import { currentServerSpan } from '@app/shared/telemetry/spans';
 import { addressCallerOf } from '../caller.js';
@@ -24,7 +25,7 @@ export function rateLimitStage(options: { limits: RateLimits; trustedProxyHops: 
 
   const settle = (exchange: Exchange, outcome: RateLimitOutcome, budget: Budget): boolean => {
     exchange.rateLimit = outcome.headers;
-    const retryAfter = outcome.headers['Retry-After'];
+    const retryAfter = outcome.headers[RETRY_AFTER_HEADER];
     if (outcome.allowed || retryAfter === undefined) return false;
     currentServerSpan()?.setAttribute('gateway.rate_limited', true);
     // Retry-After goes out with the other RateLimit headers (`exchange.rateLimit`, respond.ts).

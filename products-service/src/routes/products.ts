@@ -1,8 +1,9 @@
+import { API_PREFIX } from '@app/shared/platform/services';
 import type { IdempotencyStore } from '@app/shared/resource/idempotency';
 import { resourceEndpoints, resourceRoutes } from '@app/shared/resource/routes';
 import { productsResource, type ProductsService } from '../domain/products.js';
 
-const path = '/api/products';
+const path = `${API_PREFIX}/products`;
 
 /** `/api/products` (list, create) and `/api/products/{id}` (read, replace, patch, delete). */
 export const productsRoutes = (products: ProductsService, idempotency: IdempotencyStore) => resourceRoutes(path, products, idempotency);

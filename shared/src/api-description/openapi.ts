@@ -2,6 +2,7 @@ import express, { type RequestHandler, type Router } from 'express';
 import { z } from 'zod';
 import { createDocument, type oas31, type ZodOpenApiOperationObject, type ZodOpenApiPathItemObject, type ZodOpenApiPathsObject, type ZodOpenApiResponseObject } from 'zod-openapi';
 import { jsonBody } from '../platform/http/bodies.js';
+import { IDEMPOTENCY_KEY_HEADER, REQUEST_ID_HEADER, RETRY_AFTER_HEADER } from '../platform/http/headers.js';
 import { REQUEST_ID } from '../platform/http/observation.js';
 import { allowOnly, answeredMethods } from '../platform/http/routing.js';
 import { HttpProblem, PROBLEM_BASE, problemTypes, RETRY_AFTER_SECONDS, type ProblemKind } from '../platform/problem.js';
@@ -67,15 +68,15 @@ const HEADERS = {
 };
 /** Response headers, by their names in `components.headers` (the shared ones, and those a document adds). */
 export const headers = (names: Record<string, string>): oas31.HeadersObject =>
-  Object.fromEntries(Object.entries({ 'X-Request-Id': 'XRequestId', ...names }).map(([name, id]) => [name, { $ref: `#/components/headers/${id}` }]));
+  Object.fromEntries(Object.entries({ [REQUEST_ID_HEADER]: 'XRequestId', ...names }).map(([name, id]) => [name, { $ref: `#/components/headers/${id}` }]));
 
 const parameter = (name: string, description: string, example: string, schema: z.ZodType = z.string()) =>
   schema.optional().meta({ description, param: { in: 'header', name, example } });
 const PARAMETERS = {
-  RequestId: parameter('X-Request-Id', 'An id for this request, echoed on the response and logged by every process it passes (used when 1 to 128 of `A-Za-z0-9._-`; replaced otherwise).', 'checkout-42'),
+  RequestId: parameter(REQUEST_ID_HEADER, 'An id for this request, echoed on the response and logged by every process it passes (used when 1 to 128 of `A-Za-z0-9._-`; replaced otherwise).', 'checkout-42'),
   IfMatch: parameter('If-Match', 'Proceed only if the resource still has one of these ETags (strong comparison: a `W/` tag never matches), or `*` (it exists); 412 otherwise, and nothing changes. A collection has no ETag: only `*` holds on it. A value that is neither `*` nor a list of entity tags is a 400.', '"1"'),
   IdempotencyKey: parameter(
-    'Idempotency-Key',
+    IDEMPOTENCY_KEY_HEADER,
     'Makes a retry safe (IETF draft-ietf-httpapi-idempotency-key-header): 1 to 255 visible ASCII characters (400 otherwise), unique per request, e.g. a UUID. The first request with a key runs; a retry with the same key and the same request (method, path, body) gets the stored response — same status, body, `Location` and `ETag`, with `Idempotent-Replayed: true` — without running again, on any replica, for 24 hours (or until the stored responses of the caller pass its budget, when its oldest keys go first). The same key with a different request is a 422; while the first is still in progress, a 409 with `Retry-After` (the seconds until its claim lapses, at the latest). A request that fails changes nothing and does not use its key up. Keys are scoped to the resource collection and to the subject of the bearer token.',
     '0193a5c2-7b1e-7c4d-9a61-2f0c1b9e8d40',
     z.string().regex(/^[!-~]{1,255}$/),
@@ -101,7 +102,7 @@ export function problemResponse(
   if (!schema) throw new Error(`No problem type has status ${status}`);
   return {
     description: kinds.map((kind) => problemTypes[kind].title).join('; '),
-    headers: headers({ ...(status === 503 && { 'Retry-After': 'RetryAfter' }), ...(status === 415 && { 'Accept-Encoding': 'AcceptEncoding' }), ...extraHeaders }),
+    headers: headers({ ...(status === 503 && { [RETRY_AFTER_HEADER]: 'RetryAfter' }), ...(status === 415 && { 'Accept-Encoding': 'AcceptEncoding' }), ...extraHeaders }),
     content: { 'application/problem+json': { schema, ...(example && { example: example.problem.toJSON(example.at) }) } },
   };
 }

@@ -1,3 +1,5 @@
+import { retryAfter } from './http/headers.js';
+
 /**
  * The one error model (RFC 9457 problem details). Anything that should reach a client as a 4xx/5xx
  * is an HttpProblem; everything else becomes a 500 without details in `problemHandler`.
@@ -93,7 +95,7 @@ export const problems = {
   preconditionFailed: (detail = 'If-Match does not match the current ETag of the resource') => new HttpProblem('precondition-failed', detail),
   unavailable: (detail: string, cause?: unknown) =>
     new HttpProblem('service-unavailable', detail, {
-      headers: { 'Retry-After': String(RETRY_AFTER_SECONDS) },
+      headers: retryAfter(RETRY_AFTER_SECONDS),
       cause,
     }),
 };

@@ -1,3 +1,5 @@
+import { API_PREFIX } from './services.js';
+
 /**
  * One meaning for every request target, decided once: the gateway routes, caches, invalidates and
  * labels metrics on what this returns, and the services refuse what it refuses, so no request is a
@@ -39,7 +41,6 @@ export interface RequestTarget {
 }
 
 const SLASH = 0x2f;
-const API = '/api';
 
 function isLowerLetter(code: number): boolean {
   return code >= 0x61 && code <= 0x7a;
@@ -103,10 +104,10 @@ export function requestTarget(url: string): RequestTarget | undefined {
   // absolute-form targets (and some characters): it could name an API path to a service.
   if (path.includes('\\')) return undefined;
   const query = queryStart < 0 ? '' : target.slice(queryStart + 1);
-  if (path.startsWith(`${API}/`)) {
-    const api = apiTarget(path.slice(API.length + 1));
+  if (path.startsWith(`${API_PREFIX}/`)) {
+    const api = apiTarget(path.slice(API_PREFIX.length + 1));
     return api && { path, query, api, url: target };
   }
-  if (path === API || looksLikeApi(path)) return undefined;
+  if (path === API_PREFIX || looksLikeApi(path)) return undefined;
   return { path, query, url: target };
 }

@@ -9,6 +9,13 @@ import { z } from 'zod';
  */
 export const SERVICES_FILE = fileURLToPath(new URL('../../../services.json', import.meta.url));
 
+/**
+ * The path the API lives under: each service serves `/api/<name>`; the processes' own endpoints
+ * are outside it. Here rather than beside the request target, as the scripts import this file
+ * from its source, which can name no other.
+ */
+export const API_PREFIX = '/api';
+
 /** A service's name: a path segment, a scope prefix, a MySQL schema and user, a DNS label. */
 const serviceName = z.string().regex(/^[a-z][a-z0-9]{0,30}$/, 'must be 1 to 31 lower-case letters or digits, starting with a letter');
 
@@ -61,7 +68,7 @@ export const scopesOfService = (name: string): ServiceEntry['scopes'] => ({ read
 
 function describeService(declared: z.infer<typeof entry>): ServiceEntry {
   const { name } = declared;
-  return { ...declared, workspace: `${name}-service`, prefix: `/api/${name}`, scopes: scopesOfService(name), schema: name };
+  return { ...declared, workspace: `${name}-service`, prefix: `${API_PREFIX}/${name}`, scopes: scopesOfService(name), schema: name };
 }
 
 /** The services `file` declares, checked; throws naming what is wrong. */

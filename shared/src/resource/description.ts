@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { oas31 } from 'zod-openapi';
 import type { HttpProblem } from '../platform/problem.js';
-import type { Ownership } from '../platform/services.js';
+import { scopesOfService, type Ownership } from '../platform/services.js';
 import { UUID_V7 } from '../platform/request-target.js';
 import { encodeCursor, type ResourceDefinition } from './rules.js';
 import { parseOrThrow } from '../platform/validation.js';
@@ -63,7 +63,7 @@ export function resourceSchemas<F extends Record<string, unknown>>(plural: strin
       ? undefined
       : z.string().nullable().meta({
           readOnly: true,
-          description: `The subject of the access token that created it (\`null\` for one created before records had owners): only it, and a caller with the \`${plural}:admin\` scope, may ${OWNER_ALONE[ownership]}.`,
+          description: `The subject of the access token that created it (\`null\` for one created before records had owners): only it, and a caller with the \`${scopesOfService(plural).admin}\` scope, may ${OWNER_ALONE[ownership]}.`,
         });
   const owned = owner !== undefined;
   const resource = z

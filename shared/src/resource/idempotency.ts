@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Request, RequestHandler, Response } from 'express';
 import stringify from 'safe-stable-stringify';
+import { IDEMPOTENCY_KEY_FIELD, IDEMPOTENCY_KEY_HEADER, REPLAYED_HEADER, retryAfter } from '../platform/http/headers.js';
 import { HttpProblem, problems } from '../platform/problem.js';
 import { decodeSubject, SUBJECT_HEADER } from '../platform/subject.js';
 
@@ -12,9 +13,6 @@ import { decodeSubject, SUBJECT_HEADER } from '../platform/subject.js';
  * the write it describes: either both happened or neither, whatever fails in between.
  */
 
-export const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
-/** Set on a response that was stored by an earlier request with the same key. */
-export const REPLAYED_HEADER = 'Idempotent-Replayed';
 /** 1 to 255 visible ASCII characters. */
 export const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 export const DEFAULT_IDEMPOTENCY_TTL_SECONDS = 86_400;
@@ -71,7 +69,7 @@ export const idempotencyProblems = {
   /** `retryAfterSeconds`: until the claim of the request in progress lapses, at the latest. */
   inFlight: (retryAfterSeconds: number) =>
     new HttpProblem('idempotency-in-flight', `A request with this Idempotency-Key is still in progress; retry after ${retryAfterSeconds} s`, {
-      headers: { 'Retry-After': String(retryAfterSeconds) },
+      headers: retryAfter(retryAfterSeconds),
     }),
   reused: () => new HttpProblem('idempotency-key-reused', 'This Idempotency-Key was used for a different request'),
 };
@@ -110,7 +108,7 @@ export function idempotent(
   handle: (req: Request, res: Response) => Promise<StoredResponse>,
 ): RequestHandler {
   return async (req, res) => {
-    const header = req.headers['idempotency-key'];
+    const header = req.headers[IDEMPOTENCY_KEY_FIELD];
     if (header === undefined) {
       send(res, await handle(req, res), false);
       return;

@@ -3,12 +3,13 @@ import type { Request, RequestHandler, Response, Router } from 'express';
 import { headers, json, parameters, problemResponse, routerOf, type Endpoint, type Operation } from '../api-description/openapi.js';
 import { EXAMPLE_ID, resourceSchemas, validationExample } from './description.js';
 import { BODY_LIMIT } from '../platform/http/bodies.js';
+import { REPLAYED_HEADER, REQUEST_ID_HEADER, RETRY_AFTER_HEADER } from '../platform/http/headers.js';
 import { JSON_CONTENT_TYPE, NOSNIFF, sendJson } from '../platform/http/responses.js';
 import { idempotencyProblems, idempotent, type IdempotencyStore, type StoredResponse } from './idempotency.js';
 import { HttpProblem, problems } from '../platform/problem.js';
 import { conditionsOf, DEFAULT_LIMIT, etagOf, evaluatePreconditions, listQuerySchema, representation, type ResourceDefinition, type ResourceService, type Stored } from './rules.js';
 import { accessOf, ownershipOf, readAccessOf } from './ownership.js';
-import type { Ownership } from '../platform/services.js';
+import { scopesOfService, type Ownership } from '../platform/services.js';
 import { z } from 'zod';
 
 /** PATCH takes an RFC 7396 merge patch; plain JSON is accepted as the same. */
@@ -43,12 +44,12 @@ const itemReader =
     const stored = await service.get(id, readAccessOf(req.headers, ownership));
     const etag = etagOf(stored.version);
     if (evaluatePreconditions(conditionsOf(req.headers), etag, 'read') === 'not-modified') {
-      res.writeHead(304, ['ETag', etag, 'Cache-Control', 'no-cache', 'X-Request-Id', requestId, ...NOSNIFF]).end();
+      res.writeHead(304, ['ETag', etag, 'Cache-Control', 'no-cache', REQUEST_ID_HEADER, requestId, ...NOSNIFF]).end();
       return;
     }
     const body = JSON.stringify(representation(stored, ownership !== 'none'));
     res
-      .writeHead(200, ['Content-Type', JSON_CONTENT_TYPE, 'Content-Length', Buffer.byteLength(body), 'ETag', etag, 'Cache-Control', 'no-cache', 'X-Request-Id', requestId, ...NOSNIFF])
+      .writeHead(200, ['Content-Type', JSON_CONTENT_TYPE, 'Content-Length', Buffer.byteLength(body), 'ETag', etag, 'Cache-Control', 'no-cache', REQUEST_ID_HEADER, requestId, ...NOSNIFF])
       .end(body);
   };
 
@@ -81,7 +82,7 @@ function describedResource<F extends Record<string, unknown>>(path: string, defi
     ownership,
     owned,
     query: owned ? listQuery.extend({ owner: ownerParameter.optional().meta({ description: `Only the ${plural} of this owner (the subject that created them).` }) }) : listQuery,
-    createQuery: owned ? z.strictObject({ owner: ownerParameter.optional().meta({ description: `The owner of the new ${definition.name}, other than the caller: only with the \`${plural}:admin\` scope.` }) }) : undefined,
+    createQuery: owned ? z.strictObject({ owner: ownerParameter.optional().meta({ description: `The owner of the new ${definition.name}, other than the caller: only with the \`${scopesOfService(plural).admin}\` scope.` }) }) : undefined,
   };
 }
 
@@ -100,7 +101,7 @@ function sharedResponses<F extends Record<string, unknown>>({ at, definition, fi
   return {
     problem,
     /** A write with an Idempotency-Key may meet its key in flight: a 409 with Retry-After. */
-    conflictOrInFlight: (where = at) => problem(409, problems.conflict(firstField, 'is already taken'), where, { 'Retry-After': 'RetryAfterInFlight' }),
+    conflictOrInFlight: (where = at) => problem(409, problems.conflict(firstField, 'is already taken'), where, { [RETRY_AFTER_HEADER]: 'RetryAfterInFlight' }),
     failures,
     notFound,
     malformedCondition: problem(400, problems.validation([{ path: 'If-Match', message: 'must be * or a list of entity tags ("…" or W/"…")' }])),
@@ -168,7 +169,7 @@ function createOperation<F extends Record<string, unknown>>(kit: OperationKit<F>
     ...(createQuery && { requestParams: { query: createQuery } }),
     requestBody: kit.writeBody(`The new ${definition.name}.`),
     responses: {
-      201: kit.withResource(`Created: the ${definition.name} as stored (or, for a retry with the same \`Idempotency-Key\`, the response to the first request).`, { Location: 'Location', 'Idempotent-Replayed': 'IdempotentReplayed' }),
+      201: kit.withResource(`Created: the ${definition.name} as stored (or, for a retry with the same \`Idempotency-Key\`, the response to the first request).`, { Location: 'Location', [REPLAYED_HEADER]: 'IdempotentReplayed' }),
       400: problemResponse(400, validationExample(definition.fields, {}, path)),
       ...(owned && { 403: problem(403, new HttpProblem('not-owner', `Only an admin may create a ${definition.name} for another owner`), path) }),
       409: kit.conflictOrInFlight(path),
@@ -237,7 +238,7 @@ function patchOperation<F extends Record<string, unknown>>({ path, Name, definit
       content: Object.fromEntries(PATCH_MEDIA_TYPES.map((type) => [type, { schema: patch, example: { [firstField]: definition.example[firstField] } }])),
     },
     responses: {
-      ...updateResponses(`Patched: the ${definition.name} as stored, with its new ETag (or, for a retry with the same \`Idempotency-Key\`, the response to the first request).`, { 'Idempotent-Replayed': 'IdempotentReplayed' }),
+      ...updateResponses(`Patched: the ${definition.name} as stored, with its new ETag (or, for a retry with the same \`Idempotency-Key\`, the response to the first request).`, { [REPLAYED_HEADER]: 'IdempotentReplayed' }),
       409: conflictOrInFlight(),
       422: problem(422, idempotencyProblems.reused()),
     },

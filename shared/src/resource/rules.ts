@@ -138,19 +138,22 @@ export const cursor = z
     return id;
   });
 
+/** A page's size without `?limit=`, and the largest `?limit=` may ask for. */
 export const DEFAULT_LIMIT = 50;
+export const MAX_LIMIT = 200;
+const LIMIT_RANGE = `must be a whole number from 1 to ${MAX_LIMIT}`;
 
-/** `?limit=` as the query string carries it. */
+/** `?limit=` as the query string carries it (as many digits as MAX_LIMIT has, at most). */
 export const limit = z
   .string()
-  .regex(/^\d{1,3}$/, 'must be a whole number from 1 to 200')
+  .regex(/^\d{1,3}$/, LIMIT_RANGE)
   .transform(Number)
-  .pipe(z.int().min(1, 'must be a whole number from 1 to 200').max(200, 'must be a whole number from 1 to 200'))
+  .pipe(z.int().min(1, LIMIT_RANGE).max(MAX_LIMIT, LIMIT_RANGE))
   .meta({
-    description: `The page size, from 1 to 200; ${DEFAULT_LIMIT} when absent.`,
+    description: `The page size, from 1 to ${MAX_LIMIT}; ${DEFAULT_LIMIT} when absent.`,
     // Described as what it parses to, so a generated client sends a number.
     override: ({ jsonSchema }) => {
-      Object.assign(jsonSchema, { type: 'integer', minimum: 1, maximum: 200 });
+      Object.assign(jsonSchema, { type: 'integer', minimum: 1, maximum: MAX_LIMIT });
       delete jsonSchema.pattern;
     },
   });

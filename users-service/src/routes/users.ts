@@ -1,8 +1,9 @@
+import { API_PREFIX } from '@app/shared/platform/services';
 import type { IdempotencyStore } from '@app/shared/resource/idempotency';
 import { resourceEndpoints, resourceRoutes } from '@app/shared/resource/routes';
 import { usersResource, type UsersService } from '../domain/users.js';
 
-const path = '/api/users';
+const path = `${API_PREFIX}/users`;
 
 /** `/api/users` (list, create) and `/api/users/{id}` (read, replace, patch, delete). */
 export const usersRoutes = (users: UsersService, idempotency: IdempotencyStore) => resourceRoutes(path, users, idempotency);

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type http from 'node:http';
 import type { RequestListener } from 'node:http';
 import { HttpProblem } from '../problem.js';
+import { REQUEST_ID_HEADER } from './headers.js';
 import { headArrived } from './request-head-deadline.js';
 import { writeProblem } from './responses.js';
 
@@ -12,7 +13,7 @@ export const MAX_REQUEST_TARGET_BYTES = 8 * 1024;
 
 /** Answers a request no handler should see with a problem+json, and closes its connection. */
 function refuse(res: http.ServerResponse, problem: HttpProblem): void {
-  res.setHeader('X-Request-Id', randomUUID());
+  res.setHeader(REQUEST_ID_HEADER, randomUUID());
   res.setHeader('Connection', 'close');
   writeProblem(res, '/', problem);
 }

@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import { currentServerSpan, logWithin } from '../../telemetry/spans.js';
 import type { Logger } from '../logger.js';
+import { REQUEST_ID_FIELD, REQUEST_ID_HEADER } from './headers.js';
 import { NOSNIFF } from './responses.js';
 
 /** Who a request is and what became of it: its id, its logger, one log line and `onFinished` when it is done. */
@@ -115,7 +116,7 @@ function onResponseClose(this: ObservedResponse): void {
  */
 export function observeRequest(logger: Logger, req: IncomingMessage, res: ServerResponse, onFinished?: OnFinished): ObservedRequest {
   const observation = observeResponse(logger, req, res, onFinished);
-  res.setHeader('X-Request-Id', observation.requestId);
+  res.setHeader(REQUEST_ID_HEADER, observation.requestId);
   res.setHeader(...NOSNIFF);
   return observation;
 }
@@ -126,7 +127,7 @@ export function observeRequest(logger: Logger, req: IncomingMessage, res: Server
  * response without building its header map (no `setHeader` before it).
  */
 export function observeResponse(logger: Logger, req: IncomingMessage, res: ServerResponse, onFinished?: OnFinished): ObservedRequest {
-  const observation = new RequestObservation(req, requestIdOf(req.headers['x-request-id']), req.method ?? 'GET', req.url ?? '/', logger, onFinished);
+  const observation = new RequestObservation(req, requestIdOf(req.headers[REQUEST_ID_FIELD]), req.method ?? 'GET', req.url ?? '/', logger, onFinished);
   (res as ObservedResponse)[OBSERVATION] = observation;
   res.on('close', onResponseClose);
   return observation;

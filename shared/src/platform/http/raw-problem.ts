@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { HttpProblem } from '../problem.js';
+import { REQUEST_ID_HEADER } from './headers.js';
 import { NOSNIFF } from './responses.js';
 
 /**
@@ -16,7 +17,7 @@ export function rawProblemResponse(problem: HttpProblem, instance: string, reque
     `HTTP/1.1 ${problem.status} ${http.STATUS_CODES[problem.status] ?? ''}`,
     'Content-Type: application/problem+json; charset=utf-8',
     `Content-Length: ${Buffer.byteLength(body)}`,
-    `X-Request-Id: ${requestId}`,
+    `${REQUEST_ID_HEADER}: ${requestId}`,
     `${NOSNIFF[0]}: ${NOSNIFF[1]}`,
     ...Object.entries(problem.extras.headers ?? {}).map(([name, value]) => `${name}: ${value}`),
     'Connection: close',

@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Request, Response } from 'express';
 import type { HttpProblem } from '../problem.js';
+import { kindOf } from './method-kind.js';
 
 /** Writing a response the process makes itself: a problem+json or a JSON body. */
 
@@ -15,10 +16,9 @@ export function writeProblem(res: ServerResponse, instance: string, problem: Htt
   res.statusCode = problem.status;
   res.setHeader(...NOSNIFF);
   for (const [name, value] of Object.entries(problem.extras.headers ?? {})) res.setHeader(name, value);
-  // Every answer to a GET or HEAD says how it may be kept (docs/api.md), a problem too; one that
-  // set its own (the health endpoints' no-store) keeps it.
-  const method = res.req?.method;
-  if ((method === 'GET' || method === 'HEAD') && !res.hasHeader('Cache-Control')) res.setHeader('Cache-Control', 'no-cache');
+  // Every answer to a read says how it may be kept (docs/api.md), a problem too; one that set its
+  // own (the health endpoints' no-store) keeps it.
+  if (kindOf(res.req?.method) === 'read' && !res.hasHeader('Cache-Control')) res.setHeader('Cache-Control', 'no-cache');
   const body = JSON.stringify(problem.toJSON(instance));
   res.setHeader('Content-Type', 'application/problem+json; charset=utf-8');
   res.setHeader('Content-Length', Buffer.byteLength(body));

@@ -1,6 +1,7 @@
 import type { RequestHandler } from 'express';
 import { problems } from '../problem.js';
 import { requestTarget } from '../request-target.js';
+import { kindOf } from './method-kind.js';
 
 /** What a route answers beyond its handlers: OPTIONS and 405 with Allow, 404 for a path no route has. */
 
@@ -26,7 +27,7 @@ export function answeredMethods(methods: readonly string[]): string[] {
 export function allowOnly(methods: readonly string[]): RequestHandler {
   const allow = answeredMethods(methods);
   return (req, res) => {
-    if (req.method === 'OPTIONS') {
+    if (kindOf(req.method) === 'options') {
       res.setHeader('Allow', [...allow, 'OPTIONS'].join(', '));
       res.status(204).end();
       return;

@@ -1,6 +1,6 @@
 /**
- * What a request's method makes it, decided here and nowhere else in the gateway. Everything
- * that differs between reads and writes follows from it:
+ * What a request's method makes it, decided here and nowhere else, in the gateway and the services
+ * alike. Everything that differs between reads and writes follows from it:
  *
  * | kind      | methods                      | budget | slot share | scope          | cache              | retried when reset before an answer |
  * |-----------|------------------------------|--------|------------|----------------|--------------------|-------------------------------------|
@@ -8,7 +8,8 @@
  * | `options` | OPTIONS                      | read   | read       | none           | no part            | only with an Idempotency-Key        |
  * | `write`   | every other (POST, PUT, …)   | write  | write      | `<name>:write` | renewed after it   | only with an Idempotency-Key        |
  *
- * Any of them goes to another replica when its connection could not be opened (upstream-retry.ts).
+ * Any of them goes to another replica when its connection could not be opened (the gateway's
+ * upstream retries).
  *
  * An unknown method is a write: it may change something, so it is counted, scoped and renewed as one.
  */

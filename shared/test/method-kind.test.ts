@@ -1,4 +1,4 @@
-import { kindOf } from '../src/method-kind.js';
+import { kindOf } from '@app/shared/platform/http/method-kind';
 
 /** One answer to "read or write?" for every stage: budget, slot share, scope, cache and retries all follow from it. */
 describe('kindOf', () => {
