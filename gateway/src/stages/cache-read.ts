@@ -14,15 +14,14 @@ import { upstreamProblem } from '../upstream.js';
 /**
  * Whether the cache may answer this request at all: a GET or HEAD with no body, token or cookie.
  * If-Match on a read is the service's to evaluate (412, or 400 when malformed): the cache only
- * answers If-None-Match. Nor an admin's read of a service whose records only their owners see: it
- * sees other owners' records, and an entry keyed by its subject alone would serve them to that
- * subject's other tokens, an admin's revoked one included.
+ * answers If-None-Match. Nor an admin's read where the service's ownership policy says so
+ * (`adminReadsUncached`: it sees other owners' records).
  */
 function isCacheable(exchange: Exchange): boolean {
   const { headers } = exchange.req;
   return (
     exchange.kind === 'read' &&
-    !(exchange.service?.upstream.owner === 'all' && headers[ROLE_HEADER] === ADMIN_ROLE) &&
+    !(exchange.service?.ownership.adminReadsUncached && headers[ROLE_HEADER] === ADMIN_ROLE) &&
     headers.authorization === undefined &&
     headers.cookie === undefined &&
     headers['if-match'] === undefined &&
