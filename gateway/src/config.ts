@@ -223,6 +223,8 @@ export interface ServedUpstream extends Upstream {
   publicReads: boolean;
   /** Who may see and change its records (services.json). */
   owner: Ownership;
+  /** How long the cache serves its reads (services.json), where it sets that; else CACHE_TTL_SECONDS and CACHE_STALE_SECONDS. */
+  cache?: ServiceEntry['cache'];
 }
 
 type UpstreamConfig = Pick<GatewayConfig, 'SERVICES_FILE' | 'UPSTREAM_URL_TEMPLATE' | 'GATEWAY_UPSTREAMS' | 'AUTH_PUBLIC_READS'>;
@@ -253,6 +255,7 @@ export function upstreamSettings(config: UpstreamConfig): { upstreams: ServedUps
     cachedReads: service.cachedReads,
     publicReads: config.AUTH_PUBLIC_READS.includes(service.name),
     owner: service.owner,
+    cache: service.cache,
   }));
   return { upstreams, problems };
 }

@@ -52,13 +52,14 @@ export class ServiceRoute {
   /**
    * The cache entry a GET of `target` by `caller` (its forwarded subject, if any) uses, or undefined
    * when the service's reads are not cached. Where the ownership policy says so, the entry is the
-   * caller's own: what the service answered one caller is never served to another.
+   * caller's own: what the service answered one caller is never served to another. It lives as long
+   * as the service's entry in services.json says, where it says so.
    */
   readScope(target: RequestTarget, caller: string | undefined): ReadScope | undefined {
     const id = target.api?.id;
     if (!this.upstream.cachedReads) return undefined;
     const tag = id === undefined ? this.upstream.name : `${this.upstream.name}:${id}`;
-    return readScopeOf(tag, target.query, this.ownership.cachedPerCaller ? (caller ?? '') : undefined);
+    return readScopeOf(tag, target.query, this.ownership.cachedPerCaller ? (caller ?? '') : undefined, this.upstream.cache);
   }
 
   /** The generations a write to `target` renews: the list pages, and the item if any. */

@@ -14,6 +14,9 @@ export const SERVICES_FILE = fileURLToPath(new URL('../../../services.json', imp
 /** A service's name: a path segment, a scope prefix, a MySQL schema and user, a DNS label. */
 const serviceName = z.string().regex(/^[a-z][a-z0-9]{0,30}$/, 'must be 1 to 31 lower-case letters or digits, starting with a letter');
 
+/** A number of seconds a services.json entry may set, from `min` to a year. */
+const entrySeconds = (min: number) => z.int(`must be a whole number of seconds from ${min} to 31536000`).min(min, `must be a whole number of seconds from ${min} to 31536000`).max(31_536_000, `must be a whole number of seconds from ${min} to 31536000`);
+
 const entry = z
   .strictObject({
     name: serviceName,
@@ -24,6 +27,11 @@ const entry = z
     publicReads: z.boolean(),
     /** Who may see and change its records (ownership-policy.ts). */
     owner: z.enum(OWNERSHIPS),
+    /**
+     * How long the gateway serves a cached read of it as fresh, and then as stale while the service
+     * fails; each absent one is the gateway's CACHE_TTL_SECONDS or CACHE_STALE_SECONDS.
+     */
+    cache: z.strictObject({ ttlSeconds: entrySeconds(1).optional(), staleSeconds: entrySeconds(0).optional() }).optional(),
   })
   .superRefine((service, context) => {
     const forbidden = ownershipPolicy(service.owner).noPublicReads;
