@@ -8,7 +8,8 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { OWNERSHIPS, readServiceList, SERVICES_FILE, type Ownership } from '../shared/src/platform/services.ts';
+import { OWNERSHIPS, type Ownership } from '../shared/src/platform/ownership-policy.ts';
+import { readServiceList, SERVICES_FILE } from '../shared/src/platform/services.ts';
 import { serviceFiles } from './new-service/templates.ts';
 import { registrations } from './new-service/registrations.ts';
 

@@ -2,7 +2,8 @@ import { createPublicKey, type JsonWebKey, KeyObject } from 'node:crypto';
 import { isIP } from 'node:net';
 import { commonConfig, count, flag, hasScheme, HTTP_SCHEMES, listenAddress, megabytes, milliseconds, optionalUrl, port, seconds, unsetIfEmpty, url } from '@app/shared/platform/config';
 import { DEV_AUDIENCE, DEV_ISSUER, DEV_PUBLIC_KEY_JWK } from '@app/shared/platform/dev-auth';
-import { readServiceList, SERVICES_FILE, type Ownership, type ServiceEntry } from '@app/shared/platform/services';
+import type { Ownership } from '@app/shared/platform/ownership-policy';
+import { readServiceList, SERVICES_FILE, type ServiceEntry } from '@app/shared/platform/services';
 import { z } from 'zod';
 import { CLAIM_PRESET_NAMES } from './auth/claims.js';
 import { parseClusterNode } from './redis.js';
@@ -220,8 +221,10 @@ export interface ServedUpstream extends Upstream {
   cachedReads: boolean;
   /** Its GETs need no token. */
   publicReads: boolean;
-  /** Who may see and change its records (services.json); `none` when not given. */
-  owner?: Ownership;
+  /** Who may see and change its records (services.json). */
+  owner: Ownership;
+  /** How long the cache serves its reads (services.json), where it sets that; else CACHE_TTL_SECONDS and CACHE_STALE_SECONDS. */
+  cache?: ServiceEntry['cache'];
 }
 
 type UpstreamConfig = Pick<GatewayConfig, 'SERVICES_FILE' | 'UPSTREAM_URL_TEMPLATE' | 'GATEWAY_UPSTREAMS' | 'AUTH_PUBLIC_READS'>;
@@ -252,6 +255,7 @@ export function upstreamSettings(config: UpstreamConfig): { upstreams: ServedUps
     cachedReads: service.cachedReads,
     publicReads: config.AUTH_PUBLIC_READS.includes(service.name),
     owner: service.owner,
+    cache: service.cache,
   }));
   return { upstreams, problems };
 }

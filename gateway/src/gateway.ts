@@ -92,7 +92,7 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
   if (configProblems.length > 0) throw new ConfigError(configProblems);
   const logger = parts.logger ?? createLogger('gateway', config.LOG_LEVEL);
   const lifecycle = parts.lifecycle ?? new Lifecycle();
-  const redis = redisParts(config, logger, parts);
+  const redis = redisParts(config, logger, parts, upstreams);
   const routing = new Routing(upstreams);
   const metrics = new GatewayMetrics((req, path) => {
     const target = exchangeOf(req)?.target;
@@ -157,7 +157,7 @@ function overloadManager(config: GatewayConfig, logger: Logger, metrics: Gateway
 }
 
 /** The Redis-backed parts: the cache with its memory tier, and the rate limits; and how to close what was made here. */
-function redisParts(config: GatewayConfig, logger: Logger, parts: GatewayParts) {
+function redisParts(config: GatewayConfig, logger: Logger, parts: GatewayParts, upstreams: readonly ServedUpstream[]) {
   const clientOptions = { commandTimeoutMs: 2 * config.REDIS_COMMAND_TIMEOUT_MS, keyPrefix: config.REDIS_KEY_PREFIX };
   const needsRedis = config.CACHE_ENABLED || (config.RATE_LIMIT_ENABLED && parts.limits === undefined);
   const target = redisTarget(config);
@@ -178,6 +178,7 @@ function redisParts(config: GatewayConfig, logger: Logger, parts: GatewayParts) 
           {
             ttlSeconds: config.CACHE_TTL_SECONDS,
             staleSeconds: config.CACHE_STALE_SECONDS,
+            longestLifetimeSeconds: Math.max(...upstreams.map(({ cache }) => (cache?.ttlSeconds ?? config.CACHE_TTL_SECONDS) + (cache?.staleSeconds ?? config.CACHE_STALE_SECONDS))),
             maxEntryBytes: config.CACHE_MAX_ENTRY_BYTES,
             callerBytes: config.CACHE_CALLER_BYTES,
             now: parts.now,

@@ -1,5 +1,6 @@
 import { kindOf } from '@app/shared/platform/http/method-kind';
 import type { RequestTarget } from '@app/shared/platform/request-target';
+import { ownershipPolicy, type OwnershipPolicy } from '@app/shared/platform/ownership-policy';
 import { GATEWAY_ADMIN_SCOPE, scopesOfService } from '@app/shared/platform/services';
 import { readScopeOf, writeScopeOf, type ReadScope, type WriteScope } from './cache/scope.js';
 import type { ServedUpstream } from './config.js';
@@ -17,8 +18,8 @@ export class ServiceRoute {
   readonly #scopes: { read: string; write: string };
   /** The scope that reads and writes every record, in place of the read and write scopes. */
   readonly adminScope: string;
-  /** Whether a record is seen only by its owner: each caller then has cache entries of its own. */
-  readonly #ownedReads: boolean;
+  /** What its ownership lets a caller read, change and cache (services.json): where it says so, each caller has cache entries of its own. */
+  readonly ownership: OwnershipPolicy;
 
   constructor(
     readonly upstream: ServedUpstream,
@@ -29,7 +30,7 @@ export class ServiceRoute {
     const { read, write, admin } = scopesOfService(upstream.name);
     this.#scopes = { read, write };
     this.adminScope = admin;
-    this.#ownedReads = upstream.owner === 'all';
+    this.ownership = ownershipPolicy(upstream.owner);
   }
 
   label(target: RequestTarget): string {
@@ -50,14 +51,15 @@ export class ServiceRoute {
 
   /**
    * The cache entry a GET of `target` by `caller` (its forwarded subject, if any) uses, or undefined
-   * when the service's reads are not cached. Where a record is seen only by its owner, the entry is
-   * the caller's own: what the service answered one caller is never served to another.
+   * when the service's reads are not cached. Where the ownership policy says so, the entry is the
+   * caller's own: what the service answered one caller is never served to another. It lives as long
+   * as the service's entry in services.json says, where it says so.
    */
   readScope(target: RequestTarget, caller: string | undefined): ReadScope | undefined {
     const id = target.api?.id;
     if (!this.upstream.cachedReads) return undefined;
     const tag = id === undefined ? this.upstream.name : `${this.upstream.name}:${id}`;
-    return readScopeOf(tag, target.query, this.#ownedReads ? (caller ?? '') : undefined);
+    return readScopeOf(tag, target.query, this.ownership.cachedPerCaller ? (caller ?? '') : undefined, this.upstream.cache);
   }
 
   /** The generations a write to `target` renews: the list pages, and the item if any. */

@@ -15,8 +15,8 @@ import { recordingResponse } from './fixtures.js';
 const logger = createLogger('auth-stage-test', 'silent');
 const writer = new ResponseWriter(() => undefined);
 const routing = new Routing([
-  { name: 'users', url: 'http://127.0.0.1:1', prefix: '/api/users', cachedReads: true, publicReads: false },
-  { name: 'products', url: 'http://127.0.0.1:1', prefix: '/api/products', cachedReads: true, publicReads: true },
+  { name: 'users', url: 'http://127.0.0.1:1', prefix: '/api/users', cachedReads: true, publicReads: false, owner: 'none' },
+  { name: 'products', url: 'http://127.0.0.1:1', prefix: '/api/products', cachedReads: true, publicReads: true, owner: 'none' },
 ]);
 
 const BEARER = 'Bearer header.payload.signature';

@@ -21,9 +21,9 @@ import { cachedItem } from './fixtures.js';
  */
 const logger = createLogger('cache-read-test', 'silent');
 const routing = new Routing([
-  { name: 'users', url: 'http://127.0.0.1:1', prefix: '/api/users', cachedReads: true, publicReads: false },
-  { name: 'products', url: 'http://127.0.0.1:2', prefix: '/api/products', cachedReads: true, publicReads: true },
-  { name: 'orders', url: 'http://127.0.0.1:3', prefix: '/api/orders', cachedReads: false, publicReads: false },
+  { name: 'users', url: 'http://127.0.0.1:1', prefix: '/api/users', cachedReads: true, publicReads: false, owner: 'none' },
+  { name: 'products', url: 'http://127.0.0.1:2', prefix: '/api/products', cachedReads: true, publicReads: true, owner: 'none' },
+  { name: 'orders', url: 'http://127.0.0.1:3', prefix: '/api/orders', cachedReads: false, publicReads: false, owner: 'none' },
 ]);
 
 const NOW = 1_800_000_000_000;

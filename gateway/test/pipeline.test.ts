@@ -7,7 +7,7 @@ import type { ResponseWriter } from '../src/respond.js';
 import { Routing } from '../src/routing.js';
 
 /** The chain: every request goes through the stages in order until one answers; a failure is answered once. */
-const routing = new Routing([{ name: 'users', url: 'http://127.0.0.1:1', prefix: '/api/users', cachedReads: true, publicReads: false }]);
+const routing = new Routing([{ name: 'users', url: 'http://127.0.0.1:1', prefix: '/api/users', cachedReads: true, publicReads: false, owner: 'none' }]);
 const silent = createLogger('test', 'silent');
 
 function request(url: string | undefined) {

@@ -9,8 +9,8 @@ import { proxyStage } from '../src/stages/proxy.js';
 /** The last stage for a service's requests: each goes to its own service's hop, and is answered there. */
 const logger = createLogger('proxy-stage-test', 'silent');
 const routing = new Routing([
-  { name: 'users', url: 'http://127.0.0.1:1', prefix: '/api/users', cachedReads: true, publicReads: false },
-  { name: 'products', url: 'http://127.0.0.1:2', prefix: '/api/products', cachedReads: true, publicReads: true },
+  { name: 'users', url: 'http://127.0.0.1:1', prefix: '/api/users', cachedReads: true, publicReads: false, owner: 'none' },
+  { name: 'products', url: 'http://127.0.0.1:2', prefix: '/api/products', cachedReads: true, publicReads: true, owner: 'none' },
 ]);
 
 function exchangeOf(method: string, url: string): Exchange {

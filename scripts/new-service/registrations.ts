@@ -6,7 +6,7 @@
  * comment marks each), so it keeps the file's layout and comments.
  */
 import path from 'node:path';
-import type { Ownership } from '../../shared/src/platform/services.ts';
+import type { Ownership } from '../../shared/src/platform/ownership-policy.ts';
 
 export interface Registration {
   /** The file, relative to the repository root. */

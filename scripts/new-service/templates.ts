@@ -4,7 +4,7 @@
  * uses (`orders`); the sample resource is one of them (`order`).
  */
 import { readFileSync } from 'node:fs';
-import type { Ownership } from '../../shared/src/platform/services.ts';
+import { ownershipPolicy, type Ownership } from '../../shared/src/platform/ownership-policy.ts';
 
 /** The start script a service runs with (its Node options, the telemetry preload): users-service's. */
 const START_SCRIPT = (JSON.parse(readFileSync(new URL('../../users-service/package.json', import.meta.url), 'utf8')) as { scripts: { start: string } }).scripts.start;
@@ -22,13 +22,13 @@ function deployFiles(name: string): Record<string, string> {
 
 /**
  * The owner column and the unique index of the sample table. An owner is binary, so that SQL
- * compares subjects byte for byte (docs/api.md); where only the owner sees a record ("all"), a
- * unique field is unique within its owner (`owner_key`: '' for rows without one, as NULLs never
- * collide), so that a 409 tells no one what another owner has; the filter on it keeps an index of
- * its own.
+ * compares subjects byte for byte (docs/api.md); where the ownership policy says so (only the
+ * owner sees a record), a unique field is unique within its owner (`owner_key`: '' for rows
+ * without one, as NULLs never collide), so that a 409 tells no one what another owner has; the
+ * filter on it keeps an index of its own.
  */
 function ownerColumns(name: string, owner: Ownership): { columns: string; unique: string } {
-  if (owner !== 'all') return { columns: '  owner VARBINARY(1020) NULL,\n', unique: `  UNIQUE KEY uq_${name}_reference (reference),\n` };
+  if (!ownershipPolicy(owner).uniqueWithinOwner) return { columns: '  owner VARBINARY(1020) NULL,\n', unique: `  UNIQUE KEY uq_${name}_reference (reference),\n` };
   return {
     columns: "  owner VARBINARY(1020) NULL,\n  owner_key VARBINARY(1020) AS (IFNULL(owner, '')) STORED,\n",
     unique: `  UNIQUE KEY uq_${name}_reference (owner_key, reference),\n  KEY ix_${name}_reference (reference),\n`,
@@ -179,15 +179,16 @@ export const ${name}Seed: SeedColumns = {
     [`src/routes/${name}.ts`]: `import { API_PREFIX } from '@app/shared/platform/services';
 import type { IdempotencyStore } from '@app/shared/resource/idempotency';
 import { resourceEndpoints, resourceRoutes } from '@app/shared/resource/routes';
+import { defaults } from '../config.js';
 import { ${name}Resource, type ${Many}Service } from '../domain/${name}.js';
 
 const path = \`\${API_PREFIX}/${name}\`;
 
 /** \`/api/${name}\` (list, create) and \`/api/${name}/{id}\` (read, replace, patch, delete). */
-export const ${name}Routes = (${name}: ${Many}Service, idempotency: IdempotencyStore) => resourceRoutes(path, ${name}, idempotency);
+export const ${name}Routes = (${name}: ${Many}Service, idempotency: IdempotencyStore) => resourceRoutes(path, ${name}, idempotency, defaults.ownership);
 
 /** The same declaration, for the description. */
-export const ${name}Api = resourceEndpoints(path, ${name}Resource);
+export const ${name}Api = resourceEndpoints(path, ${name}Resource, defaults.ownership);
 `,
     [`migrations/0001_create_${name}.sql`]: `-- ${Many}. \`id\` is a UUIDv7 in 16 bytes (creation-ordered: keyset pages walk the primary key).
 -- Every filtered column has an index (InnoDB appends the id, so a filtered page reads in id order).

@@ -20,8 +20,8 @@ import { createLogger, type Logger } from './platform/logger.js';
 import { migrate } from './platform/migrate.js';
 import { Database, DEFAULT_WRITE_DEADLINE_MS } from './platform/mysql.js';
 import { UUID_V7 } from './platform/request-target.js';
+import type { Ownership } from './platform/ownership-policy.js';
 import { serve } from './platform/server.js';
-import { readServiceList } from './platform/services.js';
 import { configureServerSpans } from './telemetry/spans.js';
 import { MySqlIdempotencyStore } from './resource/idempotency-store.js';
 import { checkUniqueWithinOwner, resourceEngineMigrations } from './resource/migrations.js';
@@ -34,6 +34,8 @@ export interface ServiceDefinition {
   name: string;
   defaultPort: number;
   defaultDatabaseUrl: string;
+  /** Who may see and change its records: its entry's `owner` in services.json (serviceDefaults). */
+  ownership: Ownership;
   /** `<service>/migrations`, as a file URL relative to the compiled module. */
   migrations: URL;
   /** The routes, on the service's database and its store of idempotency keys. */
@@ -150,8 +152,7 @@ export function createServiceApp(service: ServiceDefinition, { db, logger, lifec
 /** The resource engine's migrations, then the service's own; then its unique indexes checked against its ownership. */
 export async function migrateSchema(service: ServiceDefinition, databaseUrl: string, logger: Logger): Promise<string[]> {
   const applied = await migrate({ databaseUrl, sources: [resourceEngineMigrations, { directory: fileURLToPath(service.migrations) }], logger });
-  const ownership = readServiceList().find(({ workspace }) => workspace === service.name)?.owner ?? 'none';
-  await checkUniqueWithinOwner(databaseUrl, ownership);
+  await checkUniqueWithinOwner(databaseUrl, service.ownership);
   return applied;
 }
 

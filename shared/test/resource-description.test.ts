@@ -25,7 +25,7 @@ const AT = `/api/widgets/${EXAMPLE_ID}`;
 const EXAMPLE_TIME = '2026-11-21T10:00:00.000Z';
 
 function documentOf(path: string, resource: Parameters<typeof resourceEndpoints>[1]): OpenApiDocument {
-  const endpoints = resourceEndpoints(path, resource);
+  const endpoints = resourceEndpoints(path, resource, 'none');
   return JSON.parse(JSON.stringify(apiDocument({ title: 'widgets', version: '1' }, describePaths(endpoints), endpoints.map(({ tag }) => tag)))) as OpenApiDocument;
 }
 /** The widgets' document, made anew by each test that reads it (so that what it runs counts as that test's). */
@@ -278,7 +278,7 @@ describe("a resource's schemas", () => {
   });
 
   it('validates as it describes: a request body, and the example resource and page', () => {
-    const described = resourceSchemas('widgets', definition);
+    const described = resourceSchemas('widgets', definition, 'none');
     expect(described.Name).toBe('Widget');
     expect(described.input.parse({ id: 'x', createdAt: 1, name: 'a', size: { width: 1 } })).toEqual({ id: 'x', createdAt: 1, name: 'a', stock: 0, size: { width: 1, unit: 'mm' } });
     expect(described.input.safeParse({ name: 'a', size: { width: 1 }, colour: 'red' }).success).toBe(false);

@@ -89,7 +89,7 @@ describe('filters', () => {
 });
 
 describe('the description of the filters', () => {
-  const endpoints = resourceEndpoints('/api/reviews', { name: 'review', fields, filter, example });
+  const endpoints = resourceEndpoints('/api/reviews', { name: 'review', fields, filter, example }, 'none');
   const document = JSON.parse(JSON.stringify(apiDocument({ title: 'reviews', version: '1' }, describePaths(endpoints), endpoints.map(({ tag }) => tag))));
   const parameter = (name: string) => document.paths['/api/reviews'].get.parameters.find((described: { name?: string }) => described.name === name);
 
@@ -102,7 +102,7 @@ describe('the description of the filters', () => {
   });
 
   it('states only the bounds the field has', () => {
-    const unbounded = resourceEndpoints('/api/counts', { name: 'count', fields: z.strictObject({ n: z.int() }), filter: { n: filters.integer('n', z.number().min(0)) }, example: { n: 1 } });
+    const unbounded = resourceEndpoints('/api/counts', { name: 'count', fields: z.strictObject({ n: z.int() }), filter: { n: filters.integer('n', z.number().min(0)) }, example: { n: 1 } }, 'none');
     const described = JSON.parse(JSON.stringify(apiDocument({ title: 'counts', version: '1' }, describePaths(unbounded), [])));
     expect(described.paths['/api/counts'].get.parameters.find((one: { name?: string }) => one.name === 'n').schema).toEqual({ type: 'integer', minimum: 0, description: 'Only items whose `n` is this.' });
   });

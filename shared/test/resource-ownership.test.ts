@@ -1,5 +1,6 @@
 import type { HttpProblem } from '@app/shared/platform/problem';
-import { accessOf, ownershipOf, UNRESTRICTED, type Access } from '@app/shared/resource/ownership';
+import { ownershipOf } from '@app/shared/platform/services';
+import { accessOf, UNRESTRICTED, type Access } from '@app/shared/resource/ownership';
 import { representation, ResourceService, type ResourceStore, type Stored } from '@app/shared/resource/rules';
 import { z } from 'zod';
 
@@ -29,10 +30,10 @@ describe('accessOf', () => {
 });
 
 describe('ownershipOf', () => {
-  it("reads a service's ownership from services.json by its path, and none for a path it does not list", () => {
-    expect(ownershipOf('/api/users')).toBe('all');
-    expect(ownershipOf('/api/products')).toBe('none');
-    expect(ownershipOf('/api/widgets')).toBe('none');
+  it("reads a service's ownership from services.json by its name, and throws for a name it does not list", () => {
+    expect(ownershipOf('users')).toBe('all');
+    expect(ownershipOf('products')).toBe('none');
+    expect(() => ownershipOf('widgets')).toThrow('services.json declares no service "widgets"');
   });
 });
 

@@ -9,7 +9,7 @@ import { idempotencyProblems, type IdempotencyStore, type IdempotentRequest, typ
 import { filters } from '@app/shared/resource/filters';
 import { resourceRoutes } from '@app/shared/resource/routes';
 import { encodeCursor, ResourceService, type ResourceStore, type Stored } from '@app/shared/resource/rules';
-import type { Ownership } from '@app/shared/platform/services';
+import type { Ownership } from '@app/shared/platform/ownership-policy';
 import { v7 as uuidv7 } from 'uuid';
 
 /**
@@ -107,8 +107,8 @@ let keys: ReturnType<typeof memoryKeys>;
 let routes: ReturnType<typeof resourceRoutes<Widget, WidgetFilter>>;
 let api: Awaited<ReturnType<typeof started>>;
 
-/** Serves `/api/widgets` afresh, with `ownership` (services.json's for the path, `none`, unless named). */
-async function serve(ownership?: Ownership) {
+/** Serves `/api/widgets` afresh, with `ownership` (`none` unless named: services.json lists no widgets). */
+async function serve(ownership: Ownership = 'none') {
   store = memoryStore();
   keys = memoryKeys();
   routes = resourceRoutes(PATH, new ResourceService(definition, store), keys, ownership);

@@ -7,7 +7,7 @@ import { capturingLogger, startStack } from '../support/stack.js';
 import { client, expectProblem, type Client } from '../support/http.js';
 import { testToken } from '../support/auth.js';
 import { valueAt } from '@app/shared/resource/filters';
-import { ownershipOf } from '@app/shared/resource/ownership';
+import { ownershipOf } from '@app/shared/platform/services';
 import { encodeCursor } from '@app/shared/resource/rules';
 import { resourceCases } from '../support/resource-case.js';
 
@@ -33,7 +33,7 @@ afterAll(() => stack.close());
 
 describe.each(cases)('$name through the gateway', (resource) => {
   // Where ownership decides who sees or changes a record, its representation names its owner, and lists filter by it.
-  const owned = ownershipOf(resource.path) !== 'none';
+  const owned = ownershipOf(resource.name) !== 'none';
   const create = async (body = resource.valid(next())) => {
     const response = await api.post(resource.path, body);
     expect(response.status).toBe(201);
@@ -242,8 +242,8 @@ describe.each(cases)('$name through the gateway', (resource) => {
     });
   });
 
-  describe(`ownership (services.json: ${ownershipOf(resource.path)})`, () => {
-    const ownership = ownershipOf(resource.path);
+  describe(`ownership (services.json: ${ownershipOf(resource.name)})`, () => {
+    const ownership = ownershipOf(resource.name);
     let other: Client;
     let admin: Client;
     beforeAll(async () => {

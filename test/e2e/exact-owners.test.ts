@@ -8,7 +8,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { ADMIN_ROLE, encodeSubject } from '@app/shared/platform/subject';
-import type { Ownership } from '@app/shared/platform/services';
+import type { Ownership } from '@app/shared/platform/ownership-policy';
 import { resourceRoutes } from '@app/shared/resource/routes';
 import { MySqlStore } from '@app/shared/resource/store';
 import { createServiceApp, type ServiceDefinition } from '@app/shared/service';

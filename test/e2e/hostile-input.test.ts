@@ -24,8 +24,8 @@ import { bodyBytes, bodyValue, validValue } from '../support/schema-arbitrary.js
 import { resourceCases, type ResourceCase } from '../support/resource-case.js';
 import { startStack } from '../support/stack.js';
 import { DEFAULT_SUBJECT, defaultToken, testToken } from '../support/auth.js';
-import { ownershipOf } from '@app/shared/resource/ownership';
-import type { Ownership } from '@app/shared/platform/services';
+import type { Ownership } from '@app/shared/platform/ownership-policy';
+import { ownershipOf } from '@app/shared/platform/services';
 
 /** At least 1,000 generated requests per run (the issue's bar), bounded so the run stays short. */
 const GENERATED_REQUESTS = 1_100;
@@ -96,7 +96,7 @@ interface Resource {
 }
 
 // Every service in services.json.
-const resources: Resource[] = (await resourceCases()).map(({ name, path, unique, valid }) => ({ name, collection: path, unique: unique?.field, valid, ownership: ownershipOf(path), ids: [] }));
+const resources: Resource[] = (await resourceCases()).map(({ name, path, unique, valid }) => ({ name, collection: path, unique: unique?.field, valid, ownership: ownershipOf(name), ids: [] }));
 
 /**
  * Every fifth generated request is sent as another caller: what it may see and change of the

@@ -17,14 +17,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import { readServiceList } from '@app/shared/platform/services';
-import { ownershipOf } from '@app/shared/resource/ownership';
+import { ownershipOf } from '@app/shared/platform/services';
 import { ALL_SCOPES, testToken } from '../support/auth.js';
 import { client, expectProblem, type Client, type TestResponse } from '../support/http.js';
 import { resourceCases } from '../support/resource-case.js';
 import { startStack } from '../support/stack.js';
 
 // Every service in services.json, with its ownership.
-const cases = (await resourceCases()).map((resource) => ({ ...resource, ownership: ownershipOf(resource.path) }));
+const cases = (await resourceCases()).map((resource) => ({ ...resource, ownership: ownershipOf(resource.name) }));
 
 let stack: Awaited<ReturnType<typeof startStack>>;
 const run = randomUUID().slice(0, 8);

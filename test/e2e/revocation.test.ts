@@ -11,7 +11,7 @@
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
-import { ownershipOf } from '@app/shared/resource/ownership';
+import { ownershipOf } from '@app/shared/platform/services';
 import { signedClaims, testToken } from '../support/auth.js';
 import { client, expectProblem, type TestResponse } from '../support/http.js';
 import { ROOT } from '../../tools/process.js';
@@ -23,7 +23,7 @@ import { startGateway, startStack, type RunningGateway } from '../support/stack.
 const WITHIN_MS = 1_000;
 
 /** The first service in services.json whose records only their owners see, with its bodies. */
-const ownersOnly = (await resourceCases()).find(({ path }) => ownershipOf(path) === 'all');
+const ownersOnly = (await resourceCases()).find(({ name }) => ownershipOf(name) === 'all');
 
 let stack: Awaited<ReturnType<typeof startStack>>;
 let replica: RunningGateway;

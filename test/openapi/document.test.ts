@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { serializeDocument } from '@app/shared/api-description/openapi';
 import { problemTypes } from '@app/shared/platform/problem';
-import { ownershipOf } from '@app/shared/resource/ownership';
+import { ownershipOf } from '@app/shared/platform/services';
 import { representation, type ResourceDefinition } from '@app/shared/resource/rules';
 import { serviceDocument } from '@app/shared/service';
 import type { oas31 } from 'zod-openapi';
@@ -90,7 +90,7 @@ describe('the document', () => {
       const prefix = /^\/api\/[^/]+/.exec(path)?.[0];
       if (prefix === undefined || method === 'options') continue;
       const name = prefix.slice('/api/'.length);
-      const ownership = ownershipOf(prefix);
+      const ownership = ownershipOf(name);
       expect({ path, method, security: operation.security }).toEqual({ path, method, security: expect.arrayContaining([{ bearerAuth: [`${name}:admin`] }]) });
       // Another owner's record: a 403 where every reader sees it but only its owner changes it;
       // where owners alone see theirs, a 404. Creating for another owner: a 403 where records have owners.
@@ -100,7 +100,7 @@ describe('the document', () => {
     }
     expect(refused).toEqual([]);
     const users = document.components.schemas?.User as oas31.SchemaObject;
-    expect((users.properties?.owner as oas31.SchemaObject).description).toContain(ownershipOf('/api/users') === 'all' ? 'see or change it' : 'change it');
+    expect((users.properties?.owner as oas31.SchemaObject).description).toContain(ownershipOf('users') === 'all' ? 'see or change it' : 'change it');
   });
 
   it('has no operation whose HEAD is missing, and OPTIONS on every path', () => {
@@ -157,7 +157,7 @@ describe('request schemas agree with the zod schemas', () => {
       if (parsed.success) {
         // …and what the service makes of it matches the response schema.
         const stored = { id: '0193a5c2-7b1e-7c4d-9a61-2f0c1b9e8d40', owner: 'ada', version: 1, createdAt: new Date(), updatedAt: new Date(), fields: parsed.data };
-        const owned = ownershipOf(`/api/${definition.name}s`) !== 'none';
+        const owned = ownershipOf(`${definition.name}s`) !== 'none';
         expect(contract.schemaErrors(ref('schemas', name), representation(stored, owned))).toEqual([]);
       }
     });

@@ -181,6 +181,8 @@ export async function startGateway(options: {
   guard?: GatewayGuardOptions;
   /** What its overload manager reads memory with (default: calmMemory). */
   readMemory?: MemoryReader;
+  /** SERVICES_FILE: the services it proxies, and their settings (default: the repository's services.json). */
+  servicesFile?: string;
 }): Promise<RunningGateway> {
   const logger = options.logger ?? testLogger;
   const guardOptions = options.guard ?? {};
@@ -207,6 +209,7 @@ export async function startGateway(options: {
     CACHE_STALE_SECONDS: options.cache?.staleSeconds,
     CACHE_MAX_ENTRY_BYTES: options.cache?.maxEntryBytes,
     CACHE_CALLER_BYTES: options.cache?.callerBytes,
+    SERVICES_FILE: options.servicesFile,
   };
   const config = gatewayConfig.parse(Object.fromEntries(Object.entries(settings).flatMap(([name, value]) => (value === undefined ? [] : [[name, String(value)]]))));
   const { redis, memory, limitsRedis, limits } = await testRedisParts(options.cache, guardOptions, config.CACHE_MEMORY_MB * 1024 * 1024, logger);

@@ -4,7 +4,7 @@ import { isClusterClient, isOutOfMemory, type CacheClient } from '../redis.js';
 import { decode, encode, type CachedResponse } from './entry.js';
 import type { MemoryTier } from './memory-tier.js';
 import { defaultBreakerSettings, RedisHealth, type RedisBreakerSettings } from './redis-health.js';
-import type { ReadScope, WriteScope } from './scope.js';
+import type { CacheLifetime, ReadScope, WriteScope } from './scope.js';
 import { SpaceBudget } from './space-budget.js';
 
 /**
@@ -21,9 +21,13 @@ const GENERATION_MARGIN_SECONDS = 60;
  */
 export const CLUSTER_FAILOVER_WAIT_MS = 5_000;
 
-export interface CacheSettings {
-  ttlSeconds: number;
-  staleSeconds: number;
+/** The lifetime of an entry whose service sets none of its own, in services.json (CACHE_TTL_SECONDS, CACHE_STALE_SECONDS). */
+export interface CacheSettings extends CacheLifetime {
+  /**
+   * The longest lifetime (ttl + stale seconds) a service sets, when longer than the default: the
+   * generations, and each caller's space budget, must last as long as the entries they cover.
+   */
+  longestLifetimeSeconds?: number;
   /** The largest identity body stored (CACHE_MAX_ENTRY_BYTES): a larger one is answered, never stored. */
   maxEntryBytes: number;
   /** The bytes each caller may store per entry lifetime (CACHE_CALLER_BYTES; see SpaceBudget). */
@@ -85,9 +89,10 @@ export class ResponseCache {
     readonly memory?: MemoryTier,
   ) {
     this.now = settings.now ?? Date.now;
-    this.#generationSeconds = settings.ttlSeconds + settings.staleSeconds + GENERATION_MARGIN_SECONDS;
+    const longestLifetime = Math.max(settings.ttlSeconds + settings.staleSeconds, settings.longestLifetimeSeconds ?? 0);
+    this.#generationSeconds = longestLifetime + GENERATION_MARGIN_SECONDS;
     this.#health = new RedisHealth(redis, logger, { ...defaultBreakerSettings, ...settings.breaker });
-    this.#space = new SpaceBudget(redis, settings.callerBytes, settings.ttlSeconds + settings.staleSeconds);
+    this.#space = new SpaceBudget(redis, settings.callerBytes, longestLifetime);
     this.#owedWaitMs = isClusterClient(redis) ? CLUSTER_FAILOVER_WAIT_MS : 0;
     // Pay what is owed on the turn Redis is back, not after the retry pause under way.
     const onReady = () => {
@@ -128,7 +133,7 @@ export class ResponseCache {
   /** A fresh entry held in this gateway's memory: no round trip. */
   held(scope: ReadScope): CachedResponse | undefined {
     const entry = this.memory?.held(scope);
-    return entry && this.#usable(scope) && this.isFresh(entry) ? entry : undefined;
+    return entry && this.#usable(scope) && this.isFresh(entry, scope) ? entry : undefined;
   }
 
   /**
@@ -153,7 +158,7 @@ export class ResponseCache {
     const storedBytes = stored?.length;
     const entry = stored ? decode(stored) : undefined;
     if (!entry || entry.generation !== current) return { generation: current, storedBytes };
-    if (this.isFresh(entry)) this.memory?.learn(scope, entry);
+    if (this.isFresh(entry, scope)) this.memory?.learn(scope, entry);
     return { generation: current, entry, storedBytes };
   }
 
@@ -161,13 +166,19 @@ export class ResponseCache {
     return Math.max(0, Math.floor((this.now() - entry.storedAt) / 1000));
   }
 
-  isFresh(entry: CachedResponse): boolean {
-    return this.now() - entry.storedAt < this.settings.ttlSeconds * 1000;
+  /** Within the time-to-live of the scope it was read for (its service's, else the default). */
+  isFresh(entry: CachedResponse, scope: ReadScope): boolean {
+    return this.now() - entry.storedAt < (scope.lifetime?.ttlSeconds ?? this.settings.ttlSeconds) * 1000;
   }
 
   /** Expired, but recent enough to serve when the service fails. */
-  isServableStale(entry: CachedResponse): boolean {
-    return this.now() - entry.storedAt < (this.settings.ttlSeconds + this.settings.staleSeconds) * 1000;
+  isServableStale(entry: CachedResponse, scope: ReadScope): boolean {
+    return this.now() - entry.storedAt < this.#lifetimeSeconds(scope) * 1000;
+  }
+
+  /** How long an entry of `scope` lives: fresh, then stale. */
+  #lifetimeSeconds({ lifetime }: ReadScope): number {
+    return (lifetime?.ttlSeconds ?? this.settings.ttlSeconds) + (lifetime?.staleSeconds ?? this.settings.staleSeconds);
   }
 
   /**
@@ -199,7 +210,7 @@ export class ResponseCache {
     if (!this.#usable(scope) || entry.body.length > this.settings.maxEntryBytes) return;
     this.memory?.learn(scope, entry);
     const encoded = encode(entry);
-    const lifetime = this.settings.ttlSeconds + this.settings.staleSeconds;
+    const lifetime = this.#lifetimeSeconds(scope);
     const expiry = replacedBytes > 0 ? ['XX', 'KEEPTTL'] : ['EX', lifetime];
     const added = Math.max(0, encoded.length - replacedBytes);
     const set = (...options: (string | number)[]) => this.#health.run((redis) => redis.call('SET', scope.entryKey, encoded, ...options)).catch(() => 'failed');

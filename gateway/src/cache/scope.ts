@@ -1,3 +1,9 @@
+/** How long an entry is served: fresh for `ttlSeconds`, then as stale for `staleSeconds` while its service fails. */
+export interface CacheLifetime {
+  ttlSeconds: number;
+  staleSeconds: number;
+}
+
 /**
  * The cache's keys for a tag, the part of a request target that routing.ts says a read or write
  * touches: `users` for the list pages, `users:<id>` for one item. Each tag has a generation
@@ -7,6 +13,8 @@
  */
 export interface ReadScope extends WriteScope {
   entryKey: string;
+  /** How long its entry lives, where its service sets that (services.json); each absent part is the cache's default. */
+  lifetime?: Partial<CacheLifetime>;
 }
 
 /**
@@ -23,11 +31,11 @@ export const writeScopeOf = (tag: string): WriteScope => ({ generationKey: `g:{$
 /**
  * The entry, generation and hold a read of `tag` with `query` uses; `caller`'s own entry when
  * given (after a space, which neither a query nor a percent-encoded subject holds), under the same
- * generation. The generation and hold keys are made on first use: a hit from memory looks up only
- * the entry key, and every key is a new string per request.
+ * generation; living `lifetime` when given. The generation and hold keys are made on first use: a
+ * hit from memory looks up only the entry key, and every key is a new string per request.
  */
-export const readScopeOf = (tag: string, query: string, caller?: string): ReadScope =>
-  new TagReadScope(tag, caller === undefined ? `c:{${tag}}:${normalisedQuery(query)}` : `c:{${tag}}:${normalisedQuery(query)} ${caller}`);
+export const readScopeOf = (tag: string, query: string, caller?: string, lifetime?: Partial<CacheLifetime>): ReadScope =>
+  new TagReadScope(tag, caller === undefined ? `c:{${tag}}:${normalisedQuery(query)}` : `c:{${tag}}:${normalisedQuery(query)} ${caller}`, lifetime);
 
 class TagReadScope implements ReadScope {
   #write: WriteScope | undefined = undefined;
@@ -35,6 +43,7 @@ class TagReadScope implements ReadScope {
   constructor(
     private readonly tag: string,
     readonly entryKey: string,
+    readonly lifetime: Partial<CacheLifetime> | undefined,
   ) {}
 
   get generationKey(): string {

@@ -14,15 +14,14 @@ import { upstreamProblem } from '../upstream.js';
 /**
  * Whether the cache may answer this request at all: a GET or HEAD with no body, token or cookie.
  * If-Match on a read is the service's to evaluate (412, or 400 when malformed): the cache only
- * answers If-None-Match. Nor an admin's read of a service whose records only their owners see: it
- * sees other owners' records, and an entry keyed by its subject alone would serve them to that
- * subject's other tokens, an admin's revoked one included.
+ * answers If-None-Match. Nor an admin's read where the service's ownership policy says so
+ * (`adminReadsUncached`: it sees other owners' records).
  */
 function isCacheable(exchange: Exchange): boolean {
   const { headers } = exchange.req;
   return (
     exchange.kind === 'read' &&
-    !(exchange.service?.upstream.owner === 'all' && headers[ROLE_HEADER] === ADMIN_ROLE) &&
+    !(exchange.service?.ownership.adminReadsUncached && headers[ROLE_HEADER] === ADMIN_ROLE) &&
     headers.authorization === undefined &&
     headers.cookie === undefined &&
     headers['if-match'] === undefined &&
@@ -67,7 +66,7 @@ export class CacheRead implements Stage {
     const lookup = await cache.lookup(scope);
     if (!lookup) return false;
     const { entry } = lookup;
-    if (entry && cache.isFresh(entry)) {
+    if (entry && cache.isFresh(entry, scope)) {
       exchange.cache = 'hit';
       writer.held(exchange, entry, { ageSeconds: cache.ageSeconds(entry) });
       return true;
@@ -76,8 +75,8 @@ export class CacheRead implements Stage {
     if (generation === undefined) return false;
     const joined = fills.started(scope, generation);
     const flight = joined ?? this.#startFill(exchange, hop, scope, generation, lookup.storedBytes);
-    if (flight) return this.#answerFromFill(exchange, hop, lookup, flight, joined === undefined);
-    if (this.#serveStale(exchange, lookup)) return true;
+    if (flight) return this.#answerFromFill(exchange, hop, { lookup, scope }, flight, joined === undefined);
+    if (this.#serveStale(exchange, lookup, scope)) return true;
     exchange.cache = 'miss';
     writer.problem(exchange, hop.limit.shedProblem());
     return true;
@@ -105,19 +104,19 @@ export class CacheRead implements Stage {
   }
 
   /** Answers from the fill under way: what it fetched, or stale, or its problem. */
-  async #answerFromFill(exchange: Exchange, hop: ServiceHop, lookup: Lookup, underWay: Promise<Fill>, leads: boolean): Promise<true> {
+  async #answerFromFill(exchange: Exchange, hop: ServiceHop, { lookup, scope }: { lookup: Lookup; scope: ReadScope }, underWay: Promise<Fill>, leads: boolean): Promise<true> {
     const { writer } = this.options;
     let fill: Fill;
     try {
       fill = await underWay;
     } catch (error) {
-      if (this.#serveStale(exchange, lookup)) return true;
+      if (this.#serveStale(exchange, lookup, scope)) return true;
       exchange.cache = 'miss';
       exchange.observed.log.warn({ upstream: hop.upstream.name, err: error }, 'upstream request failed');
       writer.failure(exchange, upstreamProblem(hop.upstream.name, error as Error));
       return true;
     }
-    if (fill.fetched.status >= 500 && this.#serveStale(exchange, lookup)) return true;
+    if (fill.fetched.status >= 500 && this.#serveStale(exchange, lookup, scope)) return true;
     exchange.cache = leads ? 'miss' : 'collapsed';
     // A cookie is for the one client whose request made it: never shared with collapsed requests.
     const setCookie = leads ? fill.fetched.headers['set-cookie'] : undefined;
@@ -125,10 +124,10 @@ export class CacheRead implements Stage {
     return true;
   }
 
-  #serveStale(exchange: Exchange, lookup: Lookup): boolean {
+  #serveStale(exchange: Exchange, lookup: Lookup, scope: ReadScope): boolean {
     const { cache, writer } = this.options;
     const stale = lookup.entry;
-    if (!stale || !cache.isServableStale(stale)) return false;
+    if (!stale || !cache.isServableStale(stale, scope)) return false;
     exchange.cache = 'stale';
     writer.held(exchange, stale, { ageSeconds: cache.ageSeconds(stale) });
     return true;

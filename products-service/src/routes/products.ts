@@ -1,12 +1,13 @@
 import { API_PREFIX } from '@app/shared/platform/services';
 import type { IdempotencyStore } from '@app/shared/resource/idempotency';
 import { resourceEndpoints, resourceRoutes } from '@app/shared/resource/routes';
+import { defaults } from '../config.js';
 import { productsResource, type ProductsService } from '../domain/products.js';
 
 const path = `${API_PREFIX}/products`;
 
 /** `/api/products` (list, create) and `/api/products/{id}` (read, replace, patch, delete). */
-export const productsRoutes = (products: ProductsService, idempotency: IdempotencyStore) => resourceRoutes(path, products, idempotency);
+export const productsRoutes = (products: ProductsService, idempotency: IdempotencyStore) => resourceRoutes(path, products, idempotency, defaults.ownership);
 
 /** The same declaration, for the description. */
-export const productsApi = resourceEndpoints(path, productsResource);
+export const productsApi = resourceEndpoints(path, productsResource, defaults.ownership);

@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
+// With its .ts extension (rewritten to .js in dist/): scripts run this file with Node's type stripping.
+import { OWNERSHIPS, ownershipPolicy, type Ownership } from './ownership-policy.ts';
 
 /**
  * The one list of services (services.json at the repository root). The gateway's upstreams, the
@@ -19,14 +21,8 @@ export const API_PREFIX = '/api';
 /** A service's name: a path segment, a scope prefix, a MySQL schema and user, a DNS label. */
 const serviceName = z.string().regex(/^[a-z][a-z0-9]{0,30}$/, 'must be 1 to 31 lower-case letters or digits, starting with a letter');
 
-/**
- * Who may see and change a record, by the verified subject that created it (its owner): `none`,
- * whoever has the service's scopes (a catalogue); `writes`, every reader reads it, only its owner
- * changes it; `all`, only its owner sees or changes it (personal data). `<name>:admin` sees and
- * changes every record.
- */
-export const OWNERSHIPS = ['none', 'writes', 'all'] as const;
-export type Ownership = (typeof OWNERSHIPS)[number];
+/** A number of seconds a services.json entry may set, from `min` to a year. */
+const entrySeconds = (min: number) => z.int(`must be a whole number of seconds from ${min} to 31536000`).min(min, `must be a whole number of seconds from ${min} to 31536000`).max(31_536_000, `must be a whole number of seconds from ${min} to 31536000`);
 
 const entry = z
   .strictObject({
@@ -34,11 +30,22 @@ const entry = z
     port: z.int().min(1).max(65535),
     /** The gateway caches its GETs. */
     cachedReads: z.boolean(),
-    /** A deployment may serve its reads without a token (AUTH_PUBLIC_READS); never for personal data. */
+    /** A deployment may serve its reads without a token (AUTH_PUBLIC_READS); never where its ownership forbids it. */
     publicReads: z.boolean(),
+    /** Who may see and change its records (ownership-policy.ts). */
     owner: z.enum(OWNERSHIPS),
+    /**
+     * How long the gateway serves a cached read of it as fresh, and then as stale while the service
+     * fails; each absent one is the gateway's CACHE_TTL_SECONDS or CACHE_STALE_SECONDS.
+     */
+    cache: z.strictObject({ ttlSeconds: entrySeconds(1).optional(), staleSeconds: entrySeconds(0).optional() }).optional(),
   })
-  .refine((service) => !(service.publicReads && service.owner === 'all'), { message: 'publicReads must be false where owner is "all": a record is then seen only by its owner', path: ['publicReads'] });
+  .superRefine((service, context) => {
+    const forbidden = ownershipPolicy(service.owner).noPublicReads;
+    if (service.publicReads && forbidden !== undefined) {
+      context.addIssue({ code: 'custom', message: `publicReads must be false where owner is "${service.owner}": ${forbidden}`, path: ['publicReads'] });
+    }
+  });
 
 const listFile = z.object({
   services: z
@@ -87,8 +94,14 @@ function serviceEntry(name: string, file?: string): ServiceEntry {
   return found;
 }
 
-/** What a service process defaults to, from its entry: its port, and its schema on a local MySQL. */
-export function serviceDefaults(name: string): { name: string; defaultPort: number; defaultDatabaseUrl: string } {
+/** The ownership services.json declares for the service `name`; throws when it declares no such service. */
+export const ownershipOf = (name: string): Ownership => serviceEntry(name).owner;
+
+/**
+ * What a service process takes from its entry: its name, its port and its schema on a local MySQL
+ * as defaults, and its ownership. Throws when services.json declares no service `name`.
+ */
+export function serviceDefaults(name: string): { name: string; defaultPort: number; defaultDatabaseUrl: string; ownership: Ownership } {
   const service = serviceEntry(name);
-  return { name: service.workspace, defaultPort: service.port, defaultDatabaseUrl: `mysql://root@127.0.0.1:3306/${service.schema}` };
+  return { name: service.workspace, defaultPort: service.port, defaultDatabaseUrl: `mysql://root@127.0.0.1:3306/${service.schema}`, ownership: service.owner };
 }

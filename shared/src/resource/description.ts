@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import type { oas31 } from 'zod-openapi';
 import type { HttpProblem } from '../platform/problem.js';
-import { scopesOfService, type Ownership } from '../platform/services.js';
+import { ownershipPolicy, type Ownership } from '../platform/ownership-policy.js';
+import { scopesOfService } from '../platform/services.js';
 import { UUID_V7 } from '../platform/request-target.js';
 import { encodeCursor, type ResourceDefinition } from './rules.js';
 import { parseOrThrow } from '../platform/validation.js';
@@ -48,23 +49,20 @@ export function validationExample(schema: z.ZodType, input: unknown, at: string)
   throw new Error(`${JSON.stringify(input)} is valid: it cannot be the example of a 400`);
 }
 
-/** What the owner of a record may do that others may not, by the service's ownership (services.json). */
-const OWNER_ALONE = { writes: 'change it (every reader sees it)', all: 'see or change it' } as const;
-
 /**
- * The schemas of a resource; with an `ownership` other than `none`, its records have owners who
- * decide who sees or changes them (services.json), so its representation shows the owner.
+ * The schemas of a resource; where its `ownership` gives records owners who decide who sees or
+ * changes them (services.json), its representation shows the owner.
  */
-export function resourceSchemas<F extends Record<string, unknown>>(plural: string, definition: ResourceDefinition<F>, ownership: Ownership = 'none') {
+export function resourceSchemas<F extends Record<string, unknown>>(plural: string, definition: ResourceDefinition<F>, ownership: Ownership) {
   const Name = pascal(definition.name);
   const { shape } = definition.fields;
-  const owner =
-    ownership === 'none'
-      ? undefined
-      : z.string().nullable().meta({
-          readOnly: true,
-          description: `The subject of the access token that created it (\`null\` for one created before records had owners): only it, and a caller with the \`${scopesOfService(plural).admin}\` scope, may ${OWNER_ALONE[ownership]}.`,
-        });
+  const { owned: hasOwners, ownerAlone } = ownershipPolicy(ownership);
+  const owner = hasOwners
+    ? z.string().nullable().meta({
+        readOnly: true,
+        description: `The subject of the access token that created it (\`null\` for one created before records had owners): only it, and a caller with the \`${scopesOfService(plural).admin}\` scope, may ${ownerAlone}.`,
+      })
+    : undefined;
   const owned = owner !== undefined;
   const resource = z
     .strictObject({

@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import mysql, { type RowDataPacket } from 'mysql2/promise';
 import { schemaOf, type MigrationSource } from '../platform/migrate.js';
-import type { Ownership } from '../platform/services.js';
+import { ownershipPolicy, type Ownership } from '../platform/ownership-policy.js';
 
 /**
  * The resource engine's tables (its idempotency keys), in shared/migrations/: migrated into every
@@ -22,12 +22,12 @@ export const OWNER_KEY_COLUMN = 'owner_key';
 
 /**
  * Throws unless every unique index (but the primary key) of a table with owners in the schema leads
- * with `owner_key`, when only owners see their records (`all`): a unique field is then unique
- * within its owner, and a 409 tells no caller what another owner has (docs/api.md). Checked each
- * time the migrations run (on start, unless MIGRATE_ON_START=false, and by `npm run migrate`).
+ * with `owner_key`, where the ownership makes a unique field unique within its owner (only owners
+ * see their records): a 409 then tells no caller what another owner has (docs/api.md). Checked
+ * each time the migrations run (on start, unless MIGRATE_ON_START=false, and by `npm run migrate`).
  */
 export async function checkUniqueWithinOwner(databaseUrl: string, ownership: Ownership): Promise<void> {
-  if (ownership !== 'all') return;
+  if (!ownershipPolicy(ownership).uniqueWithinOwner) return;
   const connection = await mysql.createConnection({ uri: databaseUrl, connectTimeout: 5_000 });
   const [rows] = await connection.query<RowDataPacket[]>(
     `SELECT s.TABLE_NAME AS tableName, s.INDEX_NAME AS indexName, GROUP_CONCAT(s.COLUMN_NAME ORDER BY s.SEQ_IN_INDEX) AS columnNames
@@ -42,6 +42,6 @@ export async function checkUniqueWithinOwner(databaseUrl: string, ownership: Own
   if (global.length === 0) return;
   const named = global.map((row) => `${String(row.tableName)}.${String(row.indexName)} (${String(row.columnNames)})`).join(', ');
   throw new Error(
-    `"owner": "all" needs each unique index to lead with ${OWNER_KEY_COLUMN}, so that a 409 tells no caller what another owner has; add a migration for ${named} (docs/adding-a-service.md)`,
+    `"owner": "${ownership}" needs each unique index to lead with ${OWNER_KEY_COLUMN}, so that a 409 tells no caller what another owner has; add a migration for ${named} (docs/adding-a-service.md)`,
   );
 }

@@ -8,8 +8,9 @@ import { JSON_CONTENT_TYPE, NOSNIFF, sendJson } from '../platform/http/responses
 import { idempotencyProblems, idempotent, type IdempotencyStore, type StoredResponse } from './idempotency.js';
 import { HttpProblem, problems } from '../platform/problem.js';
 import { conditionsOf, DEFAULT_LIMIT, etagOf, evaluatePreconditions, listQuerySchema, representation, type ResourceDefinition, type ResourceService, type Stored } from './rules.js';
-import { accessOf, ownershipOf, readAccessOf } from './ownership.js';
-import { scopesOfService, type Ownership } from '../platform/services.js';
+import { accessOf, readAccessOf } from './ownership.js';
+import { ownershipPolicy, refusesOthersChanges, type Ownership } from '../platform/ownership-policy.js';
+import { scopesOfService } from '../platform/services.js';
 import { z } from 'zod';
 
 /** PATCH takes an RFC 7396 merge patch; plain JSON is accepted as the same. */
@@ -38,20 +39,21 @@ const ownerParameter = z.string().min(1).max(255);
  * `writeHead` with every header, X-Request-Id included: with no `setHeader` before it, Node writes
  * the headers without building its header map.
  */
-const itemReader =
-  <F extends Record<string, unknown>>(service: ResourceService<F, unknown>, ownership: Ownership) =>
-  async (req: IncomingMessage, res: ServerResponse, id: string, requestId: string) => {
+function itemReader<F extends Record<string, unknown>>(service: ResourceService<F, unknown>, ownership: Ownership) {
+  const { owned } = ownershipPolicy(ownership);
+  return async (req: IncomingMessage, res: ServerResponse, id: string, requestId: string) => {
     const stored = await service.get(id, readAccessOf(req.headers, ownership));
     const etag = etagOf(stored.version);
     if (evaluatePreconditions(conditionsOf(req.headers), etag, 'read') === 'not-modified') {
       res.writeHead(304, ['ETag', etag, 'Cache-Control', 'no-cache', REQUEST_ID_HEADER, requestId, ...NOSNIFF]).end();
       return;
     }
-    const body = JSON.stringify(representation(stored, ownership !== 'none'));
+    const body = JSON.stringify(representation(stored, owned));
     res
       .writeHead(200, ['Content-Type', JSON_CONTENT_TYPE, 'Content-Length', Buffer.byteLength(body), 'ETag', etag, 'Cache-Control', 'no-cache', REQUEST_ID_HEADER, requestId, ...NOSNIFF])
       .end(body);
   };
+}
 
 /** What the handlers run on; absent when only the description is wanted. */
 interface Runtime<F extends Record<string, unknown>> {
@@ -65,7 +67,7 @@ interface Runtime<F extends Record<string, unknown>> {
 function describedResource<F extends Record<string, unknown>>(path: string, definition: ResourceDefinition<F>, ownership: Ownership) {
   const plural = path.slice(path.lastIndexOf('/') + 1);
   const Plural = plural.charAt(0).toUpperCase() + plural.slice(1);
-  const owned = ownership !== 'none';
+  const { owned } = ownershipPolicy(ownership);
   const schemas = resourceSchemas(plural, definition, ownership);
   const listQuery = listQuerySchema(definition.filter, definition.example);
   const item = `${path}/{id}`;
@@ -96,8 +98,8 @@ function sharedResponses<F extends Record<string, unknown>>({ at, definition, fi
     415: problem(415, new HttpProblem('unsupported-media-type', 'The request body must be application/json, not text/plain'), where),
   });
   const withResource = (description: string, more: Record<string, string> = {}) => ({ description, headers: headers({ ETag: 'ETag', ...more }), content: json(resource, exampleResource) });
-  // Where only a record's owner changes it, another caller's change is a 403.
-  const notOwner = ownership === 'writes' ? { 403: problem(403, new HttpProblem('not-owner', `This ${definition.name} belongs to another caller: only its owner (or an admin) may change it`)) } : {};
+  // Where a caller sees another owner's record but may not change it, its change is a 403.
+  const notOwner = refusesOthersChanges(ownershipPolicy(ownership)) ? { 403: problem(403, new HttpProblem('not-owner', `This ${definition.name} belongs to another caller: only its owner (or an admin) may change it`)) } : {};
   return {
     problem,
     /** A write with an Idempotency-Key may meet its key in flight: a 409 with Retry-After. */
@@ -265,15 +267,17 @@ function deleteOperation<F extends Record<string, unknown>>({ Name, definition, 
 /**
  * The endpoints of a resource, declared once: `path` (list, create) and `path/{id}` (read, replace,
  * patch, delete), each operation with its parameters, bodies and every response it can give, and
- * the handlers that give them (with `runtime`). POST and PATCH honour `Idempotency-Key`, with keys
+ * the handlers that give them (with `runtime`), as its `ownership` (services.json) decides who sees
+ * and changes its records. POST and PATCH honour `Idempotency-Key`, with keys
  * scoped to `path`. Conditional requests follow RFC 9110 §13 on every method: an item's validator
  * is its ETag; a collection exists but has none, so on it `If-Match: *` holds, any other If-Match
  * fails (412), and `If-None-Match: *` on POST fails (412); If-None-Match on a list read is not
  * evaluated (no validator to compare, and the gateway's cache answers the same).
  */
-export function resourceEndpoints<F extends Record<string, unknown>>(path: string, definition: ResourceDefinition<F>, runtime?: Runtime<F>): Endpoint[] {
-  const described = describedResource(path, definition, runtime?.ownership ?? ownershipOf(path));
-  const kit: OperationKit<F> = { ...described, ...sharedResponses(described), handled: (make) => (runtime ? { handlers: [make(runtime)] } : {}) };
+export function resourceEndpoints<F extends Record<string, unknown>>(path: string, definition: ResourceDefinition<F>, ownership: Ownership, runtime?: Omit<Runtime<F>, 'ownership'>): Endpoint[] {
+  const described = describedResource(path, definition, ownership);
+  const handlers = runtime && { ...runtime, ownership };
+  const kit: OperationKit<F> = { ...described, ...sharedResponses(described), handled: (make) => (handlers ? { handlers: [make(handlers)] } : {}) };
   return [
     { path, tag: kit.tag, operations: { GET: listOperation(kit), POST: createOperation(kit) } },
     {
@@ -285,13 +289,8 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
   ];
 }
 
-/** The routes of a resource at `path`, from its declaration, with the ownership services.json gives it unless another is named. */
-export function resourceRoutes<F extends Record<string, unknown>, Filter>(
-  path: string,
-  service: ResourceService<F, Filter>,
-  idempotency: IdempotencyStore,
-  ownership: Ownership = ownershipOf(path),
-): ResourceRoutes {
-  const runtime = { service: service as ResourceService<F, unknown>, idempotency, ownership };
-  return { path, router: routerOf(resourceEndpoints(path, service.definition, runtime)), readItem: itemReader(runtime.service, runtime.ownership) };
+/** The routes of a resource at `path`, from its declaration, with the ownership its service's entry in services.json gives it. */
+export function resourceRoutes<F extends Record<string, unknown>, Filter>(path: string, service: ResourceService<F, Filter>, idempotency: IdempotencyStore, ownership: Ownership): ResourceRoutes {
+  const runtime = { service: service as ResourceService<F, unknown>, idempotency };
+  return { path, router: routerOf(resourceEndpoints(path, service.definition, ownership, runtime)), readItem: itemReader(runtime.service, ownership) };
 }

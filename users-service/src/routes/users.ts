@@ -1,12 +1,13 @@
 import { API_PREFIX } from '@app/shared/platform/services';
 import type { IdempotencyStore } from '@app/shared/resource/idempotency';
 import { resourceEndpoints, resourceRoutes } from '@app/shared/resource/routes';
+import { defaults } from '../config.js';
 import { usersResource, type UsersService } from '../domain/users.js';
 
 const path = `${API_PREFIX}/users`;
 
 /** `/api/users` (list, create) and `/api/users/{id}` (read, replace, patch, delete). */
-export const usersRoutes = (users: UsersService, idempotency: IdempotencyStore) => resourceRoutes(path, users, idempotency);
+export const usersRoutes = (users: UsersService, idempotency: IdempotencyStore) => resourceRoutes(path, users, idempotency, defaults.ownership);
 
 /** The same declaration, for the description. */
-export const usersApi = resourceEndpoints(path, usersResource);
+export const usersApi = resourceEndpoints(path, usersResource, defaults.ownership);
