@@ -8,7 +8,7 @@ import { writeFileSync } from 'node:fs';
 import { serializeDocument, type OpenApiDocument } from '@app/shared/api-description/openapi';
 import { serviceDocument } from '@app/shared/service';
 import { configSchema, upstreamSettings } from '../gateway/dist/config.js';
-import { gatewayDocument } from '../gateway/dist/openapi.js';
+import { gatewayDocument } from '../gateway/dist/own-endpoints/api-description.js';
 import { serviceModules } from './services.ts';
 
 export const OPENAPI_FILE = new URL('../openapi.json', import.meta.url);

@@ -5,8 +5,8 @@ import { DEV_AUDIENCE, DEV_ISSUER, DEV_PUBLIC_KEY_JWK } from '@app/shared/platfo
 import { readServiceList, SERVICES_FILE, type Ownership, type ServiceEntry } from '@app/shared/platform/services';
 import { z } from 'zod';
 import { CLAIM_PRESET_NAMES } from './auth/claims.js';
-import { parseClusterNode } from './redis.js';
-import type { Upstream } from './upstream.js';
+import { parseClusterNode } from './redis/client.js';
+import type { Upstream } from './proxy/upstream.js';
 
 /** Signature algorithms a token may use: public-key ones only, so no `none` and no HS/RS key confusion. */
 export const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'] as const;

@@ -4,7 +4,7 @@ import type { ObservedRequest } from '@app/shared/platform/http/observation';
 import type { HttpProblem } from '@app/shared/platform/problem';
 import type { RequestTarget } from '@app/shared/platform/request-target';
 import { kindOf, type MethodKind } from './method-kind.js';
-import type { ServiceRoute } from './routing.js';
+import type { ServiceRoute } from './routing/service-routes.js';
 
 /** What the cache did for a request, as the metrics count it (`X-Cache` says less: a collapsed request is a MISS). */
 export type CacheOutcome = 'hit' | 'miss' | 'collapsed' | 'stale' | 'bypass';
@@ -51,7 +51,7 @@ export class Exchange {
     readonly res: ServerResponse,
     /** Its target in canonical form; undefined when it has none (a 404). */
     readonly target: RequestTarget | undefined,
-    /** The service it is for, if any (routing.ts). */
+    /** The service it is for, if any (routing/service-routes.ts). */
     readonly service: ServiceRoute | undefined,
     /** Its id, and its logger (made on first use); its log line is written when its response is done. */
     readonly observed: ObservedRequest,

@@ -7,8 +7,8 @@ import { pipeline } from 'node:stream';
 import { compressor, isCompressible, negotiateCoding, variantHeaders, type Coding } from './cache/compression.js';
 import { headerList, type CachedResponse, type Representation } from './cache/entry.js';
 import type { CacheOutcome, Exchange } from './exchange.js';
-import { hasBody } from './request-body.js';
-import { HOP_BY_HOP } from './upstream.js';
+import { hasBody } from './proxy/request-body.js';
+import { HOP_BY_HOP } from './proxy/upstream.js';
 
 /** A response the gateway holds whole: an entry of its cache, or a fill it fetched for it. */
 export type HeldResponse = Pick<CachedResponse, 'status' | 'headers' | 'body' | 'headerList' | 'variants'>;

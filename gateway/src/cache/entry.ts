@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { NOSNIFF } from '@app/shared/platform/http/responses';
-import { HOP_BY_HOP } from '../upstream.js';
+import { HOP_BY_HOP } from '../proxy/upstream.js';
 import { compressVariants, CONTENT_CODINGS, isCompressible, variantHeaders, type ContentCoding } from './compression.js';
 
 /** One representation of a response: its headers and body, and its header list once made. */
