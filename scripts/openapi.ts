@@ -7,7 +7,8 @@
 import { writeFileSync } from 'node:fs';
 import { serializeDocument, type OpenApiDocument } from '@app/shared/api-description/openapi';
 import { serviceDocument } from '@app/shared/service';
-import { configSchema, upstreamSettings } from '../gateway/dist/config.js';
+import { configSchema } from '../gateway/dist/config.js';
+import { upstreamSettings } from '../gateway/dist/routing/upstreams.js';
 import { gatewayDocument } from '../gateway/dist/own-endpoints/api-description.js';
 import { serviceModules } from './services.ts';
 

@@ -2,11 +2,10 @@ import { createPublicKey, type JsonWebKey, KeyObject } from 'node:crypto';
 import { isIP } from 'node:net';
 import { commonConfig, count, flag, hasScheme, HTTP_SCHEMES, listenAddress, megabytes, milliseconds, optionalUrl, port, seconds, unsetIfEmpty, url } from '@app/shared/platform/config';
 import { DEV_AUDIENCE, DEV_ISSUER, DEV_PUBLIC_KEY_JWK } from '@app/shared/platform/dev-auth';
-import { readServiceList, SERVICES_FILE, type Ownership, type ServiceEntry } from '@app/shared/platform/services';
+import { SERVICES_FILE } from '@app/shared/platform/services';
 import { z } from 'zod';
 import { CLAIM_PRESET_NAMES } from './auth/claims.js';
 import { parseClusterNode } from './redis/client.js';
-import type { Upstream } from './proxy/upstream.js';
 
 /** Signature algorithms a token may use: public-key ones only, so no `none` and no HS/RS key confusion. */
 export const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'] as const;
@@ -213,45 +212,3 @@ export function devKeyProblems(config: { HOST: string; AUTH_ENABLED: boolean; AU
 }
 
 export type GatewayConfig = z.infer<typeof configSchema>;
-
-/** A listed service as the gateway proxies it. */
-export interface ServedUpstream extends Upstream {
-  /** The gateway caches its GETs. */
-  cachedReads: boolean;
-  /** Its GETs need no token. */
-  publicReads: boolean;
-  /** Who may see and change its records (services.json); `none` when not given. */
-  owner?: Ownership;
-}
-
-type UpstreamConfig = Pick<GatewayConfig, 'SERVICES_FILE' | 'UPSTREAM_URL_TEMPLATE' | 'GATEWAY_UPSTREAMS' | 'AUTH_PUBLIC_READS'>;
-
-/**
- * The upstreams: one per service in SERVICES_FILE, at UPSTREAM_URL_TEMPLATE unless GATEWAY_UPSTREAMS
- * says otherwise; or the problems that stop the gateway from starting.
- */
-export function upstreamSettings(config: UpstreamConfig): { upstreams: ServedUpstream[]; problems: string[] } {
-  let services: ServiceEntry[];
-  try {
-    services = readServiceList(config.SERVICES_FILE);
-  } catch (error) {
-    return { upstreams: [], problems: [`SERVICES_FILE: ${(error as Error).message}`] };
-  }
-  const byName = new Map(services.map((service) => [service.name, service]));
-  const urls = new Map(config.GATEWAY_UPSTREAMS.map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]));
-  const problems = [
-    ...[...urls.keys()].filter((name) => !byName.has(name)).map((name) => `GATEWAY_UPSTREAMS: ${name}: no such service in ${config.SERVICES_FILE}`),
-    ...config.AUTH_PUBLIC_READS.filter((name) => !byName.get(name)?.publicReads).map(
-      (name) => `AUTH_PUBLIC_READS: ${name}: ${byName.has(name) ? 'its reads may not be public (services.json)' : `no such service in ${config.SERVICES_FILE}`}`,
-    ),
-  ];
-  const upstreams = services.map((service) => ({
-    name: service.name,
-    prefix: service.prefix,
-    url: urls.get(service.name) ?? config.UPSTREAM_URL_TEMPLATE.replaceAll('{service}', service.workspace).replaceAll('{port}', String(service.port)),
-    cachedReads: service.cachedReads,
-    publicReads: config.AUTH_PUBLIC_READS.includes(service.name),
-    owner: service.owner,
-  }));
-  return { upstreams, problems };
-}

@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import { HttpProblem } from '@app/shared/platform/problem';
 import { ADMIN_ROLE, ROLE_HEADER, SUBJECT_HEADER } from '@app/shared/platform/subject';
 import { currentServerSpan } from '@app/shared/telemetry/spans';
@@ -30,6 +30,12 @@ function without(headers: IncomingHttpHeaders, name: string): IncomingHttpHeader
   const kept: IncomingHttpHeaders = {};
   for (const key in headers) if (key !== name) kept[key] = headers[key];
   return kept;
+}
+
+/** Only the gateway says who the caller is, and whether as an admin: a client's own say is dropped. */
+function dropIdentity(req: IncomingMessage): void {
+  if (req.headers[SUBJECT_HEADER] !== undefined) req.headers = without(req.headers, SUBJECT_HEADER);
+  if (req.headers[ROLE_HEADER] !== undefined) req.headers = without(req.headers, ROLE_HEADER);
 }
 
 function tokenProblem(error: unknown): HttpProblem {
@@ -77,9 +83,7 @@ export function authStages(options: {
     name: 'identify',
     run(exchange) {
       const { req } = exchange;
-      // Only the gateway says who the caller is, and whether as an admin.
-      if (req.headers[SUBJECT_HEADER] !== undefined) req.headers = without(req.headers, SUBJECT_HEADER);
-      if (req.headers[ROLE_HEADER] !== undefined) req.headers = without(req.headers, ROLE_HEADER);
+      dropIdentity(req);
       if (!tokens || exchange.preflight) return false;
       const method = req.method ?? 'GET';
       const scope = exchange.underApi ? exchange.service?.requiredScope(method) : ownEndpointScope(exchange.path, method);

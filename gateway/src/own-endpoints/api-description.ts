@@ -11,7 +11,8 @@ import { KeptDescription } from './kept-description.js';
 import { kindOf } from '../method-kind.js';
 import type { oas31, ZodOpenApiPathsObject, ZodOpenApiResponseObject } from 'zod-openapi';
 import { servesPath } from '../routing/service-routes.js';
-import type { Deadlines, Upstream } from '../proxy/upstream.js';
+import type { Deadlines } from '../proxy/upstream.js';
+import type { Upstream } from '../routing/upstreams.js';
 
 /**
  * The API description clients use, `GET /openapi.json`, and a page that shows it, `GET /docs`.

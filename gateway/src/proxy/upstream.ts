@@ -6,14 +6,7 @@ import { ROLE_HEADER, SUBJECT_HEADER } from '@app/shared/platform/subject';
 import { endClientSpan, type RequestTrace, startClientSpan, traceOf } from '@app/shared/telemetry/spans';
 import { createProxyMiddleware, proxyEventsPlugin } from 'http-proxy-middleware';
 import { exchangeOf, type Exchange } from '../exchange.js';
-
-export interface Upstream {
-  /** A name for logs and problem details; never a host name. */
-  name: string;
-  url: string;
-  /** The path prefix it serves, e.g. `/api/users` (and everything below it). */
-  prefix: string;
-}
+import type { Upstream } from '../routing/upstreams.js';
 
 /** Headers about the connection or this one delivery: never stored, never forwarded. */
 export const HOP_BY_HOP = new Set([

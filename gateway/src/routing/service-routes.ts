@@ -1,9 +1,8 @@
 import type { RequestTarget } from '@app/shared/platform/request-target';
 import { GATEWAY_ADMIN_SCOPE, scopesOfService } from '@app/shared/platform/services';
 import { readScopeOf, writeScopeOf, type ReadScope, type WriteScope } from '../cache/keys.js';
-import type { ServedUpstream } from '../config.js';
 import { kindOf } from '../method-kind.js';
-import type { Upstream } from '../proxy/upstream.js';
+import type { ServedUpstream, Upstream } from './upstreams.js';
 
 /**
  * One service as routing knows it, made once when the gateway starts: what a request to it needs

@@ -1,7 +1,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { configSchema, upstreamSettings } from '../../src/config.js';
+import { configSchema } from '../../src/config.js';
+import { upstreamSettings } from '../../src/routing/upstreams.js';
 import { servesPath } from '../../src/routing/service-routes.js';
 
 /** Which upstream serves a path, and the upstreams derived from the service list and the environment. */
