@@ -10,16 +10,16 @@ const noop = () => undefined;
  * CORS for the origins whose browser pages may call the API: their headers on every response to
  * them, and their preflights answered (204) once counted against the address's read budget, like
  * any request (browsers send no token with a preflight). Two stages: `headers` first, `preflight`
- * after the rate limits. Any other OPTIONS is a request like any other (auth, limits, 404 or Allow).
+ * after the rate limits. `exposedHeaders`: what a page may read (every feature's, cors/feature.ts). Any other OPTIONS is a request like any other (auth, limits, 404 or Allow).
  */
-export function corsStages(origins: readonly string[], writer: ResponseWriter): { headers: Stage; preflight: Stage } {
+export function corsStages(origins: readonly string[], writer: ResponseWriter, exposedHeaders: readonly string[]): { headers: Stage; preflight: Stage } {
   const allowed = new Set(origins);
   const handler = cors({
     origin: [...origins],
     methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
     // docs/api.md ("Browsers") names both lists: keep it in step.
     allowedHeaders: ['Authorization', 'Content-Type', 'If-Match', 'If-None-Match', 'Idempotency-Key', 'X-Request-Id'],
-    exposedHeaders: ['ETag', 'Location', 'X-Request-Id', 'X-Cache', 'Age', 'Retry-After', 'RateLimit', 'RateLimit-Policy', 'WWW-Authenticate', 'Idempotent-Replayed'],
+    exposedHeaders: [...exposedHeaders],
     maxAge: 600,
   });
   // The cors package decides synchronously for a fixed list of origins.

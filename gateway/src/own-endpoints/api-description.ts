@@ -10,6 +10,7 @@ import { ASSETS, DOCS_FILES, sendDocsFile, sendDocsPage } from './docs-page.js';
 import { KeptDescription } from './kept-description.js';
 import { kindOf } from '../method-kind.js';
 import type { oas31, ZodOpenApiPathsObject, ZodOpenApiResponseObject } from 'zod-openapi';
+import type { FeatureDescription } from '../feature.js';
 import { servesPath } from '../routing/service-routes.js';
 import type { Deadlines } from '../proxy/upstream.js';
 import type { Upstream } from '../routing/upstreams.js';
@@ -61,7 +62,7 @@ const METHODS = ['get', 'head', 'post', 'put', 'patch', 'delete', 'options'] as 
  * A service's operation as the gateway answers it: its token and scope (401, 403, as routing/service-routes.ts and auth/stages.ts
  * decides them), its rate limits (429, RateLimit headers), 502/504, and the cache headers on GET and HEAD.
  */
-function throughGateway(upstream: Upstream, method: (typeof METHODS)[number], operation: oas31.OperationObject, route: string, deadlines: Deadlines) {
+function throughGateway(upstream: Upstream, method: (typeof METHODS)[number], operation: oas31.OperationObject, route: string, deadlines: Deadlines, descriptions: readonly FeatureDescription[]) {
   const kind = kindOf(method.toUpperCase());
   const cached = kind === 'read';
   const scopes = scopesOfService(upstream.name);
@@ -89,7 +90,10 @@ function throughGateway(upstream: Upstream, method: (typeof METHODS)[number], op
     502: problem(502, 'bad-gateway', `The ${upstream.name} service could not be reached`),
     504: problem(504, 'gateway-timeout', `The ${upstream.name} service did not answer within ${deadlines.upstreamMs} ms`),
   };
-  const added = headers({ 'RateLimit-Policy': 'RateLimitPolicy', RateLimit: 'RateLimit', ...(cached && { 'X-Cache': 'XCache', Age: 'Age' }) });
+  // What each feature adds (feature.ts: FeatureDescription), after what the gateway has always described.
+  const fragments = descriptions.map((description) => description.operation?.({ upstream, method, kind, route, operation, deadlines }) ?? {});
+  Object.assign(responses, ...fragments.map((fragment) => fragment.responses));
+  const added = headers({ 'RateLimit-Policy': 'RateLimitPolicy', RateLimit: 'RateLimit', ...(cached && { 'X-Cache': 'XCache', Age: 'Age' }), ...Object.assign({}, ...fragments.map((fragment) => fragment.headers)) });
   return {
     ...operation,
     // The service's admin scope grants every operation of it, as its read or write scope does.
@@ -102,11 +106,11 @@ function throughGateway(upstream: Upstream, method: (typeof METHODS)[number], op
 }
 
 /** The paths `upstream` serves, from its own description, as the gateway answers them. */
-export function proxiedPaths(upstream: Upstream, document: OpenApiDocument, deadlines: Deadlines): ZodOpenApiPathsObject {
+export function proxiedPaths(upstream: Upstream, document: OpenApiDocument, deadlines: Deadlines, descriptions: readonly FeatureDescription[] = []): ZodOpenApiPathsObject {
   const paths: Record<string, oas31.PathItemObject> = {};
   for (const [route, item] of Object.entries(document.paths ?? {})) {
     if (!servesPath(upstream, route)) continue;
-    paths[route] = { ...item, ...Object.fromEntries(METHODS.flatMap((method) => (item[method] ? [[method, throughGateway(upstream, method, item[method], route, deadlines)]] : []))) };
+    paths[route] = { ...item, ...Object.fromEntries(METHODS.flatMap((method) => (item[method] ? [[method, throughGateway(upstream, method, item[method], route, deadlines, descriptions)]] : []))) };
   }
   return paths as ZodOpenApiPathsObject;
 }
@@ -171,7 +175,7 @@ const description = (upstreams: readonly Upstream[]) => `A REST API for ${upstre
 ${problemTypesTable()}`;
 
 /** The document clients use: the gateway's own endpoints, and each upstream's paths as the gateway answers them. */
-export function gatewayDocument(parts: readonly { upstream: Upstream; document: OpenApiDocument }[], deadlines: Deadlines): OpenApiDocument {
+export function gatewayDocument(parts: readonly { upstream: Upstream; document: OpenApiDocument }[], deadlines: Deadlines, descriptions: readonly FeatureDescription[] = []): OpenApiDocument {
   const upstreams = parts.map(({ upstream }) => upstream);
   const own = [...probeEndpoints, ...gatewayEndpoints(upstreams[0]?.name ?? ''), revocationEndpoint()];
   const schemas: Record<string, oas31.SchemaObject | oas31.ReferenceObject> = {};
@@ -179,16 +183,16 @@ export function gatewayDocument(parts: readonly { upstream: Upstream; document: 
     if (name in schemas && JSON.stringify(schemas[name]) !== JSON.stringify(schema)) throw new Error(`Two different definitions of components.schemas.${name}`);
     schemas[name] = schema;
   }
-  const paths = Object.assign({}, ...parts.map(({ upstream, document }) => proxiedPaths(upstream, document, deadlines)), describe(own)) as ZodOpenApiPathsObject;
+  const paths = Object.assign({}, ...parts.map(({ upstream, document }) => proxiedPaths(upstream, document, deadlines, descriptions)), describe(own)) as ZodOpenApiPathsObject;
   const used = new Set(Object.values(paths).flatMap((item) => METHODS.flatMap((method) => item[method]?.tags ?? [])));
   const tags = [...parts.flatMap(({ document }) => document.tags ?? []), ...own.map(({ tag }) => tag)].filter(({ name }) => used.has(name));
   const info = { title: 'REST microservices API', version: '1.0.0', description: description(upstreams) };
-  return apiDocument(info, paths, tags, { schemas, headers: GATEWAY_HEADERS, securitySchemes: securitySchemes(scopesOf(upstreams)) });
+  return apiDocument(info, paths, tags, { schemas, headers: Object.assign({}, GATEWAY_HEADERS, ...descriptions.map((description) => description.headers)), securitySchemes: securitySchemes(scopesOf(upstreams)) });
 }
 
 /** `GET /openapi.json`, `GET /docs` and the page's files. */
-export function openApiRoutes(options: { upstreams: readonly Upstream[]; deadlines: Deadlines }): Router {
-  const kept = new KeptDescription(options.upstreams, options.deadlines, (parts) => gatewayDocument(parts, options.deadlines));
+export function openApiRoutes(options: { upstreams: readonly Upstream[]; deadlines: Deadlines; descriptions: readonly FeatureDescription[] }): Router {
+  const kept = new KeptDescription(options.upstreams, options.deadlines, (parts) => gatewayDocument(parts, options.deadlines, options.descriptions));
   const document: RequestHandler = async (req, res) => {
     const built = await kept.current(res.locals.log, res.locals.requestId);
     const coding = negotiateCoding(req.headers['accept-encoding'], built.variants);

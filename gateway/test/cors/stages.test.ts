@@ -10,7 +10,7 @@ const logger = createLogger('cors-stage-test', 'silent');
 const writer = new ResponseWriter(() => undefined);
 const ORIGIN = 'https://app.example.com';
 // Made in each test rather than once, so that what they configure is run (and mutated) under a test.
-const stages = () => corsStages(['https://other.example.com', ORIGIN], writer);
+const stages = () => corsStages(['https://other.example.com', ORIGIN], writer, EXPOSED.split(','));
 
 const EXPOSED = 'ETag,Location,X-Request-Id,X-Cache,Age,Retry-After,RateLimit,RateLimit-Policy,WWW-Authenticate,Idempotent-Replayed';
 
