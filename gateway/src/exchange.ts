@@ -22,6 +22,8 @@ export class Exchange {
   caller: string | undefined = undefined;
   /** The RateLimit headers its budget gave it, for its response. */
   rateLimit: Record<string, string> | undefined = undefined;
+  /** Response headers a feature's stage decided (name, value, name, value…), for whatever answers the request (respond.ts). */
+  responseHeaders: string[] | undefined = undefined;
   /** A refusal the auth stage decided, answered once the request has counted against its budget. */
   refusal: HttpProblem | undefined = undefined;
   /** A CORS preflight from an allowed origin: answered once counted, never authenticated. */

@@ -61,7 +61,7 @@ function relayCoding(acceptEncoding: string | undefined, proxyRes: IncomingMessa
  * The one writer of the gateway's responses: cache hits and fills, relayed service responses,
  * problems, and the gateway's own endpoints. It adds the gateway's own headers, and nothing else
  * does: `X-Request-Id`, `X-Content-Type-Options`, `X-Cache` (on every read under /api, `BYPASS` when the cache took no part),
- * the RateLimit headers, and `Connection: close` when the request's body may still be arriving or
+ * the RateLimit headers, those a feature's stage decided (`exchange.responseHeaders`), and `Connection: close` when the request's body may still be arriving or
  * was never read.
  * A response it writes whole goes out in one `writeHead` of a header list: Node then writes it
  * without building a header map, as for a bare `node:http` server.
@@ -178,6 +178,7 @@ export class ResponseWriter {
     }
     const limits = exchange.rateLimit;
     if (limits) for (const name in limits) headers.push(name, limits[name] as string);
+    if (exchange.responseHeaders) headers.push(...exchange.responseHeaders);
     if (exchange.closeConnection || bodyUnread(exchange)) headers.push('Connection', 'close');
   }
 }
