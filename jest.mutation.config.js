@@ -14,7 +14,7 @@ export default {
   ...projectSettings,
   displayName: 'unit',
   rootDir: '.',
-  testMatch: ['<rootDir>/gateway/test/*.test.ts', '<rootDir>/shared/test/*.test.ts'],
+  testMatch: ['<rootDir>/gateway/test/**/*.test.ts', '<rootDir>/shared/test/*.test.ts'],
   moduleNameMapper: {
     // shared's own sources, not its build: the mutants live in the sources, and a test importing
     // the build would never meet them.

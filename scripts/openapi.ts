@@ -2,13 +2,15 @@
  * `npm run openapi`: writes openapi.json, the API description clients use, from the compiled
  * workspaces (run `tsc -b` first; the npm script does). It is the document the gateway serves at
  * `GET /openapi.json`, built the same way: each service's own description, merged by the gateway
- * with the upstreams and deadlines of its default configuration.
+ * with the upstreams and deadlines of its default configuration and what its features describe.
  */
 import { writeFileSync } from 'node:fs';
 import { serializeDocument, type OpenApiDocument } from '@app/shared/api-description/openapi';
 import { serviceDocument } from '@app/shared/service';
-import { configSchema, upstreamSettings } from '../gateway/dist/config.js';
-import { gatewayDocument } from '../gateway/dist/openapi.js';
+import { configSchema } from '../gateway/dist/config.js';
+import { FEATURES } from '../gateway/dist/features.js';
+import { upstreamSettings } from '../gateway/dist/routing/upstreams.js';
+import { gatewayDocument } from '../gateway/dist/own-endpoints/api-description.js';
 import { serviceModules } from '../tools/services.ts';
 
 export const OPENAPI_FILE = new URL('../openapi.json', import.meta.url);
@@ -23,7 +25,8 @@ export async function apiDocument(): Promise<OpenApiDocument> {
     // Through JSON, as the gateway receives it.
     return { upstream, document: JSON.parse(JSON.stringify(serviceDocument(service))) as OpenApiDocument };
   });
-  return gatewayDocument(parts, { upstreamMs: config.UPSTREAM_TIMEOUT_MS, requestBodyMs: config.REQUEST_BODY_TIMEOUT_MS });
+  const descriptions = FEATURES.flatMap((feature) => feature.description ?? []);
+  return gatewayDocument(parts, { upstreamMs: config.UPSTREAM_TIMEOUT_MS, requestBodyMs: config.REQUEST_BODY_TIMEOUT_MS }, descriptions);
 }
 
 if (import.meta.main) {

@@ -15,7 +15,7 @@ import { subjectFlaw } from '@app/shared/platform/subject';
 import { CLAIM_PRESETS } from '../gateway/dist/auth/claims.js';
 import { recordRevocation, tokenClockOf, type Revocation } from '../gateway/dist/auth/revocations.js';
 import { configSchema } from '../gateway/dist/config.js';
-import { createCacheClient, redisTarget } from '../gateway/dist/redis.js';
+import { createCacheClient, redisTarget } from '../gateway/dist/redis/client.js';
 
 const USAGE = `usage: npm run revoke -- --token <access token>
        npm run revoke -- --jti <token id> [--expires <its exp, RFC 3339>]

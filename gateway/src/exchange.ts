@@ -5,7 +5,7 @@ import type { ObservedRequest } from '@app/shared/platform/http/observation';
 import type { HttpProblem } from '@app/shared/platform/problem';
 import type { RequestTarget } from '@app/shared/platform/request-target';
 import { API_PREFIX } from '@app/shared/platform/services';
-import type { ServiceRoute } from './routing.js';
+import type { ServiceRoute } from './routing/service-routes.js';
 
 /** What the cache did for a request, as the metrics count it (`X-Cache` says less: a collapsed request is a MISS). */
 export type CacheOutcome = 'hit' | 'miss' | 'collapsed' | 'stale' | 'bypass';
@@ -23,6 +23,8 @@ export class Exchange {
   caller: string | undefined = undefined;
   /** The RateLimit headers its budget gave it, for its response. */
   rateLimit: Record<string, string> | undefined = undefined;
+  /** Response headers a feature's stage decided (name, value, name, value…), for whatever answers the request (respond.ts). */
+  responseHeaders: string[] | undefined = undefined;
   /** A refusal the auth stage decided, answered once the request has counted against its budget. */
   refusal: HttpProblem | undefined = undefined;
   /** A CORS preflight from an allowed origin: answered once counted, never authenticated. */
@@ -52,7 +54,7 @@ export class Exchange {
     readonly res: ServerResponse,
     /** Its target in canonical form; undefined when it has none (a 404). */
     readonly target: RequestTarget | undefined,
-    /** The service it is for, if any (routing.ts). */
+    /** The service it is for, if any (routing/service-routes.ts). */
     readonly service: ServiceRoute | undefined,
     /** Its id, and its logger (made on first use); its log line is written when its response is done. */
     readonly observed: ObservedRequest,

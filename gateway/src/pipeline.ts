@@ -4,7 +4,7 @@ import type { Logger } from '@app/shared/platform/logger';
 import { requestTarget } from '@app/shared/platform/request-target';
 import { Exchange } from './exchange.js';
 import type { ResponseWriter } from './respond.js';
-import type { Routing } from './routing.js';
+import type { Routing } from './routing/service-routes.js';
 
 /**
  * One step of a request's way through the gateway, with one job. It answers the request (or takes

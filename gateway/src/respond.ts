@@ -8,8 +8,8 @@ import { pipeline } from 'node:stream';
 import { compressor, isCompressible, negotiateCoding, variantHeaders, type Coding } from './cache/compression.js';
 import { headerList, type CachedResponse, type Representation } from './cache/entry.js';
 import type { CacheOutcome, Exchange } from './exchange.js';
-import { hasBody } from './request-body.js';
-import { HOP_BY_HOP } from './upstream.js';
+import { hasBody } from './proxy/request-body.js';
+import { HOP_BY_HOP } from './proxy/upstream.js';
 
 /** A response the gateway holds whole: an entry of its cache, or a fill it fetched for it. */
 export type HeldResponse = Pick<CachedResponse, 'status' | 'headers' | 'body' | 'headerList' | 'variants'>;
@@ -62,7 +62,7 @@ function relayCoding(acceptEncoding: string | undefined, proxyRes: IncomingMessa
  * The one writer of the gateway's responses: cache hits and fills, relayed service responses,
  * problems, and the gateway's own endpoints. It adds the gateway's own headers, and nothing else
  * does: `X-Request-Id`, `X-Content-Type-Options`, `X-Cache` (on every read under /api, `BYPASS` when the cache took no part),
- * the RateLimit headers, and `Connection: close` when the request's body may still be arriving or
+ * the RateLimit headers, those a feature's stage decided (`exchange.responseHeaders`), and `Connection: close` when the request's body may still be arriving or
  * was never read.
  * A response it writes whole goes out in one `writeHead` of a header list: Node then writes it
  * without building a header map, as for a bare `node:http` server.
@@ -179,6 +179,7 @@ export class ResponseWriter {
     }
     const limits = exchange.rateLimit;
     if (limits) for (const name in limits) headers.push(name, limits[name] as string);
+    if (exchange.responseHeaders) headers.push(...exchange.responseHeaders);
     if (exchange.closeConnection || bodyUnread(exchange)) headers.push('Connection', 'close');
   }
 }

@@ -4,7 +4,7 @@ import { createLogger } from '@app/shared/platform/logger';
 import type { Exchange } from '../src/exchange.js';
 import { pipeline, type Stage } from '../src/pipeline.js';
 import type { ResponseWriter } from '../src/respond.js';
-import { Routing } from '../src/routing.js';
+import { Routing } from '../src/routing/service-routes.js';
 
 /** The chain: every request goes through the stages in order until one answers; a failure is answered once. */
 const routing = new Routing([{ name: 'users', url: 'http://127.0.0.1:1', prefix: '/api/users', cachedReads: true, publicReads: false, owner: 'none' }]);

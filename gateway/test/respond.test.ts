@@ -358,3 +358,15 @@ describe('ResponseWriter.problem', () => {
     expect(refused({ headers: { 'content-length': '0' } })).toBeUndefined();
   });
 });
+
+describe('headers a feature decided', () => {
+  it('go out on whatever answers the request: a held response, a problem', () => {
+    const decided = (res: ServerResponse) => Object.assign(exchangeOf({ method: 'GET', url: ITEM }, res), { responseHeaders: ['Quota-Remaining', '7'] });
+    const held = recorder();
+    writer().writer.held(decided(held.res), entry);
+    expect(asObject(held.writes[0]!.headers)).toMatchObject({ 'quota-remaining': '7', 'x-request-id': 'r-9' });
+    const refused = recorder();
+    writer().writer.problem(decided(refused.res), new HttpProblem('not-found', 'No resource'));
+    expect(refused.set).toMatchObject({ 'quota-remaining': '7' });
+  });
+});

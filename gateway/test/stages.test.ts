@@ -2,11 +2,11 @@ import type { IncomingMessage } from 'node:http';
 import { createLogger } from '@app/shared/platform/logger';
 import { requestTarget } from '@app/shared/platform/request-target';
 import { Exchange } from '../src/exchange.js';
-import { RateLimits, type RateLimitOutcome } from '../src/rate-limit.js';
+import { RateLimits, type RateLimitOutcome } from '../src/rate-limits/budgets.js';
 import { ResponseWriter } from '../src/respond.js';
-import { canonicalOnly } from '../src/stages/canonical.js';
-import { notFound } from '../src/stages/not-found.js';
-import { rateLimitStage } from '../src/stages/rate-limit.js';
+import { canonicalOnly } from '../src/routing/canonical-stage.js';
+import { notFound } from '../src/routing/not-found-stage.js';
+import { rateLimitStage } from '../src/rate-limits/stage.js';
 import { recordingResponse } from './fixtures.js';
 
 /** The small stages on their own: what each decides of a request, and what it answers. */

@@ -2,7 +2,8 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DEV_PUBLIC_KEY_JWK } from '@app/shared/platform/dev-auth';
-import { authConfigProblems, configSchema as gatewayConfig } from '../../gateway/dist/config.js';
+import { authConfigProblems } from '../../gateway/dist/auth/config.js';
+import { configSchema as gatewayConfig } from '../../gateway/dist/config.js';
 import type { INetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { type KubernetesObject, renderKustomization } from './kustomize.js';
 import { isAllowed, podEndpoint } from './network-policy.js';

@@ -6,7 +6,8 @@ import path from 'node:path';
 import { Ajv } from 'ajv';
 import mysql from 'mysql2/promise';
 import { parse } from 'yaml';
-import { authConfigProblems, configSchema as gatewayConfig } from '../../gateway/dist/config.js';
+import { authConfigProblems } from '../../gateway/dist/auth/config.js';
+import { configSchema as gatewayConfig } from '../../gateway/dist/config.js';
 import { IDP_AUDIENCE } from '../../scripts/idp.js';
 import { compose, composeEnvironment, deployables, readComposeFile, repoPath, type ComposeFile } from './stack.js';
 

@@ -8,7 +8,9 @@ import { listen } from '@app/shared/platform/server';
 import type { IDeployment } from 'kubernetes-models/apps/v1';
 import type { IService } from 'kubernetes-models/v1';
 import { createGateway } from '../../gateway/dist/gateway.js';
-import { configSchema as gatewayConfig, devKeyProblems, isLoopback, upstreamSettings } from '../../gateway/dist/config.js';
+import { devKeyProblems, isLoopback } from '../../gateway/dist/auth/config.js';
+import { configSchema as gatewayConfig } from '../../gateway/dist/config.js';
+import { upstreamSettings } from '../../gateway/dist/routing/upstreams.js';
 import { serviceModules } from '../../tools/services.js';
 import { imageName, type KubernetesObject, renderKustomization } from './kustomize.js';
 import {

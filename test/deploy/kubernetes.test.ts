@@ -4,7 +4,7 @@ import type { IDeployment } from 'kubernetes-models/apps/v1';
 import type { IIngress } from 'kubernetes-models/networking.k8s.io/v1';
 import type { IPodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import type { IConfigMap, IContainer, IService, IServiceAccount } from 'kubernetes-models/v1';
-import { DEFAULT_MEMORY_LIMIT_BYTES } from '../../gateway/dist/overload.js';
+import { DEFAULT_MEMORY_LIMIT_BYTES } from '../../gateway/dist/load-shedding/overload.js';
 import { DRAIN_IDLE_GRACE_MS, RELEASE_TIMEOUT_MS } from '../../shared/dist/platform/server.js';
 import { type KubernetesObject, objectId, renderKustomization } from './kustomize.js';
 import { schemaErrors, unknownFields } from './kubernetes-schema.js';

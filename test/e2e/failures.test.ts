@@ -2,7 +2,7 @@
  * What a client sees when a part of the system fails: a dead or hung service behind the gateway,
  * a database that goes away and comes back. Always a fast problem+json, never a hang.
  */
-import { CONNECT_TIMEOUT_MS } from '../../gateway/src/upstream-agent.js';
+import { CONNECT_TIMEOUT_MS } from '../../gateway/src/proxy/upstream-agent.js';
 import { client, expectProblem, metricsOf } from '../support/http.js';
 import { readMetrics } from '../../tools/metrics.js';
 import { startGateway, startProductsService, startUsersService, type RunningService } from '../support/stack.js';

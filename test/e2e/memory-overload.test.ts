@@ -1,5 +1,5 @@
 /**
- * The gateway's overload manager as clients see it (gateway/src/overload.ts): memory, read by an
+ * The gateway's overload manager as clients see it (gateway/src/load-shedding/overload.ts): memory, read by an
  * injected reader, past a share of its limit closes every connection after its response and keeps
  * no new cache entries; further, new requests get a 503 problem with Retry-After while the probes
  * are still answered. Real gateway, users service, MySQL and Redis.

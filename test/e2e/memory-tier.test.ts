@@ -7,9 +7,9 @@
  * controls). `npm run bench:invalidation` runs it with 10,000 of each, and reports how long the
  * invalidations took (INVALIDATION_REPORT=true): a figure for the bench, not a check.
  */
-import { createCacheClient, type CacheClient } from '../../gateway/src/redis.js';
+import { createCacheClient, type CacheClient } from '../../gateway/src/redis/client.js';
 import { decode, encode } from '../../gateway/src/cache/entry.js';
-import { readScopeOf } from '../../gateway/src/cache/scope.js';
+import { readScopeOf } from '../../gateway/src/cache/keys.js';
 import { DEFAULT_SUBJECT } from '../support/auth.js';
 import type { MemoryTier } from '../../gateway/src/cache/memory-tier.js';
 import { countFromEnv } from '../../tools/env.js';

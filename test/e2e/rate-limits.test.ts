@@ -9,7 +9,7 @@ import { testToken } from '../support/auth.js';
 import { client, expectProblem, type Client } from '../support/http.js';
 import { startGateway, startProductsService, type RunningGateway, type RunningService } from '../support/stack.js';
 import { relayRedis, testRedisTarget } from '../support/redis-cluster.js';
-import type { RedisTarget } from '../../gateway/src/redis.js';
+import type { RedisTarget } from '../../gateway/src/redis/client.js';
 
 const READS = 5;
 const WRITES = 3;

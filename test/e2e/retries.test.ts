@@ -4,7 +4,7 @@
  * Idempotency-Key), within a budget; a write without a key that the dead replica may have applied
  * gets its 502. Two real service processes behind one name, as a headless Service gives them.
  */
-import { RETRY_BUDGET_FLOOR, RETRY_BUDGET_RATIO } from '../../gateway/src/retry-budget.js';
+import { RETRY_BUDGET_FLOOR, RETRY_BUDGET_RATIO } from '../../gateway/src/proxy/retry-budget.js';
 import { eventually } from '../support/eventually.js';
 import { HoldingProxy } from '../support/holding-proxy.js';
 import { client, expectProblem, metricsOf, type Client, type TestResponse } from '../support/http.js';

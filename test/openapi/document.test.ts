@@ -9,7 +9,7 @@ import { ownershipOf } from '@app/shared/platform/services';
 import { representation, type ResourceDefinition } from '@app/shared/resource/rules';
 import { serviceDocument } from '@app/shared/service';
 import type { oas31 } from 'zod-openapi';
-import { gatewayDocument, proxiedPaths } from '../../gateway/src/openapi.js';
+import { gatewayDocument, proxiedPaths } from '../../gateway/src/own-endpoints/api-description.js';
 import { productsResource } from '../../products-service/src/domain/products.js';
 import { apiDocument, OPENAPI_FILE } from '../../scripts/openapi.js';
 import { serviceModules } from '../../tools/services.js';

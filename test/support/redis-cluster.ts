@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import { redisTarget, type ClusterTarget, type NodeAddress, type RedisTarget } from '../../gateway/src/redis.js';
+import { redisTarget, type ClusterTarget, type NodeAddress, type RedisTarget } from '../../gateway/src/redis/client.js';
 import { TcpProxy } from '../../tools/tcp-proxy.js';
 
 /** The cluster a run of tests uses (TEST_REDIS_CLUSTER_NODES, set by the global setup). */

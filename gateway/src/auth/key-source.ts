@@ -2,7 +2,7 @@ import type { KeyObject } from 'node:crypto';
 import { createLocalJWKSet, errors, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
 import { hasScheme, HTTP_SCHEMES } from '@app/shared/platform/config';
 import type { Logger } from '@app/shared/platform/logger';
-import type { GatewayConfig, VerificationKey } from '../config.js';
+import type { AuthConfig, VerificationKey } from './config.js';
 
 /** The gateway could not get the keys to check a token with: a 503, not the client's fault; `retryAfterSeconds` says when to try again. */
 export class KeysUnavailable extends Error {
@@ -34,7 +34,7 @@ export interface RemoteKeySettings {
 }
 
 /** The settings of the key set the configuration names: its JWKS URL, or (AUTH_DISCOVERY) its issuer's. */
-export function remoteKeySettingsOf(config: GatewayConfig): RemoteKeySettings {
+export function remoteKeySettingsOf(config: AuthConfig): RemoteKeySettings {
   return {
     location: config.AUTH_JWKS_URL ? { jwksUrl: config.AUTH_JWKS_URL } : { issuer: config.AUTH_ISSUER },
     cooldownMs: config.AUTH_JWKS_COOLDOWN_MS,

@@ -5,7 +5,7 @@ import { decodeSubject, MAX_SUBJECT_LENGTH, SUBJECT_HEADER, subjectFlaw } from '
 import { parseOrThrow } from '@app/shared/platform/validation';
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
-import { ADMIN_PATH } from '../routing.js';
+import { ADMIN_PATH } from '../routing/service-routes.js';
 import type { Revocation } from './revocations.js';
 import { MAX_TOKEN_ID_LENGTH } from './claims.js';
 

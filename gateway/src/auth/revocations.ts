@@ -1,5 +1,5 @@
 import type { Logger } from '@app/shared/platform/logger';
-import type { CacheClient } from '../redis.js';
+import type { CacheClient } from '../redis/client.js';
 
 /**
  * One token by its `jti` (and, when known, its `exp`, ms), or every token of a subject issued

@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { CACHE_OUTCOME_FIELD, REQUEST_ID_FIELD } from '@app/shared/platform/http/headers';
 import { NOSNIFF } from '@app/shared/platform/http/responses';
-import { HOP_BY_HOP } from '../upstream.js';
+import { HOP_BY_HOP } from '../proxy/upstream.js';
 import { compressVariants, CONTENT_CODINGS, isCompressible, variantHeaders, type ContentCoding } from './compression.js';
 
 /** One representation of a response: its headers and body, and its header list once made. */

@@ -1,6 +1,6 @@
-import type { FetchedResponse } from '../upstream.js';
+import type { FetchedResponse } from '../proxy/upstream.js';
 import type { CachedResponse } from './entry.js';
-import type { ReadScope } from './scope.js';
+import type { ReadScope } from './keys.js';
 
 /** A fill's outcome: what the service answered, and that answer as the gateway keeps and sends it (compressed once). */
 export interface Fill {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '@app/shared/platform/logger';
-import type { CacheClient, CacheClientOptions, Cluster } from '../redis.js';
+import type { CacheClient, CacheClientOptions, Cluster } from '../redis/client.js';
 import type { CachedResponse } from './entry.js';
 import { followTopology } from './memory-tier/cluster-topology.js';
 import { heldEntry } from './memory-tier/held-entry.js';
@@ -9,12 +9,12 @@ import type { NodeEvents } from './memory-tier/node-tracking.js';
 import { TrackedNodes } from './memory-tier/tracked-nodes.js';
 import { trackingConnections, type TierTarget, type TrackingSource } from './memory-tier/tracking-connections.js';
 import { barrierChannels, WriteBarriers } from './memory-tier/write-barrier.js';
-import { generationKeyOfHold, type ReadScope, type WriteScope } from './scope.js';
+import { generationKeyOfHold, type ReadScope, type WriteScope } from './keys.js';
 
 /**
  * Hot cache entries in this gateway's memory, in front of Redis, exactly as correct as Redis itself:
  * an entry is served only while its generation is known to be the current one and its scope known
- * not to be held (scope.ts), and both are known only through Redis server-assisted client-side
+ * not to be held (cache/keys.ts), and both are known only through Redis server-assisted client-side
  * caching in broadcasting mode: a dedicated connection turns on
  * `CLIENT TRACKING on REDIRECT <id> BCAST PREFIX g:{ PREFIX h:{` (RESP2), the id being a second
  * connection SUBSCRIBEd to `__redis__:invalidate`, so every change of a generation or hold key (a

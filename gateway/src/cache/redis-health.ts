@@ -1,5 +1,5 @@
 import type { Logger } from '@app/shared/platform/logger';
-import { isClusterClient, type CacheClient } from '../redis.js';
+import { isClusterClient, type CacheClient } from '../redis/client.js';
 
 export interface RedisBreakerSettings {
   /** A command with no reply after this long (and after the event loop has read what came in) fails. */

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '@app/shared/platform/logger';
-import { isClusterClient, isOutOfMemory, type CacheClient } from '../redis.js';
+import { isClusterClient, isOutOfMemory, type CacheClient } from '../redis/client.js';
 import { decode, encode, type CachedResponse } from './entry.js';
 import type { MemoryTier } from './memory-tier.js';
 import { defaultBreakerSettings, RedisHealth, type RedisBreakerSettings } from './redis-health.js';
-import type { CacheLifetime, ReadScope, WriteScope } from './scope.js';
+import type { CacheLifetime, ReadScope, WriteScope } from './keys.js';
 import { SpaceBudget } from './space-budget.js';
 
 /**

@@ -1,5 +1,5 @@
 import { RateLimiterRedis } from 'rate-limiter-flexible';
-import type { CacheClient } from '../redis.js';
+import type { CacheClient } from '../redis/client.js';
 
 /**
  * The bytes of cache entries each caller may store, per entry lifetime (CACHE_TTL_SECONDS +

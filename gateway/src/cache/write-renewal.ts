@@ -4,7 +4,7 @@ import type { ResponseCache } from './response-cache.js';
 /**
  * What a proxied write does to the cache once its service has answered, before the client hears
  * back: one the service may have applied (anything but a 4xx) renews the generations it affects
- * (routing.ts), so nobody reads the old data from the cache after that. One whose outcome is unknown
+ * (routing/service-routes.ts), so nobody reads the old data from the cache after that. One whose outcome is unknown
  * (5xx, timeout, connection lost) may still land until the services' write deadline
  * (`serviceWriteDeadlineMs`): what it affects stays out of the cache until then.
  */

@@ -18,16 +18,29 @@ import { parseOrThrow } from '../platform/validation.js';
 export type OpenApiDocument = oas31.OpenAPIObject;
 export const DOCUMENT_PATH = '/openapi.json';
 
-const problemKinds = Object.keys(problemTypes) as ProblemKind[];
-const kindsWith = (status: number) => problemKinds.filter((kind) => problemTypes[kind].status === status);
+// Read anew each time: a gateway feature may add problem types after this module is loaded
+// (addProblemType), and every enum below is listed again when a document is rendered.
+const problemKinds = () => Object.keys(problemTypes) as ProblemKind[];
+const kindsWith = (status: number) => problemKinds().filter((kind) => problemTypes[kind].status === status);
+const typesOf = (kinds: readonly ProblemKind[]) => kinds.map((kind) => PROBLEM_BASE + kind);
+const titlesOf = (kinds: readonly ProblemKind[]) => kinds.map((kind) => problemTypes[kind].title);
+const statusDescription = (status: number) => `A problem with status ${status}: ${kindsWith(status).map((kind) => `\`${kind}\``).join(', ')}.`;
 
 /** The problem types as a Markdown table. */
 export function problemTypesTable(): string {
-  const rows = problemKinds.map((kind) => `| \`${PROBLEM_BASE}${kind}\` | ${problemTypes[kind].status} | ${problemTypes[kind].title} |`);
+  const rows = problemKinds().map((kind) => `| \`${PROBLEM_BASE}${kind}\` | ${problemTypes[kind].status} | ${problemTypes[kind].title} |`);
   return ['| `type` | Status | Title |', '|---|---|---|', ...rows].join('\n');
 }
 
-const problemType = z.enum(problemKinds.map((kind) => PROBLEM_BASE + kind)).meta({ id: 'ProblemType', description: `A stable identifier of the kind of problem:\n\n${problemTypesTable()}` });
+const problemTypeDescription = () => `A stable identifier of the kind of problem:\n\n${problemTypesTable()}`;
+const problemType = z.enum(typesOf(problemKinds())).meta({
+  id: 'ProblemType',
+  description: problemTypeDescription(),
+  override: ({ jsonSchema }) => {
+    jsonSchema.enum = typesOf(problemKinds());
+    jsonSchema.description = problemTypeDescription();
+  },
+});
 const fieldError = z
   .strictObject({
     path: z.string().meta({ description: 'The field, dot-separated for nested fields (`price.amount`); `body` for the body as a whole.' }),
@@ -44,13 +57,25 @@ const problem = z
     errors: z.array(fieldError).optional().meta({ description: 'Each invalid field (validation problems) or the field that is taken (conflicts).' }),
   })
   .meta({ id: 'Problem', description: 'An error (RFC 9457 problem details). Never a stack trace, SQL text or internal host name.' });
-const problemOf = new Map<number, z.ZodType>(
-  [...new Set(problemKinds.map((kind) => problemTypes[kind].status))].map((status) => {
-    const kinds = kindsWith(status);
-    const typed = z.intersection(problem, z.looseObject({ type: z.enum(kinds.map((kind) => PROBLEM_BASE + kind)), title: z.enum(kinds.map((kind) => problemTypes[kind].title)), status: z.literal(status) }));
-    return [status, typed.meta({ id: `Problem${status}`, description: `A problem with status ${status}: ${kinds.map((kind) => `\`${kind}\``).join(', ')}.` })];
-  }),
-);
+/** The problem schema of one status: its types and titles listed when a document is rendered. */
+function statusProblem(status: number): z.ZodType {
+  const kinds = kindsWith(status);
+  const typed = z.intersection(
+    problem,
+    z.looseObject({
+      type: z.enum(typesOf(kinds)).meta({ override: ({ jsonSchema }) => void (jsonSchema.enum = typesOf(kindsWith(status))) }),
+      title: z.enum(titlesOf(kinds)).meta({ override: ({ jsonSchema }) => void (jsonSchema.enum = titlesOf(kindsWith(status))) }),
+      status: z.literal(status),
+    }),
+  );
+  return typed.meta({ id: `Problem${status}`, description: statusDescription(status), override: ({ jsonSchema }) => void (jsonSchema.description = statusDescription(status)) });
+}
+const problemOf = new Map<number, z.ZodType>();
+/** The problem schema of `status`, made on first use (a status only an added problem type has, too); undefined when no type has it. */
+const problemSchemaOf = (status: number): z.ZodType | undefined => {
+  if (!problemOf.has(status) && kindsWith(status).length > 0) problemOf.set(status, statusProblem(status));
+  return problemOf.get(status);
+};
 
 /** A response header's schema, description and example, for `components.headers`. */
 export const header = (schema: z.ZodType, description: string, example?: unknown) => schema.meta({ description, ...(example !== undefined && { header: { example } }) });
@@ -98,7 +123,7 @@ export function problemResponse(
   extraHeaders: Record<string, string> = {},
   kinds: readonly ProblemKind[] = kindsWith(status),
 ): ZodOpenApiResponseObject {
-  const schema = problemOf.get(status);
+  const schema = problemSchemaOf(status);
   if (!schema) throw new Error(`No problem type has status ${status}`);
   return {
     description: kinds.map((kind) => problemTypes[kind].title).join('; '),

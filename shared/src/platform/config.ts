@@ -87,6 +87,17 @@ export const url = (protocols: string[], fallback: string) =>
 export const optionalUrl = (protocols: readonly string[]) =>
   z.preprocess(unsetIfEmpty, z.string().refine((value) => hasScheme(value, protocols), { message: schemeMessage(protocols) }).optional());
 
+/** A comma-separated list, each item checked by `item`. */
+export const list = (fallback: string, item: z.ZodType<string>, message: string) =>
+  z.preprocess(
+    unsetIfEmpty,
+    z
+      .string()
+      .default(fallback)
+      .transform((value) => value.split(',').map((part) => part.trim()).filter((part) => part !== ''))
+      .refine((items) => items.every((value) => item.safeParse(value).success), { message }),
+  );
+
 export const flag = (fallback: boolean) =>
   z.preprocess(
     unsetIfEmpty,

@@ -12,8 +12,8 @@ export interface FieldError {
 
 export const PROBLEM_BASE = 'https://problems.example/';
 
-/** The stable problem types: `type` = PROBLEM_BASE + key. Documented in docs/api.md ("Errors"). */
-export const problemTypes = {
+/** The built-in problem types. */
+const builtInProblemTypes = {
   'validation': { status: 400, title: 'Request validation failed' },
   'malformed-json': { status: 400, title: 'Malformed JSON body' },
   'bad-request': { status: 400, title: 'Malformed HTTP request' },
@@ -39,9 +39,33 @@ export const problemTypes = {
   'bad-gateway': { status: 502, title: 'Upstream service unreachable' },
   'service-unavailable': { status: 503, title: 'Service unavailable' },
   'gateway-timeout': { status: 504, title: 'Upstream service timed out' },
-} as const satisfies Record<string, { status: number; title: string }>;
+} as const satisfies Record<string, ProblemType>;
 
-export type ProblemKind = keyof typeof problemTypes;
+export interface ProblemType {
+  status: number;
+  title: string;
+}
+
+/**
+ * The problem types a module adds to the built-in ones (a gateway feature's, from its folder): each
+ * declared here by augmenting this interface (`declare module '@app/shared/platform/problem'`) and
+ * defined by `addProblemType`, so that an HttpProblem of it type-checks and the API description
+ * lists it.
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type -- filled by declaration merging
+export interface AddedProblemTypes {}
+
+export type ProblemKind = keyof typeof builtInProblemTypes | keyof AddedProblemTypes;
+
+/** The stable problem types: `type` = PROBLEM_BASE + key. Documented in docs/api.md ("Errors"). */
+export const problemTypes: Readonly<Record<ProblemKind, ProblemType>> = { ...builtInProblemTypes } as Record<ProblemKind, ProblemType>;
+
+/** Defines a problem type `AddedProblemTypes` declares, once, when its module loads; returns its kind. */
+export function addProblemType<Kind extends keyof AddedProblemTypes>(kind: Kind, type: ProblemType): Kind {
+  if (Object.hasOwn(problemTypes, kind)) throw new Error(`The problem type ${kind} is defined twice`);
+  (problemTypes as Record<string, ProblemType>)[kind] = type;
+  return kind;
+}
 
 export class HttpProblem extends Error {
   readonly type: string;

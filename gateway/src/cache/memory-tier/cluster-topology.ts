@@ -1,5 +1,5 @@
 import type { Logger } from '@app/shared/platform/logger';
-import type { Cluster } from '../../redis.js';
+import type { Cluster } from '../../redis/client.js';
 import type { NodeConnections } from './node-tracking.js';
 import type { TrackedNodes } from './tracked-nodes.js';
 

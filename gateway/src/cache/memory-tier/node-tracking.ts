@@ -1,5 +1,5 @@
 import type { Logger } from '@app/shared/platform/logger';
-import type { Redis } from '../../redis.js';
+import type { Redis } from '../../redis/client.js';
 
 /** The channel Redis publishes invalidations on for a client tracking keys in RESP2 redirect mode. */
 const INVALIDATIONS = '__redis__:invalidate';

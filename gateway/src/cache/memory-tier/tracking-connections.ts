@@ -10,7 +10,7 @@ import {
   type ClusterTarget,
   type NodeAddress,
   type RedisTarget,
-} from '../../redis.js';
+} from '../../redis/client.js';
 import type { ClusterTracking } from './cluster-topology.js';
 import type { NodeConnections } from './node-tracking.js';
 
