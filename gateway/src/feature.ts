@@ -20,7 +20,7 @@ import type { RateLimits } from './rate-limits/budgets.js';
 import type { CacheClient } from './redis/client.js';
 import type { ResponseWriter } from './respond.js';
 import type { Routing } from './routing/service-routes.js';
-import type { ServedUpstream, Upstream } from './routing/upstreams.js';
+import type { ServedUpstream, Upstream } from './upstream-model.js';
 
 /**
  * The places of the chain, in the order a request meets them. A feature puts each of its stages in

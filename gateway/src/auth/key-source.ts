@@ -3,6 +3,7 @@ import { createLocalJWKSet, errors, type JSONWebKeySet, type JWTVerifyGetKey } f
 import { hasScheme, HTTP_SCHEMES } from '@app/shared/platform/config';
 import type { Logger } from '@app/shared/platform/logger';
 import type { AuthConfig, VerificationKey } from './config.js';
+import type { KeyFetchOutcome } from '../metrics/gateway-metrics.js';
 
 /** The gateway could not get the keys to check a token with: a 503, not the client's fault; `retryAfterSeconds` says when to try again. */
 export class KeysUnavailable extends Error {
@@ -45,9 +46,6 @@ export function remoteKeySettingsOf(config: AuthConfig): RemoteKeySettings {
     maxWaiting: config.AUTH_JWKS_MAX_WAITING,
   };
 }
-
-/** What a key set's fetch came to, for the metrics. */
-export type KeyFetchOutcome = 'changed' | 'unchanged' | 'failed';
 
 /** The time a key set lives by: the real one, or a test's. */
 export interface Clock {

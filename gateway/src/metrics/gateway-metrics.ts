@@ -3,9 +3,11 @@ import type { IncomingMessage } from 'node:http';
 import type { FinishedRequest } from '@app/shared/platform/http/observation';
 import { connectionsWithoutRequest } from '@app/shared/platform/http/request-head-deadline';
 import { currentServerSpan } from '@app/shared/telemetry/spans';
-import type { KeyFetchOutcome } from '../auth/key-source.js';
 import type { CacheOutcome } from '../exchange.js';
 import type { Kind } from '../load-shedding/concurrency-limit.js';
+
+/** What a fetch of the identity provider's key set came to (auth/key-source.ts). */
+export type KeyFetchOutcome = 'changed' | 'unchanged' | 'failed';
 
 /** What the gauges read of a concurrency limit. */
 type ObservedLimit = { upstream: string; inFlight: Record<Kind, number>; waiting: Record<Kind, number> };

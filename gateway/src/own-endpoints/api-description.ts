@@ -17,7 +17,7 @@ import type { oas31, ZodOpenApiPathsObject, ZodOpenApiResponseObject } from 'zod
 import type { FeatureDescription } from '../feature.js';
 import { servesPath } from '../routing/service-routes.js';
 import type { Deadlines } from '../proxy/upstream.js';
-import type { Upstream } from '../routing/upstreams.js';
+import type { Upstream } from '../upstream-model.js';
 
 /**
  * The API description clients use, `GET /openapi.json`, and a page that shows it, `GET /docs`.

@@ -5,7 +5,7 @@ import type { Logger } from '@app/shared/platform/logger';
 import { problems } from '@app/shared/platform/problem';
 import { compressVariants, type ContentCoding } from '../cache/compression.js';
 import type { Deadlines } from '../proxy/upstream.js';
-import type { Upstream } from '../routing/upstreams.js';
+import type { Upstream } from '../upstream-model.js';
 
 /** How long an answer about the services' descriptions stands before they are asked again. */
 export const DESCRIPTION_CHECK_MS = 1_000;

@@ -2,7 +2,7 @@ import type http from 'node:http';
 import type { HttpProblem } from '@app/shared/platform/problem';
 import { traceOf } from '@app/shared/telemetry/spans';
 import { ConcurrencyLimit, type ConcurrencyLimitSettings } from '../load-shedding/concurrency-limit.js';
-import type { ServedUpstream } from '../routing/upstreams.js';
+import type { ServedUpstream } from '../upstream-model.js';
 import { exchangeOf, type Exchange } from '../exchange.js';
 import { hasBody, receiveBody } from './request-body.js';
 import type { ResponseWriter } from '../respond.js';

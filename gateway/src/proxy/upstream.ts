@@ -7,7 +7,7 @@ import { ROLE_HEADER, SUBJECT_HEADER } from '@app/shared/platform/subject';
 import { endClientSpan, type RequestTrace, startClientSpan, traceOf } from '@app/shared/telemetry/spans';
 import { createProxyMiddleware, proxyEventsPlugin } from 'http-proxy-middleware';
 import { exchangeOf, type Exchange } from '../exchange.js';
-import type { Upstream } from '../routing/upstreams.js';
+import type { Upstream } from '../upstream-model.js';
 
 /** Headers about the connection or this one delivery: never stored, never forwarded. */
 export const HOP_BY_HOP = new Set([

@@ -3,7 +3,7 @@ import type { RequestTarget } from '@app/shared/platform/request-target';
 import { ownershipPolicy, type OwnershipPolicy } from '@app/shared/platform/ownership-policy';
 import { GATEWAY_ADMIN_SCOPE, scopesOfService } from '@app/shared/platform/services';
 import { readScopeOf, writeScopeOf, type ReadScope, type WriteScope } from '../cache/keys.js';
-import type { ServedUpstream, Upstream } from './upstreams.js';
+import type { ServedUpstream, Upstream } from '../upstream-model.js';
 
 /**
  * One service as routing knows it, made once when the gateway starts: what a request to it needs

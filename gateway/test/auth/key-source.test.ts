@@ -4,7 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { exportJWK, SignJWT } from 'jose';
 import type { Logger } from '@app/shared/platform/logger';
 import { CLAIM_PRESETS } from '../../src/auth/claims.js';
-import { type Clock, type KeyFetchOutcome, KeysUnavailable, RemoteKeySet, type RemoteKeySettings } from '../../src/auth/key-source.js';
+import { type Clock, KeysUnavailable, RemoteKeySet, type RemoteKeySettings } from '../../src/auth/key-source.js';
+import type { KeyFetchOutcome } from '../../src/metrics/gateway-metrics.js';
 import { InvalidToken, TokenVerifier } from '../../src/auth/tokens.js';
 import { configSchema } from '../../src/config.js';
 
