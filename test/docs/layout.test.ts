@@ -22,10 +22,22 @@ const files = execFileSync('git', ['ls-files', '--cached', '--others', '--exclud
 const sourceFolders = ['gateway/src/', 'shared/src/', ...readdirSync(ROOT).filter((name) => name.endsWith('-service')).map((name) => `${name}/src/`)];
 
 const missing = (named: Named[]) => named.filter(({ files: found }) => found.length === 0).map(({ line, name }) => `${DOC}:${line}: ${name}: no such file`);
-function unnamed(named: Named[], tree: string[]): string[] {
+/**
+ * The gateway's feature folders, as gateway/src/features.ts loads them (one line a feature): a
+ * feature's folder is laid out by that list and by its own feature module, so a new one needs no
+ * line here; a folder the block names has every file named all the same.
+ */
+const FEATURE_LIST = readFileSync(path.join(ROOT, 'gateway/src/features.ts'), 'utf8');
+const featureFolders = (list: string) => [...list.matchAll(/import\('\.\/([\w-]+)\/feature\.js'\)/g)].map(([, folder]) => `gateway/src/${folder}/`);
+
+function unnamed(named: Named[], tree: string[], list = FEATURE_LIST): string[] {
   // A folder's entry says what the folder is for; its files are named one by one.
   const covered = new Set(named.filter(({ name }) => !name.endsWith('/')).flatMap(({ files: found }) => found));
-  return tree.filter((file) => sourceFolders.some((folder) => file.startsWith(folder)) && !covered.has(file)).map((file) => `${file}: not in ${DOC}'s layout`);
+  const folderEntries = named.filter(({ name, files: found }) => name.endsWith('/') && found.length > 0);
+  const selfLaidOut = featureFolders(list).filter((folder) => !folderEntries.some(({ files: found }) => found.every((file) => file.startsWith(folder))));
+  return tree
+    .filter((file) => sourceFolders.some((folder) => file.startsWith(folder)) && !covered.has(file) && !selfLaidOut.some((folder) => file.startsWith(folder)))
+    .map((file) => `${file}: not in ${DOC}'s layout`);
 }
 
 describe(`the layout in ${DOC}`, () => {
@@ -53,6 +65,13 @@ describe(`the layout in ${DOC}`, () => {
     const named = namedByLayout(block, tree);
     expect(missing(named)).toEqual([expect.stringMatching(/: ratios\.ts: no such file$/)]);
     expect(unnamed(named, tree)).toEqual([`gateway/src/quota.ts: not in ${DOC}'s layout`, `users-service/src/quota.ts: not in ${DOC}'s layout`]);
+  });
+
+  it('takes a new feature folder as laid out by the feature list, and only a listed one', () => {
+    const tree = [...files, 'gateway/src/quota/feature.ts', 'gateway/src/stray/feature.ts'];
+    const listed = FEATURE_LIST.replace('] as const;', "  (await import('./quota/feature.js')).quota,\n] as const;");
+    expect(featureFolders(listed)).toContain('gateway/src/quota/');
+    expect(unnamed(namedByLayout(block, tree), tree, listed)).toEqual([`gateway/src/stray/feature.ts: not in ${DOC}'s layout`]);
   });
 
   it('reads nesting from indentation: a file moved under the wrong folder is not the file', () => {
