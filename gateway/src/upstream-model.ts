@@ -20,4 +20,6 @@ export interface ServedUpstream extends Upstream {
   owner: Ownership;
   /** How long the cache serves its reads (services.json), where it sets that; else CACHE_TTL_SECONDS and CACHE_STALE_SECONDS. */
   cache?: ServiceEntry['cache'];
+  /** The largest request body it takes (services.json), where it sets one; else BODY_LIMIT_BYTES. */
+  body?: ServiceEntry['body'];
 }

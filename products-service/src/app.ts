@@ -10,7 +10,7 @@ export const service: ServiceDefinition = {
   migrations: new URL('../migrations/', import.meta.url),
   seed: productsSeed,
   api: productsApi,
-  routes: (db, idempotency) => productsRoutes(createProductsService(new MySqlStore(db, productsTable)), idempotency),
+  routes: (db, idempotency, bodyLimitBytes) => productsRoutes(createProductsService(new MySqlStore(db, productsTable)), idempotency, bodyLimitBytes),
 };
 
 /** The products API as an express app, from its dependencies. It does not listen. */

@@ -95,7 +95,7 @@ export const service: ServiceDefinition = {
   migrations: new URL('../migrations/', import.meta.url),
   seed: ${name}Seed,
   api: ${name}Api,
-  routes: (db, idempotency) => ${name}Routes(create${Many}Service(new MySqlStore(db, ${name}Table)), idempotency),
+  routes: (db, idempotency, bodyLimitBytes) => ${name}Routes(create${Many}Service(new MySqlStore(db, ${name}Table)), idempotency, bodyLimitBytes),
 };
 
 /** The ${name} API as an express app, from its dependencies. It does not listen. */
@@ -185,10 +185,10 @@ import { ${name}Resource, type ${Many}Service } from '../domain/${name}.js';
 const path = \`\${API_PREFIX}/${name}\`;
 
 /** \`/api/${name}\` (list, create) and \`/api/${name}/{id}\` (read, replace, patch, delete). */
-export const ${name}Routes = (${name}: ${Many}Service, idempotency: IdempotencyStore) => resourceRoutes(path, ${name}, idempotency, defaults.ownership);
+export const ${name}Routes = (${name}: ${Many}Service, idempotency: IdempotencyStore, bodyLimitBytes?: number) => resourceRoutes(path, ${name}, idempotency, defaults.ownership, bodyLimitBytes);
 
 /** The same declaration, for the description. */
-export const ${name}Api = resourceEndpoints(path, ${name}Resource, defaults.ownership);
+export const ${name}Api = resourceEndpoints(path, ${name}Resource, defaults.ownership, defaults.bodyLimitBytes);
 `,
     [`migrations/0001_create_${name}.sql`]: `-- ${Many}. \`id\` is a UUIDv7 in 16 bytes (creation-ordered: keyset pages walk the primary key).
 -- Every filtered column has an index (InnoDB appends the id, so a filtered page reads in id order).

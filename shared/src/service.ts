@@ -9,6 +9,7 @@ import type { RequestHandler } from 'express';
 import { z } from 'zod';
 import { commonConfig, connectionBudgetOf, count, flag, listenAddress, loadConfig, milliseconds, port, seconds, url } from './platform/config.js';
 import { baseApp } from './platform/http/app.js';
+import { BODY_LIMIT_BYTES } from './platform/http/bodies.js';
 import { answerFailure, problemHandler } from './platform/http/failures.js';
 import { REQUEST_ID_HEADER } from './platform/http/headers.js';
 import { healthRoutes } from './platform/http/health.js';
@@ -36,10 +37,12 @@ export interface ServiceDefinition {
   defaultDatabaseUrl: string;
   /** Who may see and change its records: its entry's `owner` in services.json (serviceDefaults). */
   ownership: Ownership;
+  /** The largest request body it takes: its entry's `body.limitBytes` in services.json (serviceDefaults); BODY_LIMIT_BYTES where it sets none. */
+  bodyLimitBytes?: number;
   /** `<service>/migrations`, as a file URL relative to the compiled module. */
   migrations: URL;
-  /** The routes, on the service's database and its store of idempotency keys. */
-  routes: (db: Database, idempotency: IdempotencyStore) => ResourceRoutes;
+  /** The routes, on the service's database and its store of idempotency keys, taking bodies of at most `bodyLimitBytes`. */
+  routes: (db: Database, idempotency: IdempotencyStore, bodyLimitBytes: number) => ResourceRoutes;
   /** What `routes` serves, for its description: `resourceEndpoints` without a runtime. */
   api: Endpoint[];
   /** How `npm run seed` fills its table (scripts/seed.ts); a service without one is not seeded. */
@@ -133,7 +136,7 @@ function withItemReads(app: RequestListener, resource: ResourceRoutes, logger: L
 
 /** The HTTP handler of a service, from its dependencies. It does not listen. */
 export function createServiceApp(service: ServiceDefinition, { db, logger, lifecycle, idempotency }: ServiceDependencies): RequestListener {
-  const resource = service.routes(db, idempotency ?? new MySqlIdempotencyStore(db));
+  const resource = service.routes(db, idempotency ?? new MySqlIdempotencyStore(db), service.bodyLimitBytes ?? BODY_LIMIT_BYTES);
   const app = baseApp();
   app.use(requestContext(logger));
   app.use(canonicalTargetsOnly);

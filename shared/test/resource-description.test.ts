@@ -312,6 +312,17 @@ describe("a resource's schemas", () => {
   });
 });
 
+describe("a resource's body limit (services.json)", () => {
+  it("is named by every 413 of a resource that sets its own, in place of the default's", () => {
+    const endpoints = resourceEndpoints('/api/widgets', definition, 'none', 256 * 1024);
+    const own = JSON.parse(JSON.stringify(apiDocument({ title: 'widgets', version: '1' }, describePaths(endpoints), []))) as OpenApiDocument;
+    const tooLarge = Object.values(outline(own)).flatMap((operation) => (operation as { responses: string[] }).responses.filter((response) => response.startsWith('413')));
+    const larger = (where: string) => `413 [X-Request-Id: XRequestId] Request body too large — The request body is larger than 256kb at ${where}`;
+    // POST to the collection, PUT and PATCH of an item.
+    expect(tooLarge).toEqual([larger('/api/widgets'), larger(AT), larger(AT)]);
+  });
+});
+
 describe('validationExample', () => {
   it('is the 400 problem the schema answers for the input, at the given path', () => {
     const { problem, at } = validationExample(fields, { name: '' }, '/api/widgets');

@@ -99,7 +99,7 @@ async function started(handler: http.RequestListener) {
     const seen = Object.fromEntries([...response.headers].filter(([name]) => !HEADERS_NOT_OURS.includes(name)));
     return { status: response.status, headers: seen, text, body: text ? (JSON.parse(text) as Record<string, unknown>) : undefined };
   };
-  return { send, close: () => new Promise<void>((resolve, reject) => server.close((error) => (error ? reject(error) : resolve()))) };
+  return { origin, send, close: () => new Promise<void>((resolve, reject) => server.close((error) => (error ? reject(error) : resolve()))) };
 }
 
 let store: ReturnType<typeof memoryStore>;
@@ -107,11 +107,11 @@ let keys: ReturnType<typeof memoryKeys>;
 let routes: ReturnType<typeof resourceRoutes<Widget, WidgetFilter>>;
 let api: Awaited<ReturnType<typeof started>>;
 
-/** Serves `/api/widgets` afresh, with `ownership` (`none` unless named: services.json lists no widgets). */
-async function serve(ownership: Ownership = 'none') {
+/** Serves `/api/widgets` afresh, with `ownership` (`none` unless named: services.json lists no widgets) and the body limit given, if any. */
+async function serve(ownership: Ownership = 'none', bodyLimitBytes?: number) {
   store = memoryStore();
   keys = memoryKeys();
-  routes = resourceRoutes(PATH, new ResourceService(definition, store), keys, ownership);
+  routes = resourceRoutes(PATH, new ResourceService(definition, store), keys, ownership, bodyLimitBytes);
   const app = baseApp();
   app.use(requestContext(createLogger('test', 'silent')));
   app.use(routes.router);
@@ -205,6 +205,22 @@ describe('a write whose body has the wrong shape', () => {
       expect({ detail: many.detail, listed: (many.errors as unknown[]).length }).toEqual({ detail: '500 fields are invalid; the first 20 are listed', listed: 20 });
     }
     expect([...store.rows.values()].map(({ version }) => version)).toEqual([1]);
+  });
+});
+
+describe('a write to a resource with a body limit of its own (services.json)', () => {
+  beforeEach(async () => {
+    await api.close();
+    await serve('none', 2_048);
+  });
+  const padded = (bytes: number) => ({ name: 'Gear', note: 'x'.repeat(bytes) });
+
+  it('takes a body up to its own limit, below the default, and refuses a larger one, declared or chunked, naming its limit', async () => {
+    expect(problem(await create(padded(1_500)), 400, 'validation').errors).toEqual([{ path: 'note', message: 'is not a known field' }]);
+    expect(problem(await create(padded(2_100)), 413, 'payload-too-large').detail).toBe('The request body is larger than 2kb');
+    const chunked = await fetch(api.origin + PATH, { method: 'POST', headers: { 'content-type': 'application/json' }, body: ReadableStream.from([Buffer.from(JSON.stringify(padded(2_100)))]), duplex: 'half' } as RequestInit);
+    expect({ status: chunked.status, detail: ((await chunked.json()) as { detail: string }).detail }).toEqual({ status: 413, detail: 'The request body is larger than 2kb' });
+    expect(store.rows.size).toBe(0);
   });
 });
 

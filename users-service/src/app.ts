@@ -10,7 +10,7 @@ export const service: ServiceDefinition = {
   migrations: new URL('../migrations/', import.meta.url),
   seed: usersSeed,
   api: usersApi,
-  routes: (db, idempotency) => usersRoutes(createUsersService(new MySqlStore(db, usersTable)), idempotency),
+  routes: (db, idempotency, bodyLimitBytes) => usersRoutes(createUsersService(new MySqlStore(db, usersTable)), idempotency, bodyLimitBytes),
 };
 
 /** The users API as an express app, from its dependencies. It does not listen. */

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { BODY_LIMIT_BYTES, bodyTooLarge, declaresOversizedBody } from '@app/shared/platform/http/bodies';
+import { bodyTooLarge, declaresOversizedBody } from '@app/shared/platform/http/bodies';
 import { HttpProblem } from '@app/shared/platform/problem';
 
 /** Whether a body is still to come: a declared length above 0, or a chunked one. */
@@ -9,12 +9,12 @@ export const hasBody = (req: IncomingMessage): boolean => {
 };
 
 /**
- * The gateway's body limit, decided here and nowhere else in it: the whole request body, in memory
- * (at most BODY_LIMIT_BYTES); a problem when it is larger (413) or has not all arrived within
- * `timeoutMs` (408). The connection must close after either: the rest of the body may still come.
+ * The gateway's body limit, enforced here and nowhere else in it: the whole request body, in memory
+ * (at most `limitBytes`, the service's); a problem when it is larger (413) or has not all arrived
+ * within `timeoutMs` (408). The connection must close after either: the rest of the body may still come.
  */
-export function receiveBody(req: IncomingMessage, timeoutMs: number): Promise<Buffer> {
-  if (declaresOversizedBody(req.headers)) return Promise.reject(bodyTooLarge());
+export function receiveBody(req: IncomingMessage, timeoutMs: number, limitBytes: number): Promise<Buffer> {
+  if (declaresOversizedBody(req.headers, limitBytes)) return Promise.reject(bodyTooLarge(limitBytes));
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -26,7 +26,7 @@ export function receiveBody(req: IncomingMessage, timeoutMs: number): Promise<Bu
     };
     const take = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > BODY_LIMIT_BYTES) fail(bodyTooLarge());
+      if (size > limitBytes) fail(bodyTooLarge(limitBytes));
       else chunks.push(chunk);
     };
     const done = () => {

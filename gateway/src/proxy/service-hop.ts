@@ -1,4 +1,5 @@
 import type http from 'node:http';
+import { BODY_LIMIT_BYTES } from '@app/shared/platform/http/bodies';
 import type { HttpProblem } from '@app/shared/platform/problem';
 import { traceOf } from '@app/shared/telemetry/spans';
 import { ConcurrencyLimit, type ConcurrencyLimitSettings } from '../load-shedding/concurrency-limit.js';
@@ -39,6 +40,8 @@ export interface ServiceHopOptions {
  */
 export class ServiceHop {
   readonly limit: ConcurrencyLimit;
+  /** The largest request body the service takes (services.json, else BODY_LIMIT_BYTES). */
+  readonly #bodyLimitBytes: number;
   readonly #proxy: UpstreamProxy;
   readonly #budget = new RetryBudget();
 
@@ -47,6 +50,7 @@ export class ServiceHop {
     private readonly options: ServiceHopOptions,
   ) {
     this.limit = new ConcurrencyLimit(upstream.name, options.concurrency);
+    this.#bodyLimitBytes = upstream.body?.limitBytes ?? BODY_LIMIT_BYTES;
     this.#proxy = upstreamProxy(upstream, {
       deadlines: options.deadlines,
       agent: options.agent,
@@ -57,14 +61,14 @@ export class ServiceHop {
 
   /**
    * Proxies the request. A body still on its way holds no slot (slow senders would hold them all):
-   * it is received whole first, within the body limit and deadline.
+   * it is received whole first, within the service's body limit and the deadline.
    */
   forward(exchange: Exchange): void {
     if (!hasBody(exchange.req)) {
       this.#send(exchange);
       return;
     }
-    receiveBody(exchange.req, this.options.deadlines.requestBodyMs).then(
+    receiveBody(exchange.req, this.options.deadlines.requestBodyMs, this.#bodyLimitBytes).then(
       (body) => {
         exchange.body = body;
         // The body is here: the service has nothing to agree to (and httpxy skips `proxyReq` for an Expect).

@@ -31,6 +31,7 @@ export function upstreamSettings(config: UpstreamConfig): { upstreams: ServedUps
     publicReads: config.AUTH_PUBLIC_READS.includes(service.name),
     owner: service.owner,
     cache: service.cache,
+    body: service.body,
   }));
   return { upstreams, problems };
 }

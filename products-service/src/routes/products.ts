@@ -7,7 +7,7 @@ import { productsResource, type ProductsService } from '../domain/products.js';
 const path = `${API_PREFIX}/products`;
 
 /** `/api/products` (list, create) and `/api/products/{id}` (read, replace, patch, delete). */
-export const productsRoutes = (products: ProductsService, idempotency: IdempotencyStore) => resourceRoutes(path, products, idempotency, defaults.ownership);
+export const productsRoutes = (products: ProductsService, idempotency: IdempotencyStore, bodyLimitBytes?: number) => resourceRoutes(path, products, idempotency, defaults.ownership, bodyLimitBytes);
 
 /** The same declaration, for the description. */
-export const productsApi = resourceEndpoints(path, productsResource, defaults.ownership);
+export const productsApi = resourceEndpoints(path, productsResource, defaults.ownership, defaults.bodyLimitBytes);

@@ -1,7 +1,7 @@
 import express, { type RequestHandler, type Router } from 'express';
 import { z } from 'zod';
 import { createDocument, type oas31, type ZodOpenApiOperationObject, type ZodOpenApiPathItemObject, type ZodOpenApiPathsObject, type ZodOpenApiResponseObject } from 'zod-openapi';
-import { jsonBody } from '../platform/http/bodies.js';
+import { BODY_LIMIT_BYTES, jsonBody } from '../platform/http/bodies.js';
 import { IDEMPOTENCY_KEY_HEADER, REQUEST_ID_HEADER, RETRY_AFTER_HEADER } from '../platform/http/headers.js';
 import { REQUEST_ID } from '../platform/http/observation.js';
 import { allowOnly, answeredMethods } from '../platform/http/routing.js';
@@ -153,23 +153,26 @@ export interface Endpoint {
 
 const NO_QUERY = z.strictObject({});
 
-/** Routes `endpoints` on `router`: each operation's handlers, and `allowOnly` for the other methods. */
-export function mount(router: Router, endpoints: readonly Endpoint[]): Router {
+/**
+ * Routes `endpoints` on `router`: each operation's handlers, and `allowOnly` for the other methods;
+ * request bodies of at most `bodyLimitBytes`.
+ */
+export function mount(router: Router, endpoints: readonly Endpoint[], bodyLimitBytes = BODY_LIMIT_BYTES): Router {
   for (const { path, operations } of endpoints) {
     const route = router.route(path.replace(/\{(\w+)\}/g, ':$1'));
     for (const [method, { requestParams, requestBody, handlers = [] }] of Object.entries(operations)) {
       // An operation that declares no query takes none: a query string never varies its answer.
       const query = (requestParams?.query ?? NO_QUERY) as z.ZodType;
       const validated: RequestHandler = (req, res, next) => ((res.locals.query = parseOrThrow(query, req.query)), next());
-      route[method.toLowerCase() as 'get'](validated, ...(requestBody ? jsonBody(Object.keys(requestBody.content)) : []), ...handlers);
+      route[method.toLowerCase() as 'get'](validated, ...(requestBody ? jsonBody(Object.keys(requestBody.content), bodyLimitBytes) : []), ...handlers);
     }
     route.all(allowOnly(Object.keys(operations)));
   }
   return router;
 }
 
-/** An express router of `endpoints`, with exact paths only, as request-target.ts spells them. */
-export const routerOf = (endpoints: readonly Endpoint[]) => mount(express.Router({ strict: true, caseSensitive: true }), endpoints);
+/** An express router of `endpoints`, with exact paths only, as request-target.ts spells them, taking bodies of at most `bodyLimitBytes`. */
+export const routerOf = (endpoints: readonly Endpoint[], bodyLimitBytes = BODY_LIMIT_BYTES) => mount(express.Router({ strict: true, caseSensitive: true }), endpoints, bodyLimitBytes);
 
 /**
  * The path items of `endpoints`: each operation with X-Request-Id, HEAD as GET without bodies (where

@@ -24,6 +24,11 @@ const serviceName = z.string().regex(/^[a-z][a-z0-9]{0,30}$/, 'must be 1 to 31 l
 /** A number of seconds a services.json entry may set, from `min` to a year. */
 const entrySeconds = (min: number) => z.int(`must be a whole number of seconds from ${min} to 31536000`).min(min, `must be a whole number of seconds from ${min} to 31536000`).max(31_536_000, `must be a whole number of seconds from ${min} to 31536000`);
 
+/** The bounds of a request body limit a services.json entry may set: 1 KiB to 16 MiB. */
+const BODY_LIMIT_BOUNDS = { min: 1_024, max: 16 * 1_024 * 1_024 } as const;
+const bodyLimitMessage = `must be a whole number of bytes from ${BODY_LIMIT_BOUNDS.min} (1 KiB) to ${BODY_LIMIT_BOUNDS.max} (16 MiB)`;
+const bodyLimitBytes = z.int(bodyLimitMessage).min(BODY_LIMIT_BOUNDS.min, bodyLimitMessage).max(BODY_LIMIT_BOUNDS.max, bodyLimitMessage);
+
 const entry = z
   .strictObject({
     name: serviceName,
@@ -39,6 +44,8 @@ const entry = z
      * fails; each absent one is the gateway's CACHE_TTL_SECONDS or CACHE_STALE_SECONDS.
      */
     cache: z.strictObject({ ttlSeconds: entrySeconds(1).optional(), staleSeconds: entrySeconds(0).optional() }).optional(),
+    /** The largest request body it takes, at the gateway and at the service; absent, BODY_LIMIT_BYTES (shared/src/platform/http/bodies.ts). */
+    body: z.strictObject({ limitBytes: bodyLimitBytes }).optional(),
   })
   .superRefine((service, context) => {
     const forbidden = ownershipPolicy(service.owner).noPublicReads;
@@ -87,7 +94,7 @@ export function readServiceList(file: string = SERVICES_FILE): ServiceEntry[] {
   return result.data.services.map(describeService);
 }
 
-/** The entry of the service `name`; throws when the list has none. */
+/** The entry of the service `name` in `file`; throws when the list has none. */
 function serviceEntry(name: string, file?: string): ServiceEntry {
   const found = readServiceList(file).find((service) => service.name === name);
   if (!found) throw new Error(`services.json declares no service "${name}"`);
@@ -97,11 +104,28 @@ function serviceEntry(name: string, file?: string): ServiceEntry {
 /** The ownership services.json declares for the service `name`; throws when it declares no such service. */
 export const ownershipOf = (name: string): Ownership => serviceEntry(name).owner;
 
+/** What a service process takes from its entry in services.json (serviceDefaults). */
+export interface ServiceDefaults {
+  name: string;
+  defaultPort: number;
+  defaultDatabaseUrl: string;
+  ownership: Ownership;
+  /** The largest request body it takes, where its entry sets one (else BODY_LIMIT_BYTES). */
+  bodyLimitBytes?: number;
+}
+
 /**
- * What a service process takes from its entry: its name, its port and its schema on a local MySQL
- * as defaults, and its ownership. Throws when services.json declares no service `name`.
+ * What a service process takes from its entry in `file` (services.json unless given): its name, its
+ * port and its schema on a local MySQL as defaults, its ownership and its body limit. Throws when
+ * the file declares no service `name`.
  */
-export function serviceDefaults(name: string): { name: string; defaultPort: number; defaultDatabaseUrl: string; ownership: Ownership } {
-  const service = serviceEntry(name);
-  return { name: service.workspace, defaultPort: service.port, defaultDatabaseUrl: `mysql://root@127.0.0.1:3306/${service.schema}`, ownership: service.owner };
+export function serviceDefaults(name: string, file?: string): ServiceDefaults {
+  const service = serviceEntry(name, file);
+  return {
+    name: service.workspace,
+    defaultPort: service.port,
+    defaultDatabaseUrl: `mysql://root@127.0.0.1:3306/${service.schema}`,
+    ownership: service.owner,
+    ...(service.body && { bodyLimitBytes: service.body.limitBytes }),
+  };
 }

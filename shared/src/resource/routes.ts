@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Request, RequestHandler, Response, Router } from 'express';
 import { headers, json, parameters, problemResponse, routerOf, type Endpoint, type Operation } from '../api-description/openapi.js';
 import { EXAMPLE_ID, resourceSchemas, validationExample } from './description.js';
-import { BODY_LIMIT } from '../platform/http/bodies.js';
+import { BODY_LIMIT_BYTES, bodyTooLarge } from '../platform/http/bodies.js';
 import { REPLAYED_HEADER, REQUEST_ID_HEADER, RETRY_AFTER_HEADER } from '../platform/http/headers.js';
 import { JSON_CONTENT_TYPE, NOSNIFF, sendJson } from '../platform/http/responses.js';
 import { idempotencyProblems, idempotent, type IdempotencyStore, type StoredResponse } from './idempotency.js';
@@ -63,8 +63,8 @@ interface Runtime<F extends Record<string, unknown>> {
   ownership: Ownership;
 }
 
-/** The names, paths, schemas and examples a resource's operations are described with. */
-function describedResource<F extends Record<string, unknown>>(path: string, definition: ResourceDefinition<F>, ownership: Ownership) {
+/** The names, paths, schemas and examples a resource's operations are described with, and the largest body they take. */
+function describedResource<F extends Record<string, unknown>>(path: string, definition: ResourceDefinition<F>, ownership: Ownership, bodyLimitBytes: number) {
   const plural = path.slice(path.lastIndexOf('/') + 1);
   const Plural = plural.charAt(0).toUpperCase() + plural.slice(1);
   const { owned } = ownershipPolicy(ownership);
@@ -83,18 +83,19 @@ function describedResource<F extends Record<string, unknown>>(path: string, defi
     firstField: Object.keys(definition.example)[0] ?? 'id',
     ownership,
     owned,
+    bodyLimitBytes,
     query: owned ? listQuery.extend({ owner: ownerParameter.optional().meta({ description: `Only the ${plural} of this owner (the subject that created them).` }) }) : listQuery,
     createQuery: owned ? z.strictObject({ owner: ownerParameter.optional().meta({ description: `The owner of the new ${definition.name}, other than the caller: only with the \`${scopesOfService(plural).admin}\` scope.` }) }) : undefined,
   };
 }
 
 /** The responses and request bodies a resource's operations share, with its examples. */
-function sharedResponses<F extends Record<string, unknown>>({ at, definition, firstField, resource, exampleResource, input, ownership }: ReturnType<typeof describedResource<F>>) {
+function sharedResponses<F extends Record<string, unknown>>({ at, definition, firstField, resource, exampleResource, input, ownership, bodyLimitBytes }: ReturnType<typeof describedResource<F>>) {
   const problem = (status: number, example?: HttpProblem, where = at, extraHeaders: Record<string, string> = {}) => problemResponse(status, example && { problem: example, at: where }, extraHeaders);
   const failures = (where: string) => ({ 500: problem(500), 503: problem(503, problems.unavailable('The database is unavailable; try again shortly'), where) });
   const notFound = problem(404, problems.notFound(`No ${definition.name} with id ${EXAMPLE_ID}`));
   const bodyProblems = (where: string) => ({
-    413: problem(413, new HttpProblem('payload-too-large', `The request body is larger than ${BODY_LIMIT}`), where),
+    413: problem(413, bodyTooLarge(bodyLimitBytes), where),
     415: problem(415, new HttpProblem('unsupported-media-type', 'The request body must be application/json, not text/plain'), where),
   });
   const withResource = (description: string, more: Record<string, string> = {}) => ({ description, headers: headers({ ETag: 'ETag', ...more }), content: json(resource, exampleResource) });
@@ -268,14 +269,21 @@ function deleteOperation<F extends Record<string, unknown>>({ Name, definition, 
  * The endpoints of a resource, declared once: `path` (list, create) and `path/{id}` (read, replace,
  * patch, delete), each operation with its parameters, bodies and every response it can give, and
  * the handlers that give them (with `runtime`), as its `ownership` (services.json) decides who sees
- * and changes its records. POST and PATCH honour `Idempotency-Key`, with keys
+ * and changes its records, taking bodies of at most `bodyLimitBytes` (services.json; BODY_LIMIT_BYTES
+ * where it sets none). POST and PATCH honour `Idempotency-Key`, with keys
  * scoped to `path`. Conditional requests follow RFC 9110 §13 on every method: an item's validator
  * is its ETag; a collection exists but has none, so on it `If-Match: *` holds, any other If-Match
  * fails (412), and `If-None-Match: *` on POST fails (412); If-None-Match on a list read is not
  * evaluated (no validator to compare, and the gateway's cache answers the same).
  */
-export function resourceEndpoints<F extends Record<string, unknown>>(path: string, definition: ResourceDefinition<F>, ownership: Ownership, runtime?: Omit<Runtime<F>, 'ownership'>): Endpoint[] {
-  const described = describedResource(path, definition, ownership);
+export function resourceEndpoints<F extends Record<string, unknown>>(
+  path: string,
+  definition: ResourceDefinition<F>,
+  ownership: Ownership,
+  bodyLimitBytes = BODY_LIMIT_BYTES,
+  runtime?: Omit<Runtime<F>, 'ownership'>,
+): Endpoint[] {
+  const described = describedResource(path, definition, ownership, bodyLimitBytes);
   const handlers = runtime && { ...runtime, ownership };
   const kit: OperationKit<F> = { ...described, ...sharedResponses(described), handled: (make) => (handlers ? { handlers: [make(handlers)] } : {}) };
   return [
@@ -289,8 +297,15 @@ export function resourceEndpoints<F extends Record<string, unknown>>(path: strin
   ];
 }
 
-/** The routes of a resource at `path`, from its declaration, with the ownership its service's entry in services.json gives it. */
-export function resourceRoutes<F extends Record<string, unknown>, Filter>(path: string, service: ResourceService<F, Filter>, idempotency: IdempotencyStore, ownership: Ownership): ResourceRoutes {
+/** The routes of a resource at `path`, from its declaration, with the ownership and body limit its service's entry in services.json gives it. */
+export function resourceRoutes<F extends Record<string, unknown>, Filter>(
+  path: string,
+  service: ResourceService<F, Filter>,
+  idempotency: IdempotencyStore,
+  ownership: Ownership,
+  bodyLimitBytes = BODY_LIMIT_BYTES,
+): ResourceRoutes {
   const runtime = { service: service as ResourceService<F, unknown>, idempotency };
-  return { path, router: routerOf(resourceEndpoints(path, service.definition, ownership, runtime)), readItem: itemReader(runtime.service, ownership) };
+  const endpoints = resourceEndpoints(path, service.definition, ownership, bodyLimitBytes, runtime);
+  return { path, router: routerOf(endpoints, bodyLimitBytes), readItem: itemReader(runtime.service, ownership) };
 }

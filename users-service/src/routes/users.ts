@@ -7,7 +7,7 @@ import { usersResource, type UsersService } from '../domain/users.js';
 const path = `${API_PREFIX}/users`;
 
 /** `/api/users` (list, create) and `/api/users/{id}` (read, replace, patch, delete). */
-export const usersRoutes = (users: UsersService, idempotency: IdempotencyStore) => resourceRoutes(path, users, idempotency, defaults.ownership);
+export const usersRoutes = (users: UsersService, idempotency: IdempotencyStore, bodyLimitBytes?: number) => resourceRoutes(path, users, idempotency, defaults.ownership, bodyLimitBytes);
 
 /** The same declaration, for the description. */
-export const usersApi = resourceEndpoints(path, usersResource, defaults.ownership);
+export const usersApi = resourceEndpoints(path, usersResource, defaults.ownership, defaults.bodyLimitBytes);

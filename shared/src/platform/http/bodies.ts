@@ -6,8 +6,12 @@ import { HttpProblem, problems, type FieldError } from '../problem.js';
 
 /** Request bodies: the size limit, and JSON accepted only as this API defines it. */
 
-export const BODY_LIMIT = '100kb';
+/** The largest request body, unless a service's entry in services.json sets its own (`body.limitBytes`). */
 export const BODY_LIMIT_BYTES = 100 * 1024;
+
+/** A body limit as its 413 names it: `100kb`, or `1500b` where it is no whole number of KiB. */
+export const bodyLimitText = (limitBytes: number): string => (limitBytes % 1024 === 0 ? `${limitBytes / 1024}kb` : `${limitBytes}b`);
+
 /** How deep objects and arrays may nest in a request body: far more than any resource needs. */
 export const MAX_JSON_DEPTH = 32;
 /** The content codings a request body may have (`Accept-Encoding` of a 415 says so). */
@@ -111,33 +115,35 @@ export function bodyShapeErrors(body: unknown): FieldError[] {
 }
 
 /**
- * A body that declares more than BODY_LIMIT is refused at once, before any of it is read (the
+ * A body that declares more than `limitBytes` is refused at once, before any of it is read (the
  * connection closes: the rest of the body is not wanted). Without this, the body parser would
  * wait for the whole declared body before answering.
  */
-const refuseOversizedBodies: RequestHandler = (req, res, next) => {
-  if (declaresOversizedBody(req.headers)) {
-    res.setHeader('Connection', 'close');
-    throw bodyTooLarge();
-  }
-  next();
-};
+const refuseOversizedBodies =
+  (limitBytes: number): RequestHandler =>
+  (req, res, next) => {
+    if (declaresOversizedBody(req.headers, limitBytes)) {
+      res.setHeader('Connection', 'close');
+      throw bodyTooLarge(limitBytes);
+    }
+    next();
+  };
 
-/** Whether a request declares a body over BODY_LIMIT (`Content-Length`): refused before it is read. */
-export const declaresOversizedBody = (headers: IncomingHttpHeaders): boolean => {
+/** Whether a request declares a body over `limitBytes` (`Content-Length`): refused before it is read. */
+export const declaresOversizedBody = (headers: IncomingHttpHeaders, limitBytes = BODY_LIMIT_BYTES): boolean => {
   const declared = headers['content-length'];
-  return declared !== undefined && Number(declared) > BODY_LIMIT_BYTES;
+  return declared !== undefined && Number(declared) > limitBytes;
 };
 
-/** The answer to a body over BODY_LIMIT, declared or counted as it arrives. */
-export const bodyTooLarge = () => new HttpProblem('payload-too-large', `The request body is larger than ${BODY_LIMIT}`);
+/** The answer to a body over `limitBytes`, declared or counted as it arrives. */
+export const bodyTooLarge = (limitBytes = BODY_LIMIT_BYTES) => new HttpProblem('payload-too-large', `The request body is larger than ${bodyLimitText(limitBytes)}`);
 
 /**
  * Accepts only a JSON body of the given media types (415 otherwise) without a content coding (415
- * with Accept-Encoding), parsed with the size limit, as valid UTF-8, nested at most MAX_JSON_DEPTH
+ * with Accept-Encoding), of at most `limitBytes` (413), parsed as valid UTF-8, nested at most MAX_JSON_DEPTH
  * levels (400 malformed-json), and then only a JSON object of a bounded shape (`bodyShapeErrors`, 400).
  */
-export function jsonBody(mediaTypes: readonly string[] = ['application/json']): RequestHandler[] {
+export function jsonBody(mediaTypes: readonly string[] = ['application/json'], limitBytes = BODY_LIMIT_BYTES): RequestHandler[] {
   return [
     (req, _res, next) => {
       const type = mediaType(req.headers['content-type']);
@@ -153,8 +159,8 @@ export function jsonBody(mediaTypes: readonly string[] = ['application/json']): 
       }
       next();
     },
-    refuseOversizedBodies,
-    express.json({ type: () => true, limit: BODY_LIMIT, strict: true, inflate: false, verify: checkJsonBytes }),
+    refuseOversizedBodies(limitBytes),
+    express.json({ type: () => true, limit: limitBytes, strict: true, inflate: false, verify: checkJsonBytes }),
     (req, _res, next) => {
       const errors = bodyShapeErrors(req.body);
       if (errors.length > 0) throw problems.validation(errors);

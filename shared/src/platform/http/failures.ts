@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { ErrorRequestHandler } from 'express';
 import type { Logger } from '../logger.js';
 import { HttpProblem, problems } from '../problem.js';
-import { BODY_LIMIT, unsupportedEncoding } from './bodies.js';
+import { bodyTooLarge, unsupportedEncoding } from './bodies.js';
 import { writeProblem } from './responses.js';
 
 /** Turning an error into the problem+json a client sees. */
@@ -11,6 +11,8 @@ interface BodyParserError extends Error {
   type?: string;
   status?: number;
   expose?: boolean;
+  /** The body limit it met (raw-body's `entity.too.large`): the one jsonBody was given. */
+  limit?: number;
 }
 
 /** Express's own errors: the router's, and the body parser's by their `type`. */
@@ -21,7 +23,7 @@ function expressProblem(error: BodyParserError): HttpProblem | undefined {
     case 'entity.parse.failed':
       return new HttpProblem('malformed-json', 'The request body is not valid JSON');
     case 'entity.too.large':
-      return new HttpProblem('payload-too-large', `The request body is larger than ${BODY_LIMIT}`);
+      return bodyTooLarge(error.limit);
     case 'entity.json.invalid':
       return new HttpProblem('malformed-json', error.message);
     case 'charset.unsupported':
