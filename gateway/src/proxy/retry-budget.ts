@@ -39,7 +39,8 @@ export class RetryBudget {
       tries += bucket.tries;
       retries += bucket.retries;
     }
-    if (retries >= Math.max(RETRY_BUDGET_FLOOR, RETRY_BUDGET_RATIO * tries)) return false;
+    // Granted only while the retry it grants keeps the window within its share: 11 of 51 is over 20%.
+    if (retries + 1 > Math.max(RETRY_BUDGET_FLOOR, RETRY_BUDGET_RATIO * tries)) return false;
     current.retries += 1;
     return true;
   }

@@ -13,7 +13,7 @@ function model() {
   return {
     tried: (now: number) => tries.push(now),
     withdraw: (now: number) => {
-      const granted = inWindow(retries, now) < Math.max(RETRY_BUDGET_FLOOR, RETRY_BUDGET_RATIO * inWindow(tries, now));
+      const granted = inWindow(retries, now) + 1 <= Math.max(RETRY_BUDGET_FLOOR, RETRY_BUDGET_RATIO * inWindow(tries, now));
       if (granted) retries.push(now);
       return granted;
     },
@@ -23,7 +23,7 @@ function model() {
 }
 
 describe('the retry budget', () => {
-  it('grants a retry exactly when the window holds fewer than max(floor, ratio × first tries): never more', () => {
+  it('grants a retry exactly when the window then holds at most max(floor, ratio × first tries): never more', () => {
     // Bursts (many steps at one time or close together) as well as pauses past a bucket or the window.
     const afterMs = fc.oneof(
       { arbitrary: fc.constant(0), weight: 4 },
