@@ -125,6 +125,8 @@ export interface OperationFragment {
   responses?: Record<number, ZodOpenApiResponseObject>;
   /** Headers it puts on every response, by name: their ids in `components.headers`. */
   headers?: Record<string, string>;
+  /** The security requirements it checks (each one an alternative that suffices). */
+  security?: oas31.SecurityRequirementObject[];
 }
 
 /** A feature's part of the API description. */

@@ -1,5 +1,6 @@
 import type { Endpoint } from '@app/shared/api-description/openapi';
 import type { Logger } from '@app/shared/platform/logger';
+import { authDescription } from './description.js';
 import { defineFeature, type SettingsOf } from '../feature.js';
 import type { GatewayMetrics } from '../metrics/gateway-metrics.js';
 import { redisClientOptions } from '../redis/config.js';
@@ -66,6 +67,7 @@ const keysNamed = (config: AuthSettings) => (config.AUTH_PUBLIC_KEY ? 'AUTH_PUBL
 export const auth = defineFeature({
   name: 'auth',
   config: authConfig,
+  description: authDescription,
   exposedHeaders: ['WWW-Authenticate', 'Retry-After'],
   configProblems: (config, parts) => (parts.tokens ? [] : [...authConfigProblems(config), ...devKeyProblems(config)]),
   create({ config, logger, metrics, writer, parts }) {

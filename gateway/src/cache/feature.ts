@@ -1,3 +1,4 @@
+import { cacheDescription } from './description.js';
 import { defineFeature } from '../feature.js';
 import { addressCallerOf } from '../rate-limits/caller.js';
 import { redisTarget } from '../redis/client.js';
@@ -17,6 +18,7 @@ import { writeRenewal } from './write-renewal.js';
 export const cache = defineFeature({
   name: 'cache',
   config: cacheConfig,
+  description: cacheDescription,
   exposedHeaders: ['X-Cache', 'Age'],
   create({ config, logger, metrics, writer, parts, redis, shared, upstreams }) {
     if (!config.CACHE_ENABLED) return { name: 'cache', details: { cache: 'disabled' } };

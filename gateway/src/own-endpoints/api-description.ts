@@ -1,20 +1,20 @@
 import http from 'node:http';
-import { apiDocument, describe, documentationTag, documentEndpoint, DOCUMENT_PATH, header, headers, probeEndpoints, problemResponse, problemTypesTable, routerOf, type Endpoint, type OpenApiDocument } from '@app/shared/api-description/openapi';
+import { apiDocument, describe, problemSchemaNamed, documentationTag, documentEndpoint, DOCUMENT_PATH, headers, probeEndpoints, problemResponse, problemTypesTable, routerOf, type Endpoint, type OpenApiDocument } from '@app/shared/api-description/openapi';
 import { BODY_LIMIT_BYTES, MAX_JSON_DEPTH } from '@app/shared/platform/http/bodies';
-import { CACHE_OUTCOME_HEADER, RATE_LIMIT_HEADER, RATE_LIMIT_POLICY_HEADER, RETRY_AFTER_HEADER } from '@app/shared/platform/http/headers';
 import { MAX_REQUEST_TARGET_BYTES } from '@app/shared/platform/http/malformed-requests';
 import { kindOf } from '@app/shared/platform/http/method-kind';
-import { HttpProblem, problems, type ProblemKind } from '@app/shared/platform/problem';
+import { problems } from '@app/shared/platform/problem';
 import { scopesOfService } from '@app/shared/platform/services';
 import { DEFAULT_LIMIT, etagMatches, MAX_LIMIT } from '@app/shared/resource/rules';
 import type { RequestHandler, Router } from 'express';
-import { z } from 'zod';
+import type { z } from 'zod';
 import { negotiateCoding } from '../cache/compression.js';
 import { revocationEndpoint } from '../auth/revocation-endpoint.js';
 import { ASSETS, DOCS_FILES, sendDocsFile, sendDocsPage } from './docs-page.js';
 import { KeptDescription } from './kept-description.js';
 import type { oas31, ZodOpenApiPathsObject, ZodOpenApiResponseObject } from 'zod-openapi';
 import type { FeatureDescription } from '../feature.js';
+import { overBudgetResponse } from '../rate-limits/description.js';
 import { servesPath } from '../routing/service-routes.js';
 import type { Deadlines } from '../proxy/upstream.js';
 import type { Upstream } from '../upstream-model.js';
@@ -40,68 +40,24 @@ const securitySchemes = (scopes: string): Record<string, oas31.SecuritySchemeObj
     description: `An access token (JWT) from the identity provider the gateway trusts, with one of the scopes the operation lists (\`scope\` claim, space-separated): ${scopes}. Locally, \`npm run token\` makes one.`,
   },
 });
-/** The headers the gateway adds to what the services describe. */
-const GATEWAY_HEADERS = {
-  XCache: header(
-    z.enum(['HIT', 'MISS', 'BYPASS', 'STALE']).optional(),
-    "What the gateway's response cache did: `HIT` (served from it), `MISS` (fetched and stored), `BYPASS` (not cacheable), `STALE` (served from it while the service is unavailable). Sent on every gateway response to GET and HEAD under `/api` (`BYPASS` on all of them when the cache is off); a service answering directly does not send it.",
-  ),
-  Age: header(z.int().min(0).optional(), 'Seconds since the cached response was fetched, on a `HIT` or `STALE`.'),
-  RateLimitPolicy: header(z.string().regex(/^"(read|write)";q=\d+;w=\d+$/).optional(), 'The budget this request counts against (IETF RateLimit headers): `q` requests per `w` seconds, reads and writes apart. On every response under `/api` while rate limiting is on.', '"read";q=6000;w=60'),
-  RateLimit: header(z.string().regex(/^"(read|write)";r=\d+;t=\d+$/).optional(), 'What is left of that budget: `r` requests, for `t` more seconds.', '"read";r=5999;t=60'),
-  WWWAuthenticate: header(
-    z.string().regex(/^Bearer /),
-    'The bearer challenge (RFC 6750): `error="invalid_token"` for a token that is expired, badly signed or not for this API; no error when there was no token; `error="insufficient_scope"` with the `scope` needed on 403.',
-    'Bearer realm="api", error="invalid_token", error_description="The access token has expired"',
-  ),
-  WWWAuthenticateOnScope: header(
-    z.string().regex(/^Bearer /).optional(),
-    'On a 403 for a scope the token lacks: `error="insufficient_scope"` with the `scope` needed. Absent on the service\'s own 403 (`not-owner`: a record of another owner).',
-    'Bearer realm="api", error="insufficient_scope", scope="users:write"',
-  ),
-};
 const METHODS = ['get', 'head', 'post', 'put', 'patch', 'delete', 'options'] as const;
 
 /**
- * A service's operation as the gateway answers it: its token and scope (401, 403, as routing/service-routes.ts and auth/stages.ts
- * decides them), its rate limits (429, RateLimit headers), 502/504, and the cache headers on GET and HEAD.
+ * A service's operation as the gateway answers it: what its HTTP server refuses before any feature
+ * (414, 431), then what each feature adds (feature.ts: FeatureDescription), in the list's order.
  */
 function throughGateway(upstream: Upstream, method: (typeof METHODS)[number], operation: oas31.OperationObject, route: string, deadlines: Deadlines, descriptions: readonly FeatureDescription[]) {
   const kind = kindOf(method.toUpperCase());
-  const cached = kind === 'read';
-  const scopes = scopesOfService(upstream.name);
-  const scope = kind === 'options' ? undefined : scopes[kind];
-  const problem = (status: number, kind: ProblemKind | undefined, detail: string, extra = {}, kinds?: ProblemKind[]) =>
-    problemResponse(status, kind && { problem: new HttpProblem(kind, detail), at: route }, extra, kinds);
-  const ownerRefusal = operation.responses?.[403] !== undefined;
-  const responses: Record<string, oas31.ResponseObject | ZodOpenApiResponseObject> = {
-    ...(operation.responses as Record<string, oas31.ResponseObject>),
-    401: problem(401, 'unauthorized', 'The access token has expired', { 'WWW-Authenticate': 'WWWAuthenticate' }),
-    // A service that answers 403 itself (a record of another owner) sends no challenge.
-    ...(scope && {
-      403: problem(
-        403,
-        'insufficient-scope',
-        `This request needs the ${scope} scope, which the access token does not grant`,
-        { 'WWW-Authenticate': ownerRefusal ? 'WWWAuthenticateOnScope' : 'WWWAuthenticate' },
-        ['insufficient-scope', ...(ownerRefusal ? (['not-owner'] as const) : [])],
-      ),
-    }),
-    429: problem(429, 'rate-limited', 'Over the budget of read requests for this client; retry after 42 s', { [RETRY_AFTER_HEADER]: 'RetryAfter' }),
-    ...(operation.requestBody && { 408: problem(408, 'request-timeout', `The request body did not arrive within ${deadlines.requestBodyMs} ms`) }),
-    414: problem(414, undefined, ''),
-    431: problem(431, undefined, ''),
-    502: problem(502, 'bad-gateway', `The ${upstream.name} service could not be reached`),
-    504: problem(504, 'gateway-timeout', `The ${upstream.name} service did not answer within ${deadlines.upstreamMs} ms`),
-  };
-  // What each feature adds (feature.ts: FeatureDescription), after what the gateway has always described.
   const fragments = descriptions.map((description) => description.operation?.({ upstream, method, kind, route, operation, deadlines }) ?? {});
-  Object.assign(responses, ...fragments.map((fragment) => fragment.responses));
-  const added = headers({ [RATE_LIMIT_POLICY_HEADER]: 'RateLimitPolicy', [RATE_LIMIT_HEADER]: 'RateLimit', ...(cached && { [CACHE_OUTCOME_HEADER]: 'XCache', Age: 'Age' }), ...Object.assign({}, ...fragments.map((fragment) => fragment.headers)) });
+  const responses: Record<string, oas31.ResponseObject | ZodOpenApiResponseObject> = Object.assign(
+    { ...(operation.responses as Record<string, oas31.ResponseObject>), 414: problemResponse(414), 431: problemResponse(431) },
+    ...fragments.map((fragment) => fragment.responses),
+  );
+  const added = headers(Object.assign({}, ...fragments.map((fragment) => fragment.headers)));
+  const security = fragments.flatMap((fragment) => fragment.security ?? []);
   return {
     ...operation,
-    // The service's admin scope grants every operation of it, as its read or write scope does.
-    ...(scope && { security: [{ bearerAuth: [scope] }, { bearerAuth: [scopes.admin] }] }),
+    ...(security.length > 0 && { security }),
     responses: Object.fromEntries(
       // HEAD answers carry no body, the gateway's own failures included.
       Object.entries(responses).map(([status, { content, ...response }]) => [status, { ...response, headers: { ...response.headers, ...added }, ...(content && method !== 'head' && { content }) }]),
@@ -125,7 +81,7 @@ function gatewayEndpoints(firstUpstream: string, handlers: { document?: RequestH
   const text = (type: string) => ({ [type]: { schema: { type: 'string' as const } } });
   const get = (operationId: string, summary: string, more: Omit<Endpoint['operations']['GET'] & object, 'operationId' | 'summary'>) => ({ GET: { operationId, summary, ...more } });
   // Counted against the caller's read budget, like a read of the API (rate-limits/stage.ts).
-  const overBudget = problemResponse(429, { problem: new HttpProblem('rate-limited', 'Over the budget of read requests for this client; retry after 42 s'), at: DOCUMENT_PATH }, { [RETRY_AFTER_HEADER]: 'RetryAfter' });
+  const overBudget = overBudgetResponse(DOCUMENT_PATH);
   return [
     documentEndpoint('This document: the parts every service describes, as the gateway answers them. Built once for each change of what they describe, and sent with an `ETag`.', handlers.document, {
       304: { description: 'Not modified since the copy the client has (`If-None-Match`).', headers: headers({ 'Cache-Control': 'CacheControlNoCache' }) },
@@ -184,8 +140,13 @@ ${problemTypesTable()}`;
 export function gatewayDocument(parts: readonly { upstream: Upstream; document: OpenApiDocument }[], deadlines: Deadlines, descriptions: readonly FeatureDescription[] = []): OpenApiDocument {
   const upstreams = parts.map(({ upstream }) => upstream);
   const own = [...probeEndpoints, ...gatewayEndpoints(upstreams[0]?.name ?? ''), revocationEndpoint()];
-  const schemas: Record<string, oas31.SchemaObject | oas31.ReferenceObject> = {};
+  const schemas: Record<string, z.ZodType | oas31.SchemaObject | oas31.ReferenceObject> = {};
   for (const [name, schema] of parts.flatMap(({ document }) => Object.entries(document.components?.schemas ?? {}))) {
+    const problemSchema = problemSchemaNamed(name);
+    if (problemSchema) {
+      schemas[name] = problemSchema;
+      continue;
+    }
     if (name in schemas && JSON.stringify(schemas[name]) !== JSON.stringify(schema)) throw new Error(`Two different definitions of components.schemas.${name}`);
     schemas[name] = schema;
   }
@@ -193,7 +154,7 @@ export function gatewayDocument(parts: readonly { upstream: Upstream; document: 
   const used = new Set(Object.values(paths).flatMap((item) => METHODS.flatMap((method) => item[method]?.tags ?? [])));
   const tags = [...parts.flatMap(({ document }) => document.tags ?? []), ...own.map(({ tag }) => tag)].filter(({ name }) => used.has(name));
   const info = { title: 'REST microservices API', version: '1.0.0', description: description(upstreams) };
-  return apiDocument(info, paths, tags, { schemas, headers: Object.assign({}, GATEWAY_HEADERS, ...descriptions.map((description) => description.headers)), securitySchemes: securitySchemes(scopesOf(upstreams)) });
+  return apiDocument(info, paths, tags, { schemas, headers: Object.assign({}, ...descriptions.map((description) => description.headers)), securitySchemes: securitySchemes(scopesOf(upstreams)) });
 }
 
 /** `GET /openapi.json`, `GET /docs` and the page's files. */

@@ -1,4 +1,5 @@
 import type { Exchange } from '../exchange.js';
+import { proxyDescription } from './description.js';
 import { defineFeature, type FeatureContext, type SettingsOf } from '../feature.js';
 import { proxyConfig } from './config.js';
 import { ServiceHop } from './service-hop.js';
@@ -31,6 +32,7 @@ function serviceHops(context: FeatureContext<SettingsOf<typeof proxyConfig>>): M
 export const proxy = defineFeature({
   name: 'proxy',
   config: proxyConfig,
+  description: proxyDescription,
   create(context) {
     const hops = serviceHops(context);
     context.shared.hops = hops;
