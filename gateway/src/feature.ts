@@ -138,6 +138,10 @@ export interface FeatureDescription {
   headers?: Record<string, z.ZodType>;
   /** What it adds to each operation a service describes. */
   operation?(proxied: ProxiedOperation): OperationFragment;
+  /** Its bullet of the document's overview (Markdown, after the API's own ones). */
+  overview?(upstreams: readonly Upstream[]): string;
+  /** The security schemes its operations' requirements name (`components.securitySchemes`). */
+  securitySchemes?(upstreams: readonly Upstream[]): Record<string, oas31.SecuritySchemeObject>;
 }
 
 /** The settings a feature's slice and the base settings give, as validated. */

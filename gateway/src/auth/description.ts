@@ -2,11 +2,17 @@ import { header, problemResponse } from '@app/shared/api-description/openapi';
 import { scopesOfService } from '@app/shared/platform/services';
 import { z } from 'zod';
 import type { FeatureDescription } from '../feature.js';
+import type { Upstream } from '../upstream-model.js';
 import { challenge, INSUFFICIENT_SCOPE, insufficientScope, unauthorized } from './problems.js';
+
+/** The scopes of the upstreams (as routing/service-routes.ts requires them), as a Markdown list. */
+const scopesOf = (upstreams: readonly Pick<Upstream, 'name'>[]) =>
+  upstreams.flatMap(({ name }) => Object.values(scopesOfService(name)).map((scope) => `\`${scope}\``)).join(', ');
 
 /**
  * Each proxied operation's token and scope, as routing/service-routes.ts and the stages decide them:
- * its security requirement, 401, and 403 (but on OPTIONS, which takes no token).
+ * its security requirement, 401, and 403 (but on OPTIONS, which takes no token); the bearer scheme,
+ * and what the overview says of tokens.
  */
 export const authDescription: FeatureDescription = {
   headers: {
@@ -21,6 +27,16 @@ export const authDescription: FeatureDescription = {
       'Bearer realm="api", error="insufficient_scope", scope="users:write"',
     ),
   },
+  overview: (upstreams) =>
+    `**Access tokens**: every operation under \`/api\` but OPTIONS needs a bearer token (JWT) with one of the scopes it lists (${scopesOf(upstreams)}): a service's read or write scope, or its admin scope, which also sees and changes every owner's records; a deployment may make a service's reads public. No token or a bad one is a 401, a token without the scope a 403, both with \`WWW-Authenticate\`.`,
+  securitySchemes: (upstreams) => ({
+    bearerAuth: {
+      type: 'http',
+      scheme: 'bearer',
+      bearerFormat: 'JWT',
+      description: `An access token (JWT) from the identity provider the gateway trusts, with one of the scopes the operation lists (\`scope\` claim, space-separated): ${scopesOf(upstreams)}. Locally, \`npm run token\` makes one.`,
+    },
+  }),
   operation({ upstream, kind, route, operation }) {
     const scopes = scopesOfService(upstream.name);
     const scope = kind === 'options' ? undefined : scopes[kind];

@@ -4,7 +4,6 @@ import { BODY_LIMIT_BYTES, MAX_JSON_DEPTH } from '@app/shared/platform/http/bodi
 import { MAX_REQUEST_TARGET_BYTES } from '@app/shared/platform/http/malformed-requests';
 import { kindOf } from '@app/shared/platform/http/method-kind';
 import { problems } from '@app/shared/platform/problem';
-import { scopesOfService } from '@app/shared/platform/services';
 import { DEFAULT_LIMIT, etagMatches, MAX_LIMIT } from '@app/shared/resource/rules';
 import type { RequestHandler, Router } from 'express';
 import type { z } from 'zod';
@@ -28,18 +27,6 @@ import type { Upstream } from '../upstream-model.js';
  * together, once for each change of what the services describe (kept-description.ts).
  */
 
-/** The scopes of the upstreams (as routing/service-routes.ts requires them), as a Markdown list. */
-const scopesOf = (upstreams: readonly Pick<Upstream, 'name'>[]) =>
-  upstreams.flatMap(({ name }) => Object.values(scopesOfService(name)).map((scope) => `\`${scope}\``)).join(', ');
-
-const securitySchemes = (scopes: string): Record<string, oas31.SecuritySchemeObject> => ({
-  bearerAuth: {
-    type: 'http',
-    scheme: 'bearer',
-    bearerFormat: 'JWT',
-    description: `An access token (JWT) from the identity provider the gateway trusts, with one of the scopes the operation lists (\`scope\` claim, space-separated): ${scopes}. Locally, \`npm run token\` makes one.`,
-  },
-});
 const METHODS = ['get', 'head', 'post', 'put', 'patch', 'delete', 'options'] as const;
 
 /**
@@ -119,7 +106,11 @@ function gatewayEndpoints(firstUpstream: string, handlers: { document?: RequestH
 
 const KIB = 1024;
 
-const description = (upstreams: readonly Upstream[]) => `A REST API for ${upstreams.map(({ name }) => name).join(' and ')}, behind one gateway.
+/** What the features say in the overview (feature.ts: `overview`), in the list's order, a bullet each. */
+const featureBullets = (upstreams: readonly Upstream[], descriptions: readonly FeatureDescription[]) =>
+  descriptions.flatMap((description) => description.overview?.(upstreams) ?? []).map((bullet) => `\n- ${bullet}`).join('');
+
+const description = (upstreams: readonly Upstream[], descriptions: readonly FeatureDescription[]) => `A REST API for ${upstreams.map(({ name }) => name).join(' and ')}, behind one gateway.
 
 - **Lists** are keyset-paginated: \`?limit=\` (1 to ${MAX_LIMIT}, default ${DEFAULT_LIMIT}) and \`?cursor=\` (the \`nextCursor\` of the previous page, \`null\` on the last one).
 - **Query parameters** an operation does not list are a 400 (\`validation\`, naming each in \`errors\`) on every operation, item reads and writes included.
@@ -128,9 +119,7 @@ const description = (upstreams: readonly Upstream[]) => `A REST API for ${upstre
 - **Errors** are \`application/problem+json\` (RFC 9457). A path that does not exist is a 404; a method a path does not support is a 405 with \`Allow\`.
 - **Request bodies** are JSON in UTF-8, at most ${BODY_LIMIT_BYTES / KIB} KiB by default, or the limit a service sets for its own (its 413 names it; a larger \`Content-Length\` is a 413 at once), nested at most ${MAX_JSON_DEPTH} levels, never compressed (\`Content-Encoding\` other than \`identity\` is a 415 with \`Accept-Encoding: identity\`), and must arrive within the gateway's body deadline (408).
 - **Requests the HTTP server cannot take** are problem+json too, and close the connection: a malformed request (400), a body too slow (408), a request target over ${MAX_REQUEST_TARGET_BYTES / KIB} KiB (414), header fields over ${http.maxHeaderSize / KIB} KiB (431).
-- **\`X-Request-Id\`** is on every response; send your own to trace a request through every process.
-- **Access tokens**: every operation under \`/api\` but OPTIONS needs a bearer token (JWT) with one of the scopes it lists (${scopesOf(upstreams)}): a service's read or write scope, or its admin scope, which also sees and changes every owner's records; a deployment may make a service's reads public. No token or a bad one is a 401, a token without the scope a 403, both with \`WWW-Authenticate\`.
-- **Rate limits**: each caller (its token's subject, or its address without a token) has a budget of reads and one of writes per minute; \`RateLimit-Policy\` and \`RateLimit\` say where it stands, and over it the answer is 429 with \`Retry-After\`.
+- **\`X-Request-Id\`** is on every response; send your own to trace a request through every process.${featureBullets(upstreams, descriptions)}
 
 ## Problem types
 
@@ -153,8 +142,8 @@ export function gatewayDocument(parts: readonly { upstream: Upstream; document: 
   const paths = Object.assign({}, ...parts.map(({ upstream, document }) => proxiedPaths(upstream, document, deadlines, descriptions)), describe(own)) as ZodOpenApiPathsObject;
   const used = new Set(Object.values(paths).flatMap((item) => METHODS.flatMap((method) => item[method]?.tags ?? [])));
   const tags = [...parts.flatMap(({ document }) => document.tags ?? []), ...own.map(({ tag }) => tag)].filter(({ name }) => used.has(name));
-  const info = { title: 'REST microservices API', version: '1.0.0', description: description(upstreams) };
-  return apiDocument(info, paths, tags, { schemas, headers: Object.assign({}, ...descriptions.map((description) => description.headers)), securitySchemes: securitySchemes(scopesOf(upstreams)) });
+  const info = { title: 'REST microservices API', version: '1.0.0', description: description(upstreams, descriptions) };
+  return apiDocument(info, paths, tags, { schemas, headers: Object.assign({}, ...descriptions.map((description) => description.headers)), securitySchemes: Object.assign({}, ...descriptions.map((description) => description.securitySchemes?.(upstreams))) });
 }
 
 /** `GET /openapi.json`, `GET /docs` and the page's files. */

@@ -17,6 +17,8 @@ export const rateLimitsDescription: FeatureDescription = {
     ),
     RateLimit: header(z.string().regex(/^"(read|write)";r=\d+;t=\d+$/).optional(), 'What is left of that budget: `r` requests, for `t` more seconds.', '"read";r=5999;t=60'),
   },
+  overview: () =>
+    '**Rate limits**: each caller (its token\'s subject, or its address without a token) has a budget of reads and one of writes per minute; `RateLimit-Policy` and `RateLimit` say where it stands, and over it the answer is 429 with `Retry-After`.',
   operation: ({ route }) => ({
     responses: { 429: overBudgetResponse(route) },
     headers: { [RATE_LIMIT_POLICY_HEADER]: 'RateLimitPolicy', [RATE_LIMIT_HEADER]: 'RateLimit' },
