@@ -22,9 +22,10 @@ import type { Upstream } from '../upstream-model.js';
  * The API description clients use, `GET /openapi.json`, and a page that shows it, `GET /docs`.
  *
  * Each service serves the description of its own routes (generated from the declarations its
- * router is made of); the gateway keeps the paths each upstream serves, adds what the gateway itself
- * does (its failures, its cache and rate-limit headers, its own endpoints) and renders them
- * together, once for each change of what the services describe (kept-description.ts).
+ * router is made of); the gateway keeps the paths each upstream serves, adds what each of its
+ * features describes (feature.ts: FeatureDescription, from the feature's folder) and its own
+ * endpoints, and renders them together, once for each change of what the services describe
+ * (kept-description.ts). This file is the frame: the overview, what the HTTP server refuses.
  */
 
 const METHODS = ['get', 'head', 'post', 'put', 'patch', 'delete', 'options'] as const;
