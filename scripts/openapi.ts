@@ -6,7 +6,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { serializeDocument, type OpenApiDocument } from '@app/shared/api-description/openapi';
-import { serviceDocument } from '@app/shared/service';
+import { serviceDocument, type ServiceDefinition } from '@app/shared/service';
 import { configSchema } from '../gateway/dist/config.js';
 import { FEATURES } from '../gateway/dist/features.js';
 import { upstreamSettings } from '../gateway/dist/routing/upstreams.js';
@@ -15,15 +15,15 @@ import { serviceModules } from '../tools/services.ts';
 
 export const OPENAPI_FILE = new URL('../openapi.json', import.meta.url);
 
-/** The document, as the gateway merges it from what each service serves. */
-export async function apiDocument(): Promise<OpenApiDocument> {
+/** The document, as the gateway merges it from what each service serves (`documentOf` it). */
+export async function apiDocument(documentOf: (service: ServiceDefinition) => OpenApiDocument = serviceDocument): Promise<OpenApiDocument> {
   const services = new Map((await serviceModules()).map(({ entry, service }) => [entry.name, service]));
   const config = configSchema.parse({});
   const parts = upstreamSettings(config).upstreams.map((upstream) => {
     const service = services.get(upstream.name);
     if (!service) throw new Error(`No service definition for the ${upstream.name} upstream`);
     // Through JSON, as the gateway receives it.
-    return { upstream, document: JSON.parse(JSON.stringify(serviceDocument(service))) as OpenApiDocument };
+    return { upstream, document: JSON.parse(JSON.stringify(documentOf(service))) as OpenApiDocument };
   });
   const descriptions = FEATURES.flatMap((feature) => feature.description ?? []);
   return gatewayDocument(parts, { upstreamMs: config.UPSTREAM_TIMEOUT_MS, requestBodyMs: config.REQUEST_BODY_TIMEOUT_MS }, descriptions);

@@ -1,5 +1,6 @@
 import type { Endpoint } from '@app/shared/api-description/openapi';
 import type { Lifecycle } from '@app/shared/platform/http/lifecycle';
+import type { Registry } from 'prom-client';
 import type { Logger } from '@app/shared/platform/logger';
 import type { z } from 'zod';
 import type { oas31, ZodOpenApiResponseObject } from 'zod-openapi';
@@ -7,11 +8,10 @@ import type { TokenVerifier } from './auth/tokens.js';
 import type { BaseConfig } from './base-config.js';
 import type { MemoryTier } from './cache/memory-tier.js';
 import type { ResponseCache } from './cache/response-cache.js';
-import type { Exchange } from './exchange.js';
+import type { CacheOutcome, Exchange } from './exchange.js';
 import type { ConcurrencyLimitSettings } from './load-shedding/concurrency-limit.js';
 import type { MemoryPressure, MemoryReader } from './load-shedding/overload.js';
 import type { MethodKind } from '@app/shared/platform/http/method-kind';
-import type { GatewayMetrics } from './metrics/gateway-metrics.js';
 import type { Stage } from './pipeline.js';
 import type { ServiceHop } from './proxy/service-hop.js';
 import type { Deadlines } from './proxy/upstream.js';
@@ -66,6 +66,8 @@ export interface SharedParts {
   concurrency?: ConcurrencyLimitSettings;
   /** The response cache (cache/), while CACHE_ENABLED. */
   cache?: ResponseCache;
+  /** Counts what the cache did for a read (cache/: `gateway_cache_outcomes_total`), which the response writer says in X-Cache. */
+  countCacheOutcome?: (outcome: CacheOutcome) => void;
   /** What a proxied write's settling does before its client hears back (cache/: what it renews). */
   onWriteSettled?: (exchange: Exchange, status: number) => Promise<void> | undefined;
 }
@@ -75,7 +77,8 @@ export interface FeatureContext<Config> {
   config: Config;
   logger: Logger;
   lifecycle: Lifecycle;
-  metrics: GatewayMetrics;
+  /** The registry of the gateway's metrics (GET /metrics, metrics/): a feature registers its own there (its `metrics.ts`). */
+  metrics: Registry;
   writer: ResponseWriter;
   routing: Routing;
   upstreams: readonly ServedUpstream[];
@@ -125,6 +128,8 @@ export interface OperationFragment {
   responses?: Record<number, ZodOpenApiResponseObject>;
   /** Headers it puts on every response, by name: their ids in `components.headers`. */
   headers?: Record<string, string>;
+  /** The security requirements it checks (each one an alternative that suffices). */
+  security?: oas31.SecurityRequirementObject[];
 }
 
 /** A feature's part of the API description. */
@@ -133,6 +138,10 @@ export interface FeatureDescription {
   headers?: Record<string, z.ZodType>;
   /** What it adds to each operation a service describes. */
   operation?(proxied: ProxiedOperation): OperationFragment;
+  /** Its bullet of the document's overview (Markdown, after the API's own ones). */
+  overview?(upstreams: readonly Upstream[]): string;
+  /** The security schemes its operations' requirements name (`components.securitySchemes`). */
+  securitySchemes?(upstreams: readonly Upstream[]): Record<string, oas31.SecuritySchemeObject>;
 }
 
 /** The settings a feature's slice and the base settings give, as validated. */

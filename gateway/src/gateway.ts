@@ -58,17 +58,17 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
     const target = exchangeOf(req)?.target;
     return routing.label(target) ?? (target && OWN_ROUTES.has(path) ? path : 'other');
   });
-  const writer = new ResponseWriter((outcome) => metrics.cacheOutcome(outcome));
+  const shared: SharedParts = {};
+  const writer = new ResponseWriter((outcome) => shared.countCacheOutcome?.(outcome));
   // One client for the cache and the rate limits, made when one of them first asks.
   let made: CacheClient | undefined;
   const redis = () => parts.redis ?? (made ??= createCacheClient(redisTarget(config), logger, redisClientOptions(config)));
-  const shared: SharedParts = {};
   const features: GatewayFeature[] = [];
   const context: Omit<FeatureContext<GatewayConfig>, 'before'> = {
     config,
     logger,
     lifecycle,
-    metrics,
+    metrics: metrics.registry,
     writer,
     routing,
     upstreams,

@@ -6,6 +6,7 @@ import { HttpProblem } from '@app/shared/platform/problem';
 import { requestTarget } from '@app/shared/platform/request-target';
 import { headerList, representations, type CachedResponse } from '../src/cache/entry.js';
 import { Exchange, type CacheOutcome } from '../src/exchange.js';
+import { RATE_LIMITED } from '../src/rate-limits/problems.js';
 import { ResponseWriter } from '../src/respond.js';
 import { cachedItem } from './fixtures.js';
 
@@ -322,7 +323,7 @@ describe('ResponseWriter.problem', () => {
     const { res, set, ends } = recorder();
     writer().writer.problem(
       exchangeOf({ method: 'POST', url: '/api/products' }, res, { rateLimit: { RateLimit: '"write";r=0;t=9' }, closeConnection: true }),
-      new HttpProblem('rate-limited', 'Over the budget', { headers: { 'Retry-After': '9' } }),
+      new HttpProblem(RATE_LIMITED, 'Over the budget', { headers: { 'Retry-After': '9' } }),
     );
     expect(res.statusCode).toBe(429);
     expect(set).toMatchObject({ 'x-request-id': 'r-9', ratelimit: '"write";r=0;t=9', 'retry-after': '9', connection: 'close', 'content-type': 'application/problem+json; charset=utf-8' });

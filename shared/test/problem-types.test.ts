@@ -7,23 +7,25 @@ import { addProblemType, HttpProblem } from '../src/platform/problem.js';
 
 declare module '../src/platform/problem.js' {
   interface AddedProblemTypes {
-    'quota-spent': true;
+    'maintenance': true;
   }
 }
 
 test('an added problem type is a problem like the built-in ones, and the description lists it', () => {
   // Made first, as the probes' description is when the module loads.
-  const before = problemResponse(429);
-  const kind = addProblemType('quota-spent', { status: 429, title: 'Quota spent' });
-  expect(new HttpProblem(kind, 'No more today').toJSON('/api/users')).toMatchObject({ type: 'https://problems.example/quota-spent', title: 'Quota spent', status: 429 });
-  expect(problemTypesTable()).toContain('| `https://problems.example/quota-spent` | 429 | Quota spent |');
-  const paths = describeEndpoints([...probeEndpoints, { path: '/quota', tag: probeEndpoints[0]!.tag, operations: { GET: { operationId: 'getQuota', summary: 'Quota', responses: { 429: problemResponse(429), 503: before } } } }]);
+  const before = problemResponse(503);
+  const kind = addProblemType('maintenance', { status: 503, title: 'Down for maintenance' });
+  expect(new HttpProblem(kind, 'Back at noon').toJSON('/api/users')).toMatchObject({ type: 'https://problems.example/maintenance', title: 'Down for maintenance', status: 503 });
+  expect(problemTypesTable()).toContain('| `https://problems.example/maintenance` | 503 | Down for maintenance |');
+  const paths = describeEndpoints([...probeEndpoints, { path: '/quota', tag: probeEndpoints[0]!.tag, operations: { GET: { operationId: 'getQuota', summary: 'Quota', responses: { 503: before } } } }]);
   const { components } = apiDocument({ title: 'Quota', version: '1' }, paths, []);
   const schemas = components?.schemas as Record<string, { enum?: string[]; allOf?: { properties?: Record<string, { enum?: string[] }> }[]; description?: string }>;
-  expect(schemas.ProblemType?.enum).toContain('https://problems.example/quota-spent');
-  const byStatus = schemas.Problem429!.allOf!.find(({ properties }) => properties?.type)!.properties!;
-  expect(byStatus.type!.enum).toEqual(['https://problems.example/rate-limited', 'https://problems.example/quota-spent']);
-  expect(byStatus.title!.enum).toEqual(['Too many requests', 'Quota spent']);
-  expect(schemas.Problem429!.description).toContain('`quota-spent`');
-  expect(() => addProblemType('quota-spent', { status: 429, title: 'Again' })).toThrow('defined twice');
+  expect(schemas.ProblemType?.enum).toContain('https://problems.example/maintenance');
+  // Within a status, the added types come first: a gateway feature refuses before a service can.
+  const byStatus = schemas.Problem503!.allOf!.find(({ properties }) => properties?.type)!.properties!;
+  expect(byStatus.type!.enum).toEqual(['https://problems.example/maintenance', 'https://problems.example/service-unavailable']);
+  expect(byStatus.title!.enum).toEqual(['Down for maintenance', 'Service unavailable']);
+  expect(schemas.Problem503!.description).toContain('`maintenance`');
+  expect(addProblemType('maintenance', { status: 503, title: 'Down for maintenance' })).toBe('maintenance');
+  expect(() => addProblemType('maintenance', { status: 503, title: 'Again' })).toThrow('defined twice');
 });

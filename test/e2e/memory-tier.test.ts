@@ -9,7 +9,7 @@
  */
 import { createCacheClient, type CacheClient } from '../../gateway/src/redis/client.js';
 import { decode, encode } from '../../gateway/src/cache/entry.js';
-import { readScopeOf } from '../../gateway/src/cache/keys.js';
+import { readKeyingOf } from '../../gateway/src/cache/keys.js';
 import { DEFAULT_SUBJECT } from '../support/auth.js';
 import type { MemoryTier } from '../../gateway/src/cache/memory-tier.js';
 import { countFromEnv } from '../../tools/env.js';
@@ -47,7 +47,7 @@ afterAll(async () => {
 const memoryOf = (running: RunningGateway): MemoryTier => running.cache!.memory!;
 const idOf = (location: string) => location.split('/').pop()!;
 /** The cache entry of the default caller's read of a user: users are cached per caller (services.json: "owner": "all"). */
-const itemScope = (location: string) => readScopeOf(`users:${idOf(location)}`, '', DEFAULT_SUBJECT);
+const itemKeying = (location: string) => readKeyingOf(`users:${idOf(location)}`, '', DEFAULT_SUBJECT);
 
 async function createUser(through: Client = api) {
   const n = ++counter;
@@ -61,7 +61,7 @@ async function untilHeld(running: RunningGateway, through: Client, location: str
   for (let attempt = 0; attempt < 50; attempt++) {
     const read = await through.get(location);
     expect(read.status).toBe(200);
-    if (memoryOf(running).held(itemScope(location))) return read;
+    if (memoryOf(running).held(itemKeying(location))) return read;
     await new Promise((resolve) => setTimeout(resolve, 2));
   }
   throw new Error(`${location} never came into memory`);
@@ -69,8 +69,8 @@ async function untilHeld(running: RunningGateway, through: Client, location: str
 
 /** Waits (at most 2 s) until `running`'s memory no longer holds `location`. */
 async function untilDropped(running: RunningGateway, location: string) {
-  for (let attempt = 0; attempt < 100 && memoryOf(running).held(itemScope(location)); attempt++) await new Promise((resolve) => setTimeout(resolve, 20));
-  expect(memoryOf(running).held(itemScope(location))).toBeUndefined();
+  for (let attempt = 0; attempt < 100 && memoryOf(running).held(itemKeying(location)); attempt++) await new Promise((resolve) => setTimeout(resolve, 20));
+  expect(memoryOf(running).held(itemKeying(location))).toBeUndefined();
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -83,7 +83,7 @@ describe('hits from memory', () => {
     const user = await createUser();
     await untilHeld(gateway, api, user.location);
     // Change what Redis holds behind the gateway's back (same generation): only a Redis hit would see it.
-    const key = itemScope(user.location).entryKey;
+    const key = itemKeying(user.location).entryKey;
     const stored = decode((await redis.getBuffer(key))!)!;
     await redis.set(key, encode({ ...stored, body: Buffer.from(JSON.stringify({ ...user.body, name: 'Only in Redis' })) }), 'EX', 60);
 
@@ -146,17 +146,17 @@ describe('hits from memory', () => {
       expect((await api.patch(filledHere.location, { name: 'Renewed' })).status).toBe(200); // …and a new one since its entry
       const filledElsewhere = await createUser();
       await api.get(filledElsewhere.location); // another replica fills Redis
-      for (let attempt = 0; attempt < 50 && (await redis.exists(itemScope(filledElsewhere.location).entryKey)) === 0; attempt++) await new Promise((resolve) => setTimeout(resolve, 10));
+      for (let attempt = 0; attempt < 50 && (await redis.exists(itemKeying(filledElsewhere.location).entryKey)) === 0; attempt++) await new Promise((resolve) => setTimeout(resolve, 10));
 
       // From now on nothing read on the tier's own connection comes back in time: whatever the
       // replica learns, it learns from its lookups on the cache's connection.
       proxy.replyDelayMs = 10_000;
       expect((await through.get(filledHere.location)).headers.get('x-cache')).toBe('MISS');
-      expect(memoryOf(replica).held(itemScope(filledHere.location))).toBeDefined();
+      expect(memoryOf(replica).held(itemKeying(filledHere.location))).toBeDefined();
       expect((await through.get(filledHere.location)).headers.get('x-cache')).toBe('HIT');
 
       expect((await through.get(filledElsewhere.location)).headers.get('x-cache')).toBe('HIT');
-      expect(memoryOf(replica).held(itemScope(filledElsewhere.location))).toBeDefined();
+      expect(memoryOf(replica).held(itemKeying(filledElsewhere.location))).toBeDefined();
 
       // What it learnt that way is still dropped by a write through another replica.
       expect((await api.patch(filledHere.location, { name: 'Written elsewhere' })).status).toBe(200);
@@ -177,8 +177,8 @@ describe('hits from memory', () => {
       for (let i = 0; i < 6; i++) created.push(await createUser(through));
       for (const user of created) await untilHeld(small, through, user.location);
       expect(memoryOf(small).heldBytes).toBeLessThanOrEqual(2_000);
-      expect(memoryOf(small).held(itemScope(created[0]!.location))).toBeUndefined();
-      expect(memoryOf(small).held(itemScope(created[5]!.location))).toBeDefined();
+      expect(memoryOf(small).held(itemKeying(created[0]!.location))).toBeUndefined();
+      expect(memoryOf(small).held(itemKeying(created[5]!.location))).toBeDefined();
     } finally {
       await small.close();
     }
@@ -250,7 +250,7 @@ describe('a write through one replica evicts the entry from every replica’s me
   it('a hold set through another replica (a write of unknown outcome) stops this one answering from memory', async () => {
     const user = await createUser();
     await untilHeld(gateway, api, user.location);
-    const { holdKey } = itemScope(user.location);
+    const { holdKey } = itemKeying(user.location);
     await redis.set(holdKey, '1', 'PX', 5_000);
     try {
       await untilDropped(gateway, user.location);
@@ -357,7 +357,7 @@ describe('a lost connection drops the whole tier until tracking is back', () => 
       expect((await api.patch(user.location, { name: 'Written while cut' })).status).toBe(200);
       const during = await through.get(user.location);
       expect(during.body.name).toBe('Written while cut');
-      expect(memory.held(itemScope(user.location))).toBeUndefined();
+      expect(memory.held(itemKeying(user.location))).toBeUndefined();
 
       await proxy.restore();
       await untilTracking(memory);

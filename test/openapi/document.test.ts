@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { serializeDocument } from '@app/shared/api-description/openapi';
-import { problemTypes } from '@app/shared/platform/problem';
+import { problemKinds, problemTypes } from '@app/shared/platform/problem';
 import { ownershipOf } from '@app/shared/platform/services';
 import { representation, type ResourceDefinition } from '@app/shared/resource/rules';
 import { serviceDocument } from '@app/shared/service';
@@ -40,7 +40,7 @@ test('openapi.json is what the code generates (else: npm run openapi)', async ()
 
 describe('the document', () => {
   it('lists every problem type, in the schema and the description', () => {
-    const uris = Object.keys(problemTypes).map((kind) => `https://problems.example/${kind}`);
+    const uris = problemKinds().map((kind) => `https://problems.example/${kind}`);
     expect((document.components.schemas?.ProblemType as oas31.SchemaObject).enum).toEqual(uris);
     for (const uri of uris) expect(document.info.description).toContain(uri);
   });
@@ -132,6 +132,14 @@ describe('each service’s own description', () => {
     const own = serviceDocument(usersService) as OpenApiDocument;
     const other = { ...own, components: { ...own.components, schemas: { ...own.components.schemas, User: { type: 'object' } } } } as OpenApiDocument;
     expect(() => gatewayDocument([{ upstream: users, document: own }, { upstream: { ...users, name: 'other' }, document: other }], deadlines)).toThrow('Two different definitions of components.schemas.User');
+  });
+
+  it("renders the problem schemas anew, with the gateway features' types that a service's process does not know", async () => {
+    const withoutFeatureTypes = (document: OpenApiDocument) => {
+      const schemas = Object.entries(document.components.schemas ?? {}).map(([name, schema]) => [name, name.startsWith('Problem') ? { description: 'without the gateway features\' types' } : schema]);
+      return { ...document, components: { ...document.components, schemas: Object.fromEntries(schemas) } };
+    };
+    expect(serializeDocument(await apiDocument((service) => withoutFeatureTypes(serviceDocument(service) as OpenApiDocument)))).toBe(committed);
   });
 });
 

@@ -1,12 +1,14 @@
 import type { Endpoint } from '@app/shared/api-description/openapi';
 import type { Logger } from '@app/shared/platform/logger';
+import { authDescription } from './description.js';
 import { defineFeature, type SettingsOf } from '../feature.js';
-import type { GatewayMetrics } from '../metrics/gateway-metrics.js';
+import type { Registry } from 'prom-client';
 import { redisClientOptions } from '../redis/config.js';
 import { createCacheClient, redisTarget, type CacheClient } from '../redis/client.js';
 import { CLAIM_PRESETS } from './claims.js';
 import { authConfig, authConfigProblems, devKeyProblems } from './config.js';
 import { RemoteKeySet, remoteKeySettingsOf } from './key-source.js';
+import { keyFetchCounter } from './metrics.js';
 import { revocationEndpoint } from './revocation-endpoint.js';
 import { recordRevocation, RevocationFeed, RevocationList, tokenClockOf } from './revocations.js';
 import { authStages } from './stages.js';
@@ -18,7 +20,7 @@ type AuthSettings = SettingsOf<typeof authConfig>;
  * What verifies tokens (while AUTH_ENABLED): `given`, or the configured key, or the identity
  * provider's key set (AUTH_JWKS_URL or AUTH_DISCOVERY), fetched from now on: /readyz waits for it.
  */
-function tokenParts(config: AuthSettings, given: TokenVerifier | undefined, metrics: GatewayMetrics, logger: Logger): { tokens?: TokenVerifier; remoteKeys?: RemoteKeySet } {
+function tokenParts(config: AuthSettings, given: TokenVerifier | undefined, metrics: Registry, logger: Logger): { tokens?: TokenVerifier; remoteKeys?: RemoteKeySet } {
   if (given || !config.AUTH_ENABLED) return { tokens: given };
   const rules = {
     issuer: config.AUTH_ISSUER,
@@ -30,7 +32,7 @@ function tokenParts(config: AuthSettings, given: TokenVerifier | undefined, metr
   };
   // authConfigProblems made sure exactly one source is set.
   if (config.AUTH_PUBLIC_KEY) return { tokens: new TokenVerifier({ publicKey: config.AUTH_PUBLIC_KEY }, rules) };
-  const remoteKeys = new RemoteKeySet(remoteKeySettingsOf(config), { logger, onFetch: metrics.keyFetch });
+  const remoteKeys = new RemoteKeySet(remoteKeySettingsOf(config), { logger, onFetch: keyFetchCounter(metrics) });
   void remoteKeys.refresh();
   return { tokens: new TokenVerifier({ remote: remoteKeys }, rules), remoteKeys };
 }
@@ -66,6 +68,7 @@ const keysNamed = (config: AuthSettings) => (config.AUTH_PUBLIC_KEY ? 'AUTH_PUBL
 export const auth = defineFeature({
   name: 'auth',
   config: authConfig,
+  description: authDescription,
   exposedHeaders: ['WWW-Authenticate', 'Retry-After'],
   configProblems: (config, parts) => (parts.tokens ? [] : [...authConfigProblems(config), ...devKeyProblems(config)]),
   create({ config, logger, metrics, writer, parts }) {

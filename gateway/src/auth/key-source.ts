@@ -3,7 +3,7 @@ import { createLocalJWKSet, errors, type JSONWebKeySet, type JWTVerifyGetKey } f
 import { hasScheme, HTTP_SCHEMES } from '@app/shared/platform/config';
 import type { Logger } from '@app/shared/platform/logger';
 import type { AuthConfig, VerificationKey } from './config.js';
-import type { KeyFetchOutcome } from '../metrics/gateway-metrics.js';
+import type { KeyFetchOutcome } from './metrics.js';
 
 /** The gateway could not get the keys to check a token with: a 503, not the client's fault; `retryAfterSeconds` says when to try again. */
 export class KeysUnavailable extends Error {

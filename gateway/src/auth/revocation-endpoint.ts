@@ -1,11 +1,12 @@
 import { headers, json, problemResponse, type Endpoint } from '@app/shared/api-description/openapi';
-import { HttpProblem, problems } from '@app/shared/platform/problem';
+import { problems } from '@app/shared/platform/problem';
 import { GATEWAY_ADMIN_SCOPE } from '@app/shared/platform/services';
 import { decodeSubject, MAX_SUBJECT_LENGTH, SUBJECT_HEADER, subjectFlaw } from '@app/shared/platform/subject';
 import { parseOrThrow } from '@app/shared/platform/validation';
 import type { RequestHandler } from 'express';
 import { z } from 'zod';
 import { ADMIN_PATH } from '../routing/service-routes.js';
+import { challenge, INSUFFICIENT_SCOPE, insufficientScope, unauthorized } from './problems.js';
 import type { Revocation } from './revocations.js';
 import { MAX_TOKEN_ID_LENGTH } from './claims.js';
 
@@ -99,8 +100,8 @@ export function revocationEndpoint(record?: RecordRevocation): Endpoint {
         responses: {
           201: { description: 'Recorded: every replica refuses the tokens within a second.', headers: headers({}), content: json(revocationOutput, { subject: 'mallory', issuedBefore: '2026-11-27T12:00:00.000Z' }) },
           400: problemResponse(400, { problem: problems.validation([{ path: 'tokenId', message: 'Too small: expected string to have >=1 characters' }]), at }),
-          401: problemResponse(401, { problem: new HttpProblem('unauthorized', 'The access token has been revoked'), at }, { 'WWW-Authenticate': 'WWWAuthenticate' }),
-          403: problemResponse(403, { problem: new HttpProblem('insufficient-scope', `This request needs the ${GATEWAY_ADMIN_SCOPE} scope, which the access token does not grant`), at }, { 'WWW-Authenticate': 'WWWAuthenticate' }, ['insufficient-scope']),
+          401: problemResponse(401, { problem: unauthorized('The access token has been revoked', challenge('error="invalid_token"')), at }, { 'WWW-Authenticate': 'WWWAuthenticate' }),
+          403: problemResponse(403, { problem: insufficientScope(GATEWAY_ADMIN_SCOPE), at }, { 'WWW-Authenticate': 'WWWAuthenticate' }, [INSUFFICIENT_SCOPE]),
           503: problemResponse(503, { problem: unrecorded(undefined), at }),
         },
         handlers: record ? [handler(record)] : [],

@@ -5,21 +5,14 @@ import { ADMIN_ROLE, ROLE_HEADER, SUBJECT_HEADER } from '@app/shared/platform/su
 import { currentServerSpan } from '@app/shared/telemetry/spans';
 import type { RevocationList } from './revocations.js';
 import { KeysUnavailable } from './key-source.js';
+import { challenge, insufficientScope, unauthorized } from './problems.js';
 import { InvalidToken, type Principal, type TokenVerifier } from './tokens.js';
 import type { Exchange } from '../exchange.js';
 import type { Stage } from '../pipeline.js';
 import { ownEndpointScope } from '../routing/service-routes.js';
 import type { ResponseWriter } from '../respond.js';
 
-/** A Bearer challenge (RFC 6750) for WWW-Authenticate: the realm, then `params`. */
-const challenge = (params: string) => `Bearer realm="api", ${params}`;
-
-const unauthorized = (detail: string, wwwAuthenticate: string) => new HttpProblem('unauthorized', detail, { headers: { 'WWW-Authenticate': wwwAuthenticate } });
 const quoted = (text: string) => `"${text.replaceAll('\\', '\\\\').replaceAll('"', '\\"')}"`;
-const insufficientScope = (scope: string) =>
-  new HttpProblem('insufficient-scope', `This request needs the ${scope} scope, which the access token does not grant`, {
-    headers: { 'WWW-Authenticate': challenge(`error="insufficient_scope", scope="${scope}"`) },
-  });
 const missingToken = (scope: string) => unauthorized(`This request needs an access token with the ${scope} scope (Authorization: Bearer <token>)`, challenge(`scope="${scope}"`));
 
 /**

@@ -1,3 +1,4 @@
+import { cacheDescription } from './description.js';
 import { defineFeature } from '../feature.js';
 import { addressCallerOf } from '../rate-limits/caller.js';
 import { redisTarget } from '../redis/client.js';
@@ -5,6 +6,7 @@ import { redisClientOptions } from '../redis/config.js';
 import { cacheConfig } from './config.js';
 import { Fills } from './fills.js';
 import { createMemoryTier } from './memory-tier.js';
+import { cacheOutcomeCounter, observeCache } from './metrics.js';
 import { CacheRead } from './read-stage.js';
 import { ResponseCache } from './response-cache.js';
 import { writeRenewal } from './write-renewal.js';
@@ -17,8 +19,11 @@ import { writeRenewal } from './write-renewal.js';
 export const cache = defineFeature({
   name: 'cache',
   config: cacheConfig,
+  description: cacheDescription,
   exposedHeaders: ['X-Cache', 'Age'],
   create({ config, logger, metrics, writer, parts, redis, shared, upstreams }) {
+    // Counted with the cache off too: every read is then a BYPASS.
+    shared.countCacheOutcome = cacheOutcomeCounter(metrics);
     if (!config.CACHE_ENABLED) return { name: 'cache', details: { cache: 'disabled' } };
     const { hops } = shared;
     if (!hops) throw new Error('The cache fills through the proxy: list the proxy before it (features.ts)');
@@ -35,7 +40,7 @@ export const cache = defineFeature({
       breaker: { timeoutMs: config.REDIS_COMMAND_TIMEOUT_MS },
     };
     const responses = new ResponseCache(client, settings, logger, memory);
-    metrics.observeCache(responses);
+    observeCache(metrics, responses);
     shared.cache = responses;
     shared.onWriteSettled = writeRenewal(responses, config.SERVICE_WRITE_DEADLINE_MS);
     const read = new CacheRead({ cache: responses, fills: new Fills(), hops, writer, addressCaller: addressCallerOf(config.TRUSTED_PROXY_HOPS), pressure: shared.pressure });

@@ -1,6 +1,6 @@
 import type { FetchedResponse } from '../proxy/upstream.js';
 import type { CachedResponse } from './entry.js';
-import type { ReadScope } from './keys.js';
+import type { ReadKeying } from './keys.js';
 
 /** A fill's outcome: what the service answered, and that answer as the gateway keeps and sends it (compressed once). */
 export interface Fill {
@@ -16,14 +16,14 @@ export interface Fill {
 export class Fills {
   readonly #flights = new Map<string, Promise<Fill>>();
 
-  /** The fill started for `scope`'s entry under `generation`, if one is under way. */
-  started(scope: ReadScope, generation: string): Promise<Fill> | undefined {
-    return this.#flights.get(flightKey(scope, generation));
+  /** The fill started for `keying`'s entry under `generation`, if one is under way. */
+  started(keying: ReadKeying, generation: string): Promise<Fill> | undefined {
+    return this.#flights.get(flightKey(keying, generation));
   }
 
-  /** Makes `flight` the fill of `scope`'s entry under `generation` until `done` settles. */
-  start(scope: ReadScope, generation: string, flight: Promise<Fill>, done: Promise<void>): void {
-    const key = flightKey(scope, generation);
+  /** Makes `flight` the fill of `keying`'s entry under `generation` until `done` settles. */
+  start(keying: ReadKeying, generation: string, flight: Promise<Fill>, done: Promise<void>): void {
+    const key = flightKey(keying, generation);
     this.#flights.set(key, flight);
     void done.finally(() => {
       if (this.#flights.get(key) === flight) this.#flights.delete(key);
@@ -31,4 +31,4 @@ export class Fills {
   }
 }
 
-const flightKey = (scope: ReadScope, generation: string) => `${scope.entryKey}\n${generation}`;
+const flightKey = (keying: ReadKeying, generation: string) => `${keying.entryKey}\n${generation}`;

@@ -11,7 +11,7 @@ export interface CacheLifetime {
  * while that generation is current. The hash tag (`{…}`) puts an entry and its generation in the
  * same Redis Cluster slot, so one MGET reads both.
  */
-export interface ReadScope extends WriteScope {
+export interface ReadKeying extends WriteKeying {
   entryKey: string;
   /** How long its entry lives, where its service sets that (services.json); each absent part is the cache's default. */
   lifetime?: Partial<CacheLifetime>;
@@ -21,12 +21,12 @@ export interface ReadScope extends WriteScope {
  * What a write affects for one tag: its generation, and its hold (`h:{…}`), set while a write whose
  * outcome is unknown may still land: no entry of the tag is read or stored while it exists.
  */
-export interface WriteScope {
+export interface WriteKeying {
   generationKey: string;
   holdKey: string;
 }
 
-export const writeScopeOf = (tag: string): WriteScope => ({ generationKey: `g:{${tag}}`, holdKey: `h:{${tag}}` });
+export const writeKeyingOf = (tag: string): WriteKeying => ({ generationKey: `g:{${tag}}`, holdKey: `h:{${tag}}` });
 
 /**
  * The entry, generation and hold a read of `tag` with `query` uses; `caller`'s own entry when
@@ -34,11 +34,11 @@ export const writeScopeOf = (tag: string): WriteScope => ({ generationKey: `g:{$
  * generation; living `lifetime` when given. The generation and hold keys are made on first use: a
  * hit from memory looks up only the entry key, and every key is a new string per request.
  */
-export const readScopeOf = (tag: string, query: string, caller?: string, lifetime?: Partial<CacheLifetime>): ReadScope =>
-  new TagReadScope(tag, caller === undefined ? `c:{${tag}}:${normalisedQuery(query)}` : `c:{${tag}}:${normalisedQuery(query)} ${caller}`, lifetime);
+export const readKeyingOf = (tag: string, query: string, caller?: string, lifetime?: Partial<CacheLifetime>): ReadKeying =>
+  new TagReadKeying(tag, caller === undefined ? `c:{${tag}}:${normalisedQuery(query)}` : `c:{${tag}}:${normalisedQuery(query)} ${caller}`, lifetime);
 
-class TagReadScope implements ReadScope {
-  #write: WriteScope | undefined = undefined;
+class TagReadKeying implements ReadKeying {
+  #write: WriteKeying | undefined = undefined;
 
   constructor(
     private readonly tag: string,
@@ -47,11 +47,11 @@ class TagReadScope implements ReadScope {
   ) {}
 
   get generationKey(): string {
-    return (this.#write ??= writeScopeOf(this.tag)).generationKey;
+    return (this.#write ??= writeKeyingOf(this.tag)).generationKey;
   }
 
   get holdKey(): string {
-    return (this.#write ??= writeScopeOf(this.tag)).holdKey;
+    return (this.#write ??= writeKeyingOf(this.tag)).holdKey;
   }
 }
 

@@ -4,12 +4,12 @@ import type { CacheClient, CacheClientOptions, Cluster } from '../redis/client.j
 import type { CachedResponse } from './entry.js';
 import { followTopology } from './memory-tier/cluster-topology.js';
 import { heldEntry } from './memory-tier/held-entry.js';
-import { HeldStore, type ScopeRead } from './memory-tier/held-store.js';
+import { HeldStore, type TagRead } from './memory-tier/held-store.js';
 import type { NodeEvents } from './memory-tier/node-tracking.js';
 import { TrackedNodes } from './memory-tier/tracked-nodes.js';
 import { trackingConnections, type TierTarget, type TrackingSource } from './memory-tier/tracking-connections.js';
 import { barrierChannels, WriteBarriers } from './memory-tier/write-barrier.js';
-import { generationKeyOfHold, type ReadScope, type WriteScope } from './keys.js';
+import { generationKeyOfHold, type ReadKeying, type WriteKeying } from './keys.js';
 
 /**
  * Hot cache entries in this gateway's memory, in front of Redis, exactly as correct as Redis itself:
@@ -103,27 +103,27 @@ export class MemoryTier {
     return this.#store.heldBytes;
   }
 
-  /** The entry for `scope`, if held, its generation still the current one, and every node's lease holds. No I/O. */
-  held(scope: ReadScope): CachedResponse | undefined {
+  /** The entry for `keying`, if held, its generation still the current one, and every node's lease holds. No I/O. */
+  held(keying: ReadKeying): CachedResponse | undefined {
     if (!this.#tracking || !this.#nodes.leased()) return undefined;
-    return this.#store.current(scope.entryKey);
+    return this.#store.current(keying.entryKey);
   }
 
   /**
-   * To be called right before a read of `scope`'s hold and generation is sent, on any connection;
+   * To be called right before a read of `keying`'s hold and generation is sent, on any connection;
    * `learnGeneration` installs what it read, unless an invalidation of the scope (or a reset) came in
    * between. Undefined while the tier does not track: nothing read now may be installed.
    */
-  watch(scope: WriteScope): ScopeRead | undefined {
+  watch(keying: WriteKeying): TagRead | undefined {
     if (!this.#tracking) return undefined;
-    return this.#store.watch(scope.generationKey);
+    return this.#store.watch(keying.generationKey);
   }
 
   /**
    * Ends `read` (once, whatever came of it): `generation` is what it found current with no hold, or
    * null (held, none, or the read failed). Installed only if nothing spoilt the read meanwhile.
    */
-  learnGeneration(read: ScopeRead, generation: string | null): void {
+  learnGeneration(read: TagRead, generation: string | null): void {
     this.#store.endRead(read, this.#tracking ? generation : null);
   }
 
@@ -132,14 +132,14 @@ export class MemoryTier {
    * the current one: as a lookup just learnt it, or else as read here. In the background: the caller
    * never waits.
    */
-  learn(scope: ReadScope, entry: CachedResponse): void {
+  learn(keying: ReadKeying, entry: CachedResponse): void {
     if (!this.#tracking) return;
     const install = () => {
       // Checked again now: an invalidation may have come in since the generation was read.
-      if (this.#tracking && this.#store.generation(scope.generationKey) === entry.generation) this.#store.keep(scope.entryKey, heldEntry(entry, scope.generationKey));
+      if (this.#tracking && this.#store.generation(keying.generationKey) === entry.generation) this.#store.keep(keying.entryKey, heldEntry(entry, keying.generationKey));
     };
-    if (this.#store.generation(scope.generationKey) === entry.generation) install();
-    else void this.#readGeneration(scope).then(install);
+    if (this.#store.generation(keying.generationKey) === entry.generation) install();
+    else void this.#readGeneration(keying).then(install);
   }
 
   /**
@@ -147,8 +147,8 @@ export class MemoryTier {
    * write is released, so its client never reads the old data here, even before Redis's own
    * invalidation arrives.
    */
-  forget(scopes: readonly WriteScope[]): void {
-    for (const scope of scopes) this.#store.forgetScope(scope.generationKey);
+  forget(keyings: readonly WriteKeying[]): void {
+    for (const keying of keyings) this.#store.forgetTag(keying.generationKey);
   }
 
   /**
@@ -178,13 +178,13 @@ export class MemoryTier {
   }
 
   /** One read per scope at a time (on the tier's own connection, which lookups do not use). */
-  #readGeneration(scope: WriteScope): Promise<void> {
-    const key = scope.generationKey;
+  #readGeneration(keying: WriteKeying): Promise<void> {
+    const key = keying.generationKey;
     const under = this.#reads.get(key);
     if (under) return under;
-    const read = this.watch(scope);
+    const read = this.watch(keying);
     if (read === undefined) return Promise.resolve();
-    const done = this.#reader.mget(scope.holdKey, key).then(
+    const done = this.#reader.mget(keying.holdKey, key).then(
       ([hold, generation]) => this.learnGeneration(read, hold === null ? (generation ?? null) : null),
       () => this.learnGeneration(read, null),
     );
@@ -215,7 +215,7 @@ export class MemoryTier {
     } else {
       for (const key of keys) {
         const name = this.#unprefixed(key);
-        this.#store.forgetScope(generationKeyOfHold(name) ?? name);
+        this.#store.forgetTag(generationKeyOfHold(name) ?? name);
       }
     }
     if (this.#invalidationListeners.length > 0) {

@@ -4,7 +4,7 @@ import { isStorable, representations } from './entry.js';
 import type { Fill, Fills } from './fills.js';
 import type { Lookup, ResponseCache } from './response-cache.js';
 import type { MemoryPressure } from '../load-shedding/overload.js';
-import type { ReadScope } from './keys.js';
+import type { ReadKeying } from './keys.js';
 import type { Exchange } from '../exchange.js';
 import type { Stage } from '../pipeline.js';
 import type { ResponseWriter } from '../respond.js';
@@ -50,43 +50,43 @@ export class CacheRead implements Stage {
     const { target, service } = exchange;
     const hop = service && hops.get(service.upstream.name);
     // The caller as identify forwards it: the entries of a service whose records only their owners see are per caller.
-    const scope = hop && target && isCacheable(exchange) ? service.readScope(target, exchange.req.headers[SUBJECT_HEADER] as string | undefined) : undefined;
-    if (!hop || !scope) return false;
-    const held = cache.held(scope);
+    const keying = hop && target && isCacheable(exchange) ? service.readKeying(target, exchange.req.headers[SUBJECT_HEADER] as string | undefined) : undefined;
+    if (!hop || !keying) return false;
+    const held = cache.held(keying);
     if (held) {
       exchange.cache = 'hit';
       writer.held(exchange, held, { ageSeconds: cache.ageSeconds(held) });
       return true;
     }
-    return this.#readThrough(exchange, hop, scope);
+    return this.#readThrough(exchange, hop, keying);
   }
 
-  async #readThrough(exchange: Exchange, hop: ServiceHop, scope: ReadScope): Promise<boolean> {
+  async #readThrough(exchange: Exchange, hop: ServiceHop, keying: ReadKeying): Promise<boolean> {
     const { cache, fills, writer } = this.options;
-    const lookup = await cache.lookup(scope);
+    const lookup = await cache.lookup(keying);
     if (!lookup) return false;
     const { entry } = lookup;
-    if (entry && cache.isFresh(entry, scope)) {
+    if (entry && cache.isFresh(entry, keying)) {
       exchange.cache = 'hit';
       writer.held(exchange, entry, { ageSeconds: cache.ageSeconds(entry) });
       return true;
     }
-    const generation = lookup.generation ?? (await cache.generationFor(scope, lookup));
+    const generation = lookup.generation ?? (await cache.generationFor(keying, lookup));
     if (generation === undefined) return false;
-    const joined = fills.started(scope, generation);
-    const flight = joined ?? this.#startFill(exchange, hop, scope, generation, lookup.storedBytes);
-    if (flight) return this.#answerFromFill(exchange, hop, { lookup, scope }, flight, joined === undefined);
-    if (this.#serveStale(exchange, lookup, scope)) return true;
+    const joined = fills.started(keying, generation);
+    const flight = joined ?? this.#startFill(exchange, hop, keying, generation, lookup.storedBytes);
+    if (flight) return this.#answerFromFill(exchange, hop, { lookup, keying }, flight, joined === undefined);
+    if (this.#serveStale(exchange, lookup, keying)) return true;
     exchange.cache = 'miss';
     writer.problem(exchange, hop.limit.shedProblem());
     return true;
   }
 
   /**
-   * Starts the fill of `scope` under `generation`, to replace the `storedBytes` Redis holds for it;
+   * Starts the fill of `keying` under `generation`, to replace the `storedBytes` Redis holds for it;
    * undefined when the service has no slot for it.
    */
-  #startFill(exchange: Exchange, hop: ServiceHop, scope: ReadScope, generation: string, storedBytes: number | undefined): Promise<Fill> | undefined {
+  #startFill(exchange: Exchange, hop: ServiceHop, keying: ReadKeying, generation: string, storedBytes: number | undefined): Promise<Fill> | undefined {
     const { cache, fills } = this.options;
     const flight = hop.fetch(exchange);
     if (!flight) return undefined;
@@ -96,27 +96,27 @@ export class CacheRead implements Stage {
     const stored = fill
       .then(async ({ fetched, representation }) => {
         // Short of memory (overload.ts), the gateway serves what it fetched and keeps none of it.
-        if (isStorable(fetched.status, fetched.headers) && !this.options.pressure?.storesNothing) await cache.store(scope, { generation, storedAt: cache.now(), ...representation }, caller, storedBytes);
+        if (isStorable(fetched.status, fetched.headers) && !this.options.pressure?.storesNothing) await cache.store(keying, { generation, storedAt: cache.now(), ...representation }, caller, storedBytes);
       })
       .catch(() => undefined);
-    fills.start(scope, generation, fill, stored);
+    fills.start(keying, generation, fill, stored);
     return fill;
   }
 
   /** Answers from the fill under way: what it fetched, or stale, or its problem. */
-  async #answerFromFill(exchange: Exchange, hop: ServiceHop, { lookup, scope }: { lookup: Lookup; scope: ReadScope }, underWay: Promise<Fill>, leads: boolean): Promise<true> {
+  async #answerFromFill(exchange: Exchange, hop: ServiceHop, { lookup, keying }: { lookup: Lookup; keying: ReadKeying }, underWay: Promise<Fill>, leads: boolean): Promise<true> {
     const { writer } = this.options;
     let fill: Fill;
     try {
       fill = await underWay;
     } catch (error) {
-      if (this.#serveStale(exchange, lookup, scope)) return true;
+      if (this.#serveStale(exchange, lookup, keying)) return true;
       exchange.cache = 'miss';
       exchange.observed.log.warn({ upstream: hop.upstream.name, err: error }, 'upstream request failed');
       writer.failure(exchange, upstreamProblem(hop.upstream.name, error as Error));
       return true;
     }
-    if (fill.fetched.status >= 500 && this.#serveStale(exchange, lookup, scope)) return true;
+    if (fill.fetched.status >= 500 && this.#serveStale(exchange, lookup, keying)) return true;
     exchange.cache = leads ? 'miss' : 'collapsed';
     // A cookie is for the one client whose request made it: never shared with collapsed requests.
     const setCookie = leads ? fill.fetched.headers['set-cookie'] : undefined;
@@ -124,10 +124,10 @@ export class CacheRead implements Stage {
     return true;
   }
 
-  #serveStale(exchange: Exchange, lookup: Lookup, scope: ReadScope): boolean {
+  #serveStale(exchange: Exchange, lookup: Lookup, keying: ReadKeying): boolean {
     const { cache, writer } = this.options;
     const stale = lookup.entry;
-    if (!stale || !cache.isServableStale(stale, scope)) return false;
+    if (!stale || !cache.isServableStale(stale, keying)) return false;
     exchange.cache = 'stale';
     writer.held(exchange, stale, { ageSeconds: cache.ageSeconds(stale) });
     return true;

@@ -4,7 +4,7 @@ import { isClusterClient, isOutOfMemory, type CacheClient } from '../redis/clien
 import { decode, encode, type CachedResponse } from './entry.js';
 import type { MemoryTier } from './memory-tier.js';
 import { defaultBreakerSettings, RedisHealth, type RedisBreakerSettings } from './redis-health.js';
-import type { CacheLifetime, ReadScope, WriteScope } from './keys.js';
+import type { CacheLifetime, ReadKeying, WriteKeying } from './keys.js';
 import { SpaceBudget } from './space-budget.js';
 
 /**
@@ -124,16 +124,16 @@ export class ResponseCache {
     return this.#owed.size === 0 && this.#owedHolds.size === 0;
   }
 
-  /** Whether a read or fill of `scope` may use Redis: Redis is up and nothing is owed for this scope. */
-  #usable(scope: ReadScope): boolean {
+  /** Whether a read or fill of `keying` may use Redis: Redis is up and nothing is owed for this scope. */
+  #usable(keying: ReadKeying): boolean {
     // Nothing owed, nothing to look up: a lookup would hash the scope's keys, new strings each request.
-    return this.#health.up && (this.#settled || (!this.#owed.has(scope.generationKey) && !this.#owedHolds.has(scope.holdKey)));
+    return this.#health.up && (this.#settled || (!this.#owed.has(keying.generationKey) && !this.#owedHolds.has(keying.holdKey)));
   }
 
   /** A fresh entry held in this gateway's memory: no round trip. */
-  held(scope: ReadScope): CachedResponse | undefined {
-    const entry = this.memory?.held(scope);
-    return entry && this.#usable(scope) && this.isFresh(entry, scope) ? entry : undefined;
+  held(keying: ReadKeying): CachedResponse | undefined {
+    const entry = this.memory?.held(keying);
+    return entry && this.#usable(keying) && this.isFresh(entry, keying) ? entry : undefined;
   }
 
   /**
@@ -141,12 +141,12 @@ export class ResponseCache {
    * The memory tier learns the generation it finds (so a fill of this scope goes into memory as soon
    * as it is fetched), and keeps a current, fresh entry.
    */
-  async lookup(scope: ReadScope): Promise<Lookup | undefined> {
-    if (!this.#usable(scope)) return undefined;
-    const read = this.memory?.watch(scope);
+  async lookup(keying: ReadKeying): Promise<Lookup | undefined> {
+    if (!this.#usable(keying)) return undefined;
+    const read = this.memory?.watch(keying);
     let found: (Buffer | null)[];
     try {
-      found = await this.#health.run((redis) => redis.mgetBuffer(scope.holdKey, scope.generationKey, scope.entryKey));
+      found = await this.#health.run((redis) => redis.mgetBuffer(keying.holdKey, keying.generationKey, keying.entryKey));
     } catch {
       if (read) this.memory?.learnGeneration(read, null);
       return undefined;
@@ -158,7 +158,7 @@ export class ResponseCache {
     const storedBytes = stored?.length;
     const entry = stored ? decode(stored) : undefined;
     if (!entry || entry.generation !== current) return { generation: current, storedBytes };
-    if (this.isFresh(entry, scope)) this.memory?.learn(scope, entry);
+    if (this.isFresh(entry, keying)) this.memory?.learn(keying, entry);
     return { generation: current, entry, storedBytes };
   }
 
@@ -167,17 +167,17 @@ export class ResponseCache {
   }
 
   /** Within the time-to-live of the scope it was read for (its service's, else the default). */
-  isFresh(entry: CachedResponse, scope: ReadScope): boolean {
-    return this.now() - entry.storedAt < (scope.lifetime?.ttlSeconds ?? this.settings.ttlSeconds) * 1000;
+  isFresh(entry: CachedResponse, keying: ReadKeying): boolean {
+    return this.now() - entry.storedAt < (keying.lifetime?.ttlSeconds ?? this.settings.ttlSeconds) * 1000;
   }
 
   /** Expired, but recent enough to serve when the service fails. */
-  isServableStale(entry: CachedResponse, scope: ReadScope): boolean {
-    return this.now() - entry.storedAt < this.#lifetimeSeconds(scope) * 1000;
+  isServableStale(entry: CachedResponse, keying: ReadKeying): boolean {
+    return this.now() - entry.storedAt < this.#lifetimeSeconds(keying) * 1000;
   }
 
-  /** How long an entry of `scope` lives: fresh, then stale. */
-  #lifetimeSeconds({ lifetime }: ReadScope): number {
+  /** How long an entry of `keying` lives: fresh, then stale. */
+  #lifetimeSeconds({ lifetime }: ReadKeying): number {
     return (lifetime?.ttlSeconds ?? this.settings.ttlSeconds) + (lifetime?.staleSeconds ?? this.settings.staleSeconds);
   }
 
@@ -186,11 +186,11 @@ export class ResponseCache {
    * fetch is under way renews the generation, so what the fetch brings back is never served.
    * When there is none yet, one is created (or the one a concurrent request just created is used).
    */
-  async generationFor(scope: ReadScope, lookup: Lookup): Promise<string | undefined> {
+  async generationFor(keying: ReadKeying, lookup: Lookup): Promise<string | undefined> {
     if (lookup.generation !== null) return lookup.generation;
     try {
       const created = newGeneration();
-      const existing = (await this.#health.run((redis) => redis.call('SET', scope.generationKey, created, 'EX', this.#generationSeconds, 'NX', 'GET'))) as string | null;
+      const existing = (await this.#health.run((redis) => redis.call('SET', keying.generationKey, created, 'EX', this.#generationSeconds, 'NX', 'GET'))) as string | null;
       return existing ?? created;
     } catch {
       return undefined;
@@ -206,17 +206,17 @@ export class ResponseCache {
    * more) pays only for what it adds and keeps the key's expiry, so every entry lives at most one
    * lifetime from when its space was paid for. The memory tier has its own bound.
    */
-  async store(scope: ReadScope, entry: CachedResponse, caller: string, replacedBytes = 0): Promise<void> {
-    if (!this.#usable(scope) || entry.body.length > this.settings.maxEntryBytes) return;
-    this.memory?.learn(scope, entry);
+  async store(keying: ReadKeying, entry: CachedResponse, caller: string, replacedBytes = 0): Promise<void> {
+    if (!this.#usable(keying) || entry.body.length > this.settings.maxEntryBytes) return;
+    this.memory?.learn(keying, entry);
     const encoded = encode(entry);
-    const lifetime = this.#lifetimeSeconds(scope);
+    const lifetime = this.#lifetimeSeconds(keying);
     const expiry = replacedBytes > 0 ? ['XX', 'KEEPTTL'] : ['EX', lifetime];
     const added = Math.max(0, encoded.length - replacedBytes);
-    const set = (...options: (string | number)[]) => this.#health.run((redis) => redis.call('SET', scope.entryKey, encoded, ...options)).catch(() => 'failed');
+    const set = (...options: (string | number)[]) => this.#health.run((redis) => redis.call('SET', keying.entryKey, encoded, ...options)).catch(() => 'failed');
     const [paid, stored] = await Promise.all([added > 0 ? this.#space.take(caller, added) : true, set(...expiry)]);
     if (!paid) {
-      await this.#health.run((redis) => redis.del(scope.entryKey)).catch(() => undefined);
+      await this.#health.run((redis) => redis.del(keying.entryKey)).catch(() => undefined);
       return;
     }
     // The key being refilled expired meanwhile: it is made anew, and paid for in full.
@@ -235,18 +235,18 @@ export class ResponseCache {
    * writer's client afterwards. And every other replica's memory has let go of them too before this
    * resolves (the tier's barrier), so the client reads its write through any replica.
    */
-  async invalidate(scopes: readonly WriteScope[], options: { holdMs?: number } = {}): Promise<void> {
+  async invalidate(keyings: readonly WriteKeying[], options: { holdMs?: number } = {}): Promise<void> {
     const { holdMs } = options;
-    this.memory?.forget(scopes);
+    this.memory?.forget(keyings);
     if (holdMs !== undefined) {
       const until = Date.now() + holdMs;
-      for (const key of await this.#hold(scopes.map((scope) => scope.holdKey), holdMs)) this.#owedHolds.set(key, Math.max(until, this.#owedHolds.get(key) ?? 0));
+      for (const key of await this.#hold(keyings.map((keying) => keying.holdKey), holdMs)) this.#owedHolds.set(key, Math.max(until, this.#owedHolds.get(key) ?? 0));
     }
-    const unrenewed = await this.#renew(scopes.map((scope) => scope.generationKey));
+    const unrenewed = await this.#renew(keyings.map((keying) => keying.generationKey));
     for (const key of unrenewed) this.#owed.add(key);
-    this.memory?.forget(scopes);
+    this.memory?.forget(keyings);
     // Every replica's memory has let go of what it renewed before its client hears back.
-    if (this.memory && unrenewed.length < scopes.length) await this.memory.barrier();
+    if (this.memory && unrenewed.length < keyings.length) await this.memory.barrier();
     if (this.#settled) return;
     this.logger.warn(
       { owed: this.#owed.size, owedHolds: this.#owedHolds.size },

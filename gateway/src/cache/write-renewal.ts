@@ -12,6 +12,6 @@ export function writeRenewal(cache: ResponseCache, serviceWriteDeadlineMs: numbe
   return (exchange, status) => {
     const { service, target } = exchange;
     if (!service || !target || exchange.kind !== 'write' || (status >= 400 && status < 500)) return undefined;
-    return cache.invalidate(service.writtenScopes(target), status >= 500 ? { holdMs: serviceWriteDeadlineMs } : {});
+    return cache.invalidate(service.writtenKeyings(target), status >= 500 ? { holdMs: serviceWriteDeadlineMs } : {});
   };
 }

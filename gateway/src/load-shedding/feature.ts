@@ -1,5 +1,6 @@
 import { defineFeature } from '../feature.js';
 import { loadSheddingConfig } from './config.js';
+import { overloadMetrics } from './metrics.js';
 import { containerMemoryLimitBytes, OverloadManager, overloadConfigProblems, overloadSettings } from './overload.js';
 import { overloadStage } from './overload-stage.js';
 
@@ -15,13 +16,13 @@ export const loadShedding = defineFeature({
   configProblems: (config) => overloadConfigProblems(config),
   create({ config, logger, metrics, writer, parts, shared }) {
     const overload = new OverloadManager(overloadSettings(config, containerMemoryLimitBytes()), { logger, read: parts.readMemory });
-    metrics.observeOverload(overload);
+    const countShed = overloadMetrics(metrics, overload);
     overload.start();
     shared.pressure = overload;
     shared.concurrency = { limit: config.UPSTREAM_CONCURRENCY_LIMIT, writeShare: config.UPSTREAM_WRITE_SHARE_PERCENT / 100 };
     return {
       name: 'load shedding',
-      stages: { arrive: overloadStage(overload, writer, metrics.overloadShed) },
+      stages: { arrive: overloadStage(overload, writer, countShed) },
       details: { memory: overload.settings },
       release: () => overload.stop(),
     };

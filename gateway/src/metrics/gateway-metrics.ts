@@ -1,21 +1,12 @@
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
 import type { IncomingMessage } from 'node:http';
 import type { FinishedRequest } from '@app/shared/platform/http/observation';
 import { connectionsWithoutRequest } from '@app/shared/platform/http/request-head-deadline';
-import { currentServerSpan } from '@app/shared/telemetry/spans';
-import type { CacheOutcome } from '../exchange.js';
-import type { Kind } from '../load-shedding/concurrency-limit.js';
-
-/** What a fetch of the identity provider's key set came to (auth/key-source.ts). */
-export type KeyFetchOutcome = 'changed' | 'unchanged' | 'failed';
-
-/** What the gauges read of a concurrency limit. */
-type ObservedLimit = { upstream: string; inFlight: Record<Kind, number>; waiting: Record<Kind, number> };
 
 type RequestLabels = { route: string; method: string; status: string };
 
-/** A label set's requests counted since /metrics was last read. */
-interface Tally<Labels> {
+/** A label set's events (requests, cache outcomes) counted since /metrics was last read. */
+export interface Tally<Labels> {
   labels: Labels;
   uncounted: number;
 }
@@ -79,7 +70,7 @@ class TalliedHistogram extends Histogram<'route' | 'method' | 'status'> {
  * Adds what `tallies` counted since the last read to `counter` (from its `collect`, when /metrics is
  * read): a request then costs one addition, not prom-client's label validation and hashing.
  */
-function addTallies<Name extends string>(counter: Counter<Name>, tallies: Iterable<Tally<Record<Name, string>>>): void {
+export function addTallies<Name extends string>(counter: Counter<Name>, tallies: Iterable<Tally<Record<Name, string>>>): void {
   for (const tally of tallies) {
     if (tally.uncounted === 0) continue;
     counter.inc(tally.labels, tally.uncounted);
@@ -87,12 +78,15 @@ function addTallies<Name extends string>(counter: Counter<Name>, tallies: Iterab
   }
 }
 
-/** The gateway's Prometheus metrics, served at GET /metrics. */
+/**
+ * The gateway's Prometheus registry, served at GET /metrics, with the metrics of every request
+ * (its count and duration by route, method and status) and of the process; each feature registers
+ * its own metrics there from its folder (`metrics.ts`).
+ */
 export class GatewayMetrics {
   readonly registry = new Registry();
   /** One tally per route, method and status, made once: none allocated per request. */
   readonly #tallies = new Map<string, Map<string, Map<number, RequestTally>>>();
-  readonly #outcomes = new Map<CacheOutcome, Tally<{ outcome: CacheOutcome }>>();
   readonly #requests: Counter<'route' | 'method' | 'status'> = new Counter({
     name: 'gateway_http_requests_total',
     help: 'Requests answered, by route, method and status.',
@@ -101,13 +95,6 @@ export class GatewayMetrics {
     collect: (): void => {
       addTallies(this.#requests, this.#requestTallies());
     },
-  });
-  readonly #cache: Counter<'outcome'> = new Counter({
-    name: 'gateway_cache_outcomes_total',
-    help: 'GET/HEAD requests under /api by cache outcome.',
-    labelNames: ['outcome'],
-    registers: [this.registry],
-    collect: (): void => addTallies(this.#cache, this.#outcomes.values()),
   });
 
   /** What connectionsWithoutRequest (the whole process's count) had when it was last added to the counter. */
@@ -120,40 +107,6 @@ export class GatewayMetrics {
       this.#connectionsWithoutRequest.inc(connectionsWithoutRequest.closed - this.#connectionsWithoutRequestCounted);
       this.#connectionsWithoutRequestCounted = connectionsWithoutRequest.closed;
     },
-  });
-
-  readonly #shed = new Counter({
-    name: 'gateway_shed_total',
-    help: 'Requests refused with 503 because their upstream was at its concurrency limit, by upstream and kind (read, write).',
-    labelNames: ['upstream', 'kind'],
-    registers: [this.registry],
-  });
-
-  readonly #retries = new Counter({
-    name: 'gateway_upstream_retries_total',
-    help: 'Requests sent to their upstream a second time, on a fresh connection, by upstream and reason: connect (no connection could be opened), reset (it was reset or closed before any of the response came).',
-    labelNames: ['upstream', 'reason'],
-    registers: [this.registry],
-  });
-
-  readonly #retriesRefused = new Counter({
-    name: 'gateway_upstream_retries_refused_total',
-    help: 'Retries the retry budget refused (the request got its 502), by upstream and reason (connect, reset).',
-    labelNames: ['upstream', 'reason'],
-    registers: [this.registry],
-  });
-
-  readonly #overloadShed = new Counter({
-    name: 'gateway_overload_shed_total',
-    help: 'Requests refused with 503 because the gateway\'s memory was past OVERLOAD_SHED_PERCENT of its limit.',
-    registers: [this.registry],
-  });
-
-  readonly #keyFetches = new Counter({
-    name: 'gateway_auth_key_fetches_total',
-    help: "Fetches of the identity provider's key set (AUTH_JWKS_URL or AUTH_DISCOVERY), by outcome: changed, unchanged, failed.",
-    labelNames: ['outcome'],
-    registers: [this.registry],
   });
 
   /** `routeOf` labels a request by its route: `/api/users/{id}`, `/healthz`, … */
@@ -180,75 +133,6 @@ export class GatewayMetrics {
     for (const byMethod of this.#tallies.values()) for (const byStatus of byMethod.values()) yield* byStatus.values();
   }
 
-  /** `gateway_upstream_in_flight` and `gateway_upstream_waiting`: what each limit holds and has waiting, read when /metrics is asked. */
-  observeInFlight(limits: readonly ObservedLimit[]): void {
-    this.#limitGauge('gateway_upstream_in_flight', 'Requests in flight to each upstream, by kind (read, write), as its concurrency limit counts them.', limits, (limit) => limit.inFlight);
-    this.#limitGauge('gateway_upstream_waiting', 'Requests waiting for a slot of their upstream’s concurrency limit, by kind (read, write).', limits, (limit) => limit.waiting);
-  }
-
-  #limitGauge(name: string, help: string, limits: readonly ObservedLimit[], counts: (limit: ObservedLimit) => Record<Kind, number>): void {
-    new Gauge({
-      name,
-      help,
-      labelNames: ['upstream', 'kind'],
-      registers: [this.registry],
-      collect() {
-        for (const limit of limits) {
-          for (const [kind, count] of Object.entries(counts(limit))) this.set({ upstream: limit.upstream, kind }, count);
-        }
-      },
-    });
-  }
-
-  /** `gateway_redis_up` and `gateway_cache_owed_invalidations`, read when /metrics is asked. */
-  observeCache(cache: { state: { redisUp: boolean; owed: number } }): void {
-    new Gauge({
-      name: 'gateway_redis_up',
-      help: 'Whether the cache uses Redis now (1), or judges it down and bypasses it (0).',
-      registers: [this.registry],
-      collect() {
-        this.set(cache.state.redisUp ? 1 : 0);
-      },
-    });
-    new Gauge({
-      name: 'gateway_cache_owed_invalidations',
-      help: 'Generation renewals and holds that writes asked for and Redis has not taken yet: their scopes are bypassed.',
-      registers: [this.registry],
-      collect() {
-        this.set(cache.state.owed);
-      },
-    });
-  }
-
-  /** `gateway_overload_level`: the overload manager's level (overload.ts), read when /metrics is asked. */
-  observeOverload(overload: { level: number }): void {
-    new Gauge({
-      name: 'gateway_overload_level',
-      help: 'The memory overload level: 0 normal, 1 closing connections, 2 storing no new cache entries, 3 shedding new requests.',
-      registers: [this.registry],
-      collect() {
-        this.set(overload.level);
-      },
-    });
-  }
-
-  readonly keyFetch = (outcome: KeyFetchOutcome): void => {
-    this.#keyFetches.inc({ outcome });
-  };
-
-  readonly overloadShed = (): void => {
-    currentServerSpan()?.setAttribute('gateway.shed', true);
-    this.#overloadShed.inc();
-  };
-
-  /** Counts a cache outcome, and puts it on the request's trace (`X-Cache` says less: a collapsed request is a MISS). */
-  cacheOutcome(outcome: CacheOutcome): void {
-    currentServerSpan()?.setAttribute('gateway.cache.outcome', outcome);
-    let tally = this.#outcomes.get(outcome);
-    if (!tally) this.#outcomes.set(outcome, (tally = { labels: { outcome }, uncounted: 0 }));
-    tally.uncounted += 1;
-  }
-
   // Bounded: routes are a handful of labels, methods those the gateway accepts, statuses three digits.
   #tallyOf(route: string, method: string, status: number): RequestTally {
     let byMethod = this.#tallies.get(route);
@@ -262,14 +146,4 @@ export class GatewayMetrics {
     }
     return tally;
   }
-
-  /** Counts a retry its budget granted (`gateway_upstream_retries_total`), or refused. */
-  readonly upstreamRetry = (upstream: string, reason: 'connect' | 'reset', granted: boolean): void => {
-    (granted ? this.#retries : this.#retriesRefused).inc({ upstream, reason });
-  };
-
-  readonly shed = (limit: { upstream: string }, write: boolean): void => {
-    currentServerSpan()?.setAttribute('gateway.shed', true);
-    this.#shed.inc({ upstream: limit.upstream, kind: write ? 'write' : 'read' });
-  };
 }

@@ -1,6 +1,8 @@
 import type { Exchange } from '../exchange.js';
+import { proxyDescription } from './description.js';
 import { defineFeature, type FeatureContext, type SettingsOf } from '../feature.js';
 import { proxyConfig } from './config.js';
+import { hopCounters, observeLimits } from './metrics.js';
 import { ServiceHop } from './service-hop.js';
 import { proxyStage } from './stage.js';
 import { probeByConnecting, ReplicaHealth, upstreamAgent } from './upstream-agent.js';
@@ -9,6 +11,7 @@ import { probeByConnecting, ReplicaHealth, upstreamAgent } from './upstream-agen
 function serviceHops(context: FeatureContext<SettingsOf<typeof proxyConfig>>): Map<string, ServiceHop> {
   const { config, upstreams, writer, metrics, parts, shared } = context;
   const health = new ReplicaHealth(Date.now, probeByConnecting);
+  const counters = hopCounters(metrics);
   const deadlines = { upstreamMs: config.UPSTREAM_TIMEOUT_MS, requestBodyMs: config.REQUEST_BODY_TIMEOUT_MS };
   shared.deadlines = deadlines;
   const { concurrency } = shared;
@@ -19,11 +22,11 @@ function serviceHops(context: FeatureContext<SettingsOf<typeof proxyConfig>>): M
     upstreams.map((upstream) => {
       const agent = upstreamAgent(upstream.url, { resolve: parts.resolveReplicas, health });
       const retryAgent = upstreamAgent(upstream.url, { resolve: parts.resolveReplicas, health, fresh: true });
-      const hop = new ServiceHop(upstream, { deadlines, agent, retryAgent, concurrency, writer, onShed: metrics.shed, onRetry: metrics.upstreamRetry, onSettled });
+      const hop = new ServiceHop(upstream, { deadlines, agent, retryAgent, concurrency, writer, onShed: counters.shed, onRetry: counters.upstreamRetry, onSettled });
       return [upstream.name, hop];
     }),
   );
-  metrics.observeInFlight([...hops.values()].map(({ limit }) => limit));
+  observeLimits(metrics, [...hops.values()].map(({ limit }) => limit));
   return hops;
 }
 
@@ -31,6 +34,7 @@ function serviceHops(context: FeatureContext<SettingsOf<typeof proxyConfig>>): M
 export const proxy = defineFeature({
   name: 'proxy',
   config: proxyConfig,
+  description: proxyDescription,
   create(context) {
     const hops = serviceHops(context);
     context.shared.hops = hops;

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { bodyTooLarge, declaresOversizedBody } from '@app/shared/platform/http/bodies';
 import { HttpProblem } from '@app/shared/platform/problem';
+import { requestBodyTimedOut } from './problems.js';
 
 /** Whether a body is still to come: a declared length above 0, or a chunked one. */
 export const hasBody = (req: IncomingMessage): boolean => {
@@ -33,7 +34,7 @@ export function receiveBody(req: IncomingMessage, timeoutMs: number, limitBytes:
       clearTimeout(deadline);
       resolve(Buffer.concat(chunks, size));
     };
-    const deadline = setTimeout(() => fail(new HttpProblem('request-timeout', `The request body did not arrive within ${timeoutMs} ms`)), timeoutMs);
+    const deadline = setTimeout(() => fail(requestBodyTimedOut(timeoutMs)), timeoutMs);
     req.on('data', take);
     req.once('end', done);
     req.once('error', () => fail(new HttpProblem('bad-request', 'The request body could not be read')));

@@ -2,12 +2,13 @@ import http from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
 import { REQUEST_ID_FIELD } from '@app/shared/platform/http/headers';
-import { HttpProblem } from '@app/shared/platform/problem';
+import type { HttpProblem } from '@app/shared/platform/problem';
 import { ROLE_HEADER, SUBJECT_HEADER } from '@app/shared/platform/subject';
 import { endClientSpan, type RequestTrace, startClientSpan, traceOf } from '@app/shared/telemetry/spans';
 import { createProxyMiddleware, proxyEventsPlugin } from 'http-proxy-middleware';
 import { exchangeOf, type Exchange } from '../exchange.js';
 import type { Upstream } from '../upstream-model.js';
+import { upstreamTimedOut, upstreamUnreachable, type Stalled } from './problems.js';
 
 /** Headers about the connection or this one delivery: never stored, never forwarded. */
 export const HOP_BY_HOP = new Set([
@@ -63,7 +64,7 @@ export function endToEndHeaders(headers: http.IncomingHttpHeaders): http.Incomin
 class UpstreamTimeout extends Error {
   constructor(
     readonly timeoutMs: number,
-    readonly stalled: 'headers' | 'body',
+    readonly stalled: Stalled,
   ) {
     super(`no response ${stalled} within ${timeoutMs} ms`);
     this.name = 'UpstreamTimeout';
@@ -281,9 +282,5 @@ export function fetchFromUpstream(
 
 /** A service's timeout is a 504; anything else that stops the gateway from getting a response is a 502. */
 export function upstreamProblem(upstream: string, error: Error): HttpProblem {
-  if (error instanceof UpstreamTimeout) {
-    const what = error.stalled === 'headers' ? 'did not answer' : 'did not finish its answer';
-    return new HttpProblem('gateway-timeout', `The ${upstream} service ${what} within ${error.timeoutMs} ms`);
-  }
-  return new HttpProblem('bad-gateway', `The ${upstream} service could not be reached`);
+  return error instanceof UpstreamTimeout ? upstreamTimedOut(upstream, error.stalled, error.timeoutMs) : upstreamUnreachable(upstream);
 }

@@ -1,3 +1,4 @@
+import { rateLimitsDescription } from './description.js';
 import { defineFeature } from '../feature.js';
 import { RateLimits } from './budgets.js';
 import { rateLimitsConfig } from './config.js';
@@ -7,6 +8,7 @@ import { rateLimitStage } from './stage.js';
 export const rateLimits = defineFeature({
   name: 'rate limits',
   config: rateLimitsConfig,
+  description: rateLimitsDescription,
   exposedHeaders: ['Retry-After', 'RateLimit', 'RateLimit-Policy'],
   create({ config, logger, writer, parts, redis }) {
     const settings = { readsPerMinute: config.RATE_LIMIT_READS_PER_MINUTE, writesPerMinute: config.RATE_LIMIT_WRITES_PER_MINUTE, leasePoints: config.RATE_LIMIT_LEASE_POINTS };

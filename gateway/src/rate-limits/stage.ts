@@ -6,6 +6,7 @@ import { addressCallerOf } from './caller.js';
 import type { Exchange } from '../exchange.js';
 import type { Stage } from '../pipeline.js';
 import type { Budget, RateLimitOutcome, RateLimits } from './budgets.js';
+import { overBudget } from './problems.js';
 import type { ResponseWriter } from '../respond.js';
 
 /** The orchestrator's probes are never counted: a busy client must not make a replica look dead. */
@@ -31,7 +32,7 @@ export function rateLimitStage(options: { limits: RateLimits; trustedProxyHops: 
     // Retry-After goes out with the other RateLimit headers (`exchange.rateLimit`, respond.ts).
     const problem = outcome.uncounted
       ? new HttpProblem('service-unavailable', `The ${budget} budget of this client cannot be counted now; retry after ${retryAfter} s`)
-      : new HttpProblem('rate-limited', `Over the budget of ${budget} requests for this client; retry after ${retryAfter} s`);
+      : overBudget(budget, retryAfter);
     writer.problem(exchange, problem);
     return true;
   };

@@ -2,7 +2,7 @@ import { kindOf } from '@app/shared/platform/http/method-kind';
 import type { RequestTarget } from '@app/shared/platform/request-target';
 import { ownershipPolicy, type OwnershipPolicy } from '@app/shared/platform/ownership-policy';
 import { GATEWAY_ADMIN_SCOPE, scopesOfService } from '@app/shared/platform/services';
-import { readScopeOf, writeScopeOf, type ReadScope, type WriteScope } from '../cache/keys.js';
+import { readKeyingOf, writeKeyingOf, type ReadKeying, type WriteKeying } from '../cache/keys.js';
 import type { ServedUpstream, Upstream } from '../upstream-model.js';
 
 /**
@@ -54,19 +54,19 @@ export class ServiceRoute {
    * caller's own: what the service answered one caller is never served to another. It lives as long
    * as the service's entry in services.json says, where it says so.
    */
-  readScope(target: RequestTarget, caller: string | undefined): ReadScope | undefined {
+  readKeying(target: RequestTarget, caller: string | undefined): ReadKeying | undefined {
     const id = target.api?.id;
     if (!this.upstream.cachedReads) return undefined;
     const tag = id === undefined ? this.upstream.name : `${this.upstream.name}:${id}`;
-    return readScopeOf(tag, target.query, this.ownership.cachedPerCaller ? (caller ?? '') : undefined, this.upstream.cache);
+    return readKeyingOf(tag, target.query, this.ownership.cachedPerCaller ? (caller ?? '') : undefined, this.upstream.cache);
   }
 
   /** The generations a write to `target` renews: the list pages, and the item if any. */
-  writtenScopes(target: RequestTarget): WriteScope[] {
+  writtenKeyings(target: RequestTarget): WriteKeying[] {
     if (!this.upstream.cachedReads) return [];
-    const lists = writeScopeOf(this.upstream.name);
+    const lists = writeKeyingOf(this.upstream.name);
     const id = target.api?.id;
-    return id === undefined ? [lists] : [lists, writeScopeOf(`${this.upstream.name}:${id}`)];
+    return id === undefined ? [lists] : [lists, writeKeyingOf(`${this.upstream.name}:${id}`)];
   }
 }
 

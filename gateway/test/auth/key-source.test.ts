@@ -5,7 +5,7 @@ import { exportJWK, SignJWT } from 'jose';
 import type { Logger } from '@app/shared/platform/logger';
 import { CLAIM_PRESETS } from '../../src/auth/claims.js';
 import { type Clock, KeysUnavailable, RemoteKeySet, type RemoteKeySettings } from '../../src/auth/key-source.js';
-import type { KeyFetchOutcome } from '../../src/metrics/gateway-metrics.js';
+import type { KeyFetchOutcome } from '../../src/auth/metrics.js';
 import { InvalidToken, TokenVerifier } from '../../src/auth/tokens.js';
 import { configSchema } from '../../src/config.js';
 

@@ -1,9 +1,9 @@
 import { type Fill, Fills } from '../../src/cache/fills.js';
-import type { ReadScope } from '../../src/cache/keys.js';
+import type { ReadKeying } from '../../src/cache/keys.js';
 
 /** Request collapsing: one fill per entry and generation. */
-const scope: ReadScope = { entryKey: 'c:{users}:', generationKey: 'g:{users}', holdKey: 'h:{users}' };
-const other: ReadScope = { entryKey: 'c:{users}:limit=1', generationKey: 'g:{users}', holdKey: 'h:{users}' };
+const scope: ReadKeying = { entryKey: 'c:{users}:', generationKey: 'g:{users}', holdKey: 'h:{users}' };
+const other: ReadKeying = { entryKey: 'c:{users}:limit=1', generationKey: 'g:{users}', holdKey: 'h:{users}' };
 const fetched: Fill = {
   fetched: { status: 200, headers: { etag: '"1"' }, body: Buffer.from('[]') },
   representation: { status: 200, headers: { etag: '"1"' }, body: Buffer.from('[]') },

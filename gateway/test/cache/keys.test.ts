@@ -1,21 +1,21 @@
-import { generationKeyOfHold, readScopeOf, writeScopeOf } from '../../src/cache/keys.js';
+import { generationKeyOfHold, readKeyingOf, writeKeyingOf } from '../../src/cache/keys.js';
 
 /** The cache's keys for a tag: its entries (one per distinct query), its generation and its hold. */
-describe('writeScopeOf', () => {
+describe('writeKeyingOf', () => {
   it('names the generation and the hold of a tag, in the tag’s hash slot', () => {
-    expect(writeScopeOf('users')).toEqual({ generationKey: 'g:{users}', holdKey: 'h:{users}' });
-    expect(writeScopeOf('users:1')).toEqual({ generationKey: 'g:{users:1}', holdKey: 'h:{users:1}' });
+    expect(writeKeyingOf('users')).toEqual({ generationKey: 'g:{users}', holdKey: 'h:{users}' });
+    expect(writeKeyingOf('users:1')).toEqual({ generationKey: 'g:{users:1}', holdKey: 'h:{users:1}' });
   });
 });
 
-describe('readScopeOf', () => {
-  const entryKey = (query: string) => readScopeOf('users', query).entryKey;
+describe('readKeyingOf', () => {
+  const entryKey = (query: string) => readKeyingOf('users', query).entryKey;
 
   it('reads under the same generation and hold as a write of the tag, whichever key is read first', () => {
-    const holdFirst = readScopeOf('products:7', 'a=1');
+    const holdFirst = readKeyingOf('products:7', 'a=1');
     expect(holdFirst.holdKey).toBe('h:{products:7}');
     expect(holdFirst.generationKey).toBe('g:{products:7}');
-    const generationFirst = readScopeOf('products:7', 'a=1');
+    const generationFirst = readKeyingOf('products:7', 'a=1');
     expect(generationFirst.generationKey).toBe('g:{products:7}');
     expect(generationFirst.holdKey).toBe('h:{products:7}');
     expect(generationFirst.entryKey).toBe('c:{products:7}:a=1');

@@ -74,7 +74,7 @@ describe('the held store', () => {
     const held = store();
     const spoilt = held.watch('g:{x}');
     const other = held.watch('g:{y}');
-    held.forgetScope('g:{x}');
+    held.forgetTag('g:{x}');
     held.endRead(spoilt, 'g1');
     held.endRead(other, 'g1');
     expect(held.generation('g:{x}')).toBeUndefined();
@@ -93,7 +93,7 @@ describe('the held store', () => {
     const held = store();
     const first = held.watch('g:{x}');
     const second = held.watch('g:{x}');
-    held.forgetScope('g:{x}');
+    held.forgetTag('g:{x}');
     const after = held.watch('g:{x}');
     held.endRead(first, 'g1');
     held.endRead(second, 'g1');
@@ -108,7 +108,7 @@ describe('the held store', () => {
     held.endRead(held.watch('g:{x}'), 'g1');
     held.keep('c:{x}', heldEntry(response('g1'), 'g:{x}'));
     expect(held.heldBytes).toBe(generationSize('g:{x}', 'g1') + entrySize('c:{x}', heldEntry(response('g1'), 'g:{x}')));
-    held.forgetScope('g:{x}');
+    held.forgetTag('g:{x}');
     expect(held.current('c:{x}')).toBeUndefined();
     for (let n = 0; n < 100; n++) held.keep(`c:{${n}}`, heldEntry(response('g1'), 'g:{x}'));
     expect(held.heldBytes).toBeLessThanOrEqual(8 * 1024);

@@ -5,7 +5,7 @@ import type { CachedResponse } from '../../src/cache/entry.js';
 import { addressCallerOf } from '../../src/rate-limits/caller.js';
 import { Fills } from '../../src/cache/fills.js';
 import type { Lookup, ResponseCache } from '../../src/cache/response-cache.js';
-import type { ReadScope } from '../../src/cache/keys.js';
+import type { ReadKeying } from '../../src/cache/keys.js';
 import { ConcurrencyLimit } from '../../src/load-shedding/concurrency-limit.js';
 import { Exchange, type CacheOutcome } from '../../src/exchange.js';
 import { ResponseWriter } from '../../src/respond.js';
@@ -49,11 +49,11 @@ class FakeCache {
   readonly now = () => NOW;
   readonly settings = { maxEntryBytes: 262_144 };
 
-  held(scope: ReadScope): CachedResponse | undefined {
+  held(scope: ReadKeying): CachedResponse | undefined {
     return scope.entryKey === 'c:{users}:' ? this.inMemory : undefined;
   }
 
-  async lookup(scope: ReadScope): Promise<Lookup | undefined> {
+  async lookup(scope: ReadKeying): Promise<Lookup | undefined> {
     this.lookups.push(scope.entryKey);
     return this.found;
   }
@@ -70,11 +70,11 @@ class FakeCache {
     return NOW - entry.storedAt < TTL_MS + STALE_MS;
   }
 
-  async generationFor(_scope: ReadScope, lookup: Lookup): Promise<string | undefined> {
+  async generationFor(_scope: ReadKeying, lookup: Lookup): Promise<string | undefined> {
     return lookup.generation ?? this.created;
   }
 
-  async store(scope: ReadScope, entry: CachedResponse, caller: string): Promise<void> {
+  async store(scope: ReadKeying, entry: CachedResponse, caller: string): Promise<void> {
     if (this.storeFails) throw new Error('Redis went away');
     this.stored.push({ entryKey: scope.entryKey, entry });
     this.chargedTo.push(caller);

@@ -21,12 +21,12 @@ function target(url: string): RequestTarget {
 }
 
 /** What the service routing names for a target says of it: undefined or none when no service serves it. */
-const readScope = (of: RequestTarget, caller?: string) => {
-  const scope = routing.service(of)?.readScope(of, caller);
+const readKeying = (of: RequestTarget, caller?: string) => {
+  const scope = routing.service(of)?.readKeying(of, caller);
   // Its keys, read: the generation and hold keys are made on first use.
   return scope && { entryKey: scope.entryKey, generationKey: scope.generationKey, holdKey: scope.holdKey };
 };
-const writtenScopes = (of: RequestTarget | undefined) => (of && routing.service(of)?.writtenScopes(of)) ?? [];
+const writtenKeyings = (of: RequestTarget | undefined) => (of && routing.service(of)?.writtenKeyings(of)) ?? [];
 
 describe('Routing.service', () => {
   it('names the upstream of a list and an item by its resource', () => {
@@ -41,13 +41,13 @@ describe('Routing.service', () => {
   });
 });
 
-describe('ServiceRoute.readScope', () => {
+describe('ServiceRoute.readKeying', () => {
   it('reads a list page under the list generation and hold', () => {
-    expect(readScope(target('/api/users'))).toEqual({ entryKey: 'c:{users}:', generationKey: 'g:{users}', holdKey: 'h:{users}' });
+    expect(readKeying(target('/api/users'))).toEqual({ entryKey: 'c:{users}:', generationKey: 'g:{users}', holdKey: 'h:{users}' });
   });
 
   it('reads an item under its own generation and hold, in the same hash slot as its entry', () => {
-    expect(readScope(target(`/api/products/${ID}`))).toEqual({
+    expect(readKeying(target(`/api/products/${ID}`))).toEqual({
       entryKey: `c:{products:${ID}}:`,
       generationKey: `g:{products:${ID}}`,
       holdKey: `h:{products:${ID}}`,
@@ -55,12 +55,12 @@ describe('ServiceRoute.readScope', () => {
   });
 
   it("keeps each caller's own entries where records are seen only by their owners, under the shared generation", () => {
-    expect(readScope(target(`/api/notes/${ID}?a=1`), 'alice')).toEqual({ entryKey: `c:{notes:${ID}}:a=1 alice`, generationKey: `g:{notes:${ID}}`, holdKey: `h:{notes:${ID}}` });
-    expect(readScope(target('/api/notes'), 'bob')?.entryKey).toBe('c:{notes}: bob');
-    expect(readScope(target('/api/notes'))?.entryKey).toBe('c:{notes}: ');
+    expect(readKeying(target(`/api/notes/${ID}?a=1`), 'alice')).toEqual({ entryKey: `c:{notes:${ID}}:a=1 alice`, generationKey: `g:{notes:${ID}}`, holdKey: `h:{notes:${ID}}` });
+    expect(readKeying(target('/api/notes'), 'bob')?.entryKey).toBe('c:{notes}: bob');
+    expect(readKeying(target('/api/notes'))?.entryKey).toBe('c:{notes}: ');
     // Elsewhere one entry serves every caller.
-    expect(readScope(target('/api/reviews'), 'alice')?.entryKey).toBe('c:{reviews}:');
-    expect(readScope(target('/api/users'), 'alice')?.entryKey).toBe('c:{users}:');
+    expect(readKeying(target('/api/reviews'), 'alice')?.entryKey).toBe('c:{reviews}:');
+    expect(readKeying(target('/api/users'), 'alice')?.entryKey).toBe('c:{users}:');
   });
 
   it('names each service its admin scope', () => {
@@ -68,7 +68,7 @@ describe('ServiceRoute.readScope', () => {
   });
 
   it('makes one entry of every order of the same query parameters', () => {
-    const entry = (url: string) => readScope(target(url))?.entryKey;
+    const entry = (url: string) => readKeying(target(url))?.entryKey;
     expect(entry('/api/users?b=2&a=1')).toBe('c:{users}:a=1&b=2');
     expect(entry('/api/users?a=1&b=2')).toBe('c:{users}:a=1&b=2');
     // Repeated names keep both values, ordered by value.
@@ -82,30 +82,30 @@ describe('ServiceRoute.readScope', () => {
   });
 
   it('caches nothing of a service without cachedReads, of an unknown resource or outside /api', () => {
-    expect(readScope(target('/api/audit'))).toBeUndefined();
-    expect(readScope(target(`/api/audit/${ID}`))).toBeUndefined();
-    expect(readScope(target('/api/orders'))).toBeUndefined();
-    expect(readScope(target('/healthz'))).toBeUndefined();
+    expect(readKeying(target('/api/audit'))).toBeUndefined();
+    expect(readKeying(target(`/api/audit/${ID}`))).toBeUndefined();
+    expect(readKeying(target('/api/orders'))).toBeUndefined();
+    expect(readKeying(target('/healthz'))).toBeUndefined();
   });
 });
 
-describe('ServiceRoute.writtenScopes', () => {
+describe('ServiceRoute.writtenKeyings', () => {
   it('renews the list pages for a write to the list', () => {
-    expect(writtenScopes(target('/api/users'))).toEqual([{ generationKey: 'g:{users}', holdKey: 'h:{users}' }]);
+    expect(writtenKeyings(target('/api/users'))).toEqual([{ generationKey: 'g:{users}', holdKey: 'h:{users}' }]);
   });
 
   it('renews the list pages and the item for a write to an item', () => {
-    expect(writtenScopes(target(`/api/users/${ID}`))).toEqual([
+    expect(writtenKeyings(target(`/api/users/${ID}`))).toEqual([
       { generationKey: 'g:{users}', holdKey: 'h:{users}' },
       { generationKey: `g:{users:${ID}}`, holdKey: `h:{users:${ID}}` },
     ]);
   });
 
   it('renews nothing for an uncached service, an unknown resource, a path outside /api or no target', () => {
-    expect(writtenScopes(target(`/api/audit/${ID}`))).toEqual([]);
-    expect(writtenScopes(target('/api/orders'))).toEqual([]);
-    expect(writtenScopes(target('/metrics'))).toEqual([]);
-    expect(writtenScopes(undefined)).toEqual([]);
+    expect(writtenKeyings(target(`/api/audit/${ID}`))).toEqual([]);
+    expect(writtenKeyings(target('/api/orders'))).toEqual([]);
+    expect(writtenKeyings(target('/metrics'))).toEqual([]);
+    expect(writtenKeyings(undefined)).toEqual([]);
   });
 });
 
@@ -127,7 +127,7 @@ describe('generationKeyOfHold', () => {
   it('names the generation of the scope a hold belongs to', () => {
     expect(generationKeyOfHold('h:{users}')).toBe('g:{users}');
     expect(generationKeyOfHold(`h:{users:${ID}}`)).toBe(`g:{users:${ID}}`);
-    for (const { holdKey, generationKey } of writtenScopes(target(`/api/products/${ID}`))) expect(generationKeyOfHold(holdKey)).toBe(generationKey);
+    for (const { holdKey, generationKey } of writtenKeyings(target(`/api/products/${ID}`))) expect(generationKeyOfHold(holdKey)).toBe(generationKey);
   });
 
   it('is undefined for a key that is not a hold', () => {

@@ -5,7 +5,7 @@ import { BODY_LIMIT_BYTES, jsonBody } from '../platform/http/bodies.js';
 import { IDEMPOTENCY_KEY_HEADER, REQUEST_ID_HEADER, RETRY_AFTER_HEADER } from '../platform/http/headers.js';
 import { REQUEST_ID } from '../platform/http/observation.js';
 import { allowOnly, answeredMethods } from '../platform/http/routing.js';
-import { HttpProblem, PROBLEM_BASE, problemTypes, RETRY_AFTER_SECONDS, type ProblemKind } from '../platform/problem.js';
+import { HttpProblem, PROBLEM_BASE, problemKinds, problemTypes, RETRY_AFTER_SECONDS, type ProblemKind } from '../platform/problem.js';
 import { parseOrThrow } from '../platform/validation.js';
 
 /**
@@ -18,9 +18,8 @@ import { parseOrThrow } from '../platform/validation.js';
 export type OpenApiDocument = oas31.OpenAPIObject;
 export const DOCUMENT_PATH = '/openapi.json';
 
-// Read anew each time: a gateway feature may add problem types after this module is loaded
-// (addProblemType), and every enum below is listed again when a document is rendered.
-const problemKinds = () => Object.keys(problemTypes) as ProblemKind[];
+// Read anew each time (problemKinds): a gateway feature may add problem types after this module is
+// loaded (addProblemType), and every enum below is listed again when a document is rendered.
 const kindsWith = (status: number) => problemKinds().filter((kind) => problemTypes[kind].status === status);
 const typesOf = (kinds: readonly ProblemKind[]) => kinds.map((kind) => PROBLEM_BASE + kind);
 const titlesOf = (kinds: readonly ProblemKind[]) => kinds.map((kind) => problemTypes[kind].title);
@@ -76,6 +75,18 @@ const problemSchemaOf = (status: number): z.ZodType | undefined => {
   if (!problemOf.has(status) && kindsWith(status).length > 0) problemOf.set(status, statusProblem(status));
   return problemOf.get(status);
 };
+
+/**
+ * The problem schema a document names `name` (`Problem`, `ProblemType`, `Problem<status>`), as this
+ * process renders it: a document merging others' (the gateway's) renders theirs anew, with the
+ * problem types it knows and they do not (its features').
+ */
+export function problemSchemaNamed(name: string): z.ZodType | undefined {
+  if (name === 'Problem') return problem;
+  if (name === 'ProblemType') return problemType;
+  const status = /^Problem(\d{3})$/.exec(name)?.[1];
+  return status === undefined ? undefined : problemSchemaOf(Number(status));
+}
 
 /** A response header's schema, description and example, for `components.headers`. */
 export const header = (schema: z.ZodType, description: string, example?: unknown) => schema.meta({ description, ...(example !== undefined && { header: { example } }) });

@@ -12,13 +12,11 @@ export interface FieldError {
 
 export const PROBLEM_BASE = 'https://problems.example/';
 
-/** The built-in problem types. */
+/** The built-in problem types: those the services raise (the gateway's own refusals are its features', added from their folders). */
 const builtInProblemTypes = {
   'validation': { status: 400, title: 'Request validation failed' },
   'malformed-json': { status: 400, title: 'Malformed JSON body' },
   'bad-request': { status: 400, title: 'Malformed HTTP request' },
-  'unauthorized': { status: 401, title: 'Missing or invalid access token' },
-  'insufficient-scope': { status: 403, title: 'Insufficient scope' },
   'not-owner': { status: 403, title: 'Not the owner of the resource' },
   'not-found': { status: 404, title: 'Resource not found' },
   'method-not-allowed': { status: 405, title: 'Method not allowed' },
@@ -33,12 +31,9 @@ const builtInProblemTypes = {
   'unsupported-content-encoding': { status: 415, title: 'Unsupported content encoding' },
   'expectation-failed': { status: 417, title: 'Expectation failed' },
   'idempotency-key-reused': { status: 422, title: 'Idempotency-Key reused for a different request' },
-  'rate-limited': { status: 429, title: 'Too many requests' },
   'header-fields-too-large': { status: 431, title: 'Request header fields too large' },
   'internal': { status: 500, title: 'Internal server error' },
-  'bad-gateway': { status: 502, title: 'Upstream service unreachable' },
   'service-unavailable': { status: 503, title: 'Service unavailable' },
-  'gateway-timeout': { status: 504, title: 'Upstream service timed out' },
 } as const satisfies Record<string, ProblemType>;
 
 export interface ProblemType {
@@ -60,12 +55,28 @@ export type ProblemKind = keyof typeof builtInProblemTypes | keyof AddedProblemT
 /** The stable problem types: `type` = PROBLEM_BASE + key. Documented in docs/api.md ("Errors"). */
 export const problemTypes: Readonly<Record<ProblemKind, ProblemType>> = { ...builtInProblemTypes } as Record<ProblemKind, ProblemType>;
 
-/** Defines a problem type `AddedProblemTypes` declares, once, when its module loads; returns its kind. */
+const added = new Set<ProblemKind>();
+
+/**
+ * Defines a problem type `AddedProblemTypes` declares when its module loads; returns its kind. The
+ * same definition again is no second one (a module loaded from its source and from its build, as
+ * tests may); a different one is refused.
+ */
 export function addProblemType<Kind extends keyof AddedProblemTypes>(kind: Kind, type: ProblemType): Kind {
-  if (Object.hasOwn(problemTypes, kind)) throw new Error(`The problem type ${kind} is defined twice`);
+  const defined: ProblemType | undefined = Object.hasOwn(problemTypes, kind) ? (problemTypes as Record<string, ProblemType>)[kind] : undefined;
+  if (defined?.status === type.status && defined.title === type.title && added.has(kind)) return kind;
+  if (defined) throw new Error(`The problem type ${kind} is defined twice`);
   (problemTypes as Record<string, ProblemType>)[kind] = type;
+  added.add(kind);
   return kind;
 }
+
+/**
+ * Every problem type defined so far, by status; within a status, the added ones first (a gateway
+ * feature refuses before a service can), each group in the order it was defined.
+ */
+export const problemKinds = (): ProblemKind[] =>
+  (Object.keys(problemTypes) as ProblemKind[]).sort((a, b) => problemTypes[a].status - problemTypes[b].status || Number(added.has(b)) - Number(added.has(a)));
 
 export class HttpProblem extends Error {
   readonly type: string;

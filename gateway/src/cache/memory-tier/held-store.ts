@@ -3,18 +3,18 @@ import { byteBounds, entrySize, generationSize } from './held-bytes.js';
 import type { HeldEntry } from './held-entry.js';
 
 /** The reads of one scope's hold and generation under way, and how many invalidations of the scope came meanwhile. */
-interface ScopeWatch {
+interface TagWatch {
   reads: number;
   invalidations: number;
 }
 
 /** A read of a scope's hold and generation, sent while the tier tracked (see `MemoryTier.watch`). */
-export interface ScopeRead {
+export interface TagRead {
   readonly generationKey: string;
   readonly session: number;
   /** The scope's invalidations counted when the read was sent: any more when it ends spoil it. */
   readonly invalidations: number;
-  readonly watch: ScopeWatch;
+  readonly watch: TagWatch;
 }
 
 /**
@@ -28,7 +28,7 @@ export class HeldStore {
   /** The current generation of each scope (by generation key) known to be current and not held. */
   readonly #generations: LRUCache<string, string>;
   /** By generation key, while reads of the scope are under way. */
-  readonly #watches = new Map<string, ScopeWatch>();
+  readonly #watches = new Map<string, TagWatch>();
   /** Bumped whenever what was learnt can no longer be trusted (a connection lost, a flush, a new topology). */
   #session = 0;
 
@@ -66,7 +66,7 @@ export class HeldStore {
   }
 
   /** A read of the scope of `generationKey` starts. */
-  watch(generationKey: string): ScopeRead {
+  watch(generationKey: string): TagRead {
     let watch = this.#watches.get(generationKey);
     if (watch === undefined) {
       watch = { reads: 0, invalidations: 0 };
@@ -77,7 +77,7 @@ export class HeldStore {
   }
 
   /** Ends `read`, installing `generation` (unless null) if nothing spoilt the read meanwhile. */
-  endRead(read: ScopeRead, generation: string | null): void {
+  endRead(read: TagRead, generation: string | null): void {
     const { watch, generationKey } = read;
     watch.reads -= 1;
     if (watch.reads === 0 && this.#watches.get(generationKey) === watch) this.#watches.delete(generationKey);
@@ -87,7 +87,7 @@ export class HeldStore {
   }
 
   /** Forgets what is known of a scope (by its generation key), and spoils its reads under way. */
-  forgetScope(generationKey: string): void {
+  forgetTag(generationKey: string): void {
     this.#generations.delete(generationKey);
     const watch = this.#watches.get(generationKey);
     if (watch) watch.invalidations += 1;
