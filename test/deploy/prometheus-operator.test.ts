@@ -32,7 +32,7 @@ function renderProdWithOperator(): KubernetesObject[] {
 
 const withOperator = renderProdWithOperator();
 
-test.each(['dev', 'prod'])('the %s overlay as it stands renders no object a cluster without the operator\'s CRDs would refuse', (overlay) => {
+test.each(['dev', 'prod'] as const)('the %s overlay as it stands renders no object a cluster without the operator\'s CRDs would refuse', (overlay) => {
   expect(renderOverlay(overlay).filter((object) => OPERATOR_API.test(object.apiVersion)).map((object) => object.kind)).toEqual([]);
 });
 
