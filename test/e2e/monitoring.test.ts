@@ -131,7 +131,9 @@ test('every panel of the dashboard answers from the live Prometheus, with data',
 });
 
 test('with products-service stopped its replica-down, service-down and availability burn alerts go pending, and the first two resolve once it is back', async () => {
-  expect(await prometheus.alerts()).toEqual([]);
+  // Before the fault, none of its alerts (a busy machine may slow requests past the latency SLO's
+  // threshold, which this test is not about).
+  expect((await prometheus.alerts()).filter((alert) => ['ReplicaDown', 'ServiceDown', 'ErrorBudgetBurnFast'].includes(alert.labels.alertname!) && alert.labels.slo !== 'latency')).toEqual([]);
   const { port } = new URL(products.url);
   const metricsPort = new URL(products.metricsUrl!).port;
   await stop(products);
@@ -143,6 +145,7 @@ test('with products-service stopped its replica-down, service-down and availabil
 }, 90_000);
 
 test('with Redis cut off the gateway\'s Redis-down alert goes pending, and resolves once Redis is back', async () => {
+  expect(await alertsNamed('GatewayRedisDown')).toEqual([]);
   await redis.cut();
   await eventually(async () => (await alertsNamed('GatewayRedisDown')).length === 1, { withinMs: 30_000, everyMs: 250 });
   await redis.restore();

@@ -35,7 +35,7 @@ export interface RunningPrometheus {
 export async function startPrometheus(jobs: Record<string, string[]>, ruleFiles: string[]): Promise<RunningPrometheus> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'prometheus-'));
   const config = {
-    global: { scrape_interval: '1s', scrape_timeout: '900ms', evaluation_interval: '1s' },
+    global: { scrape_interval: '1s', scrape_timeout: '1s', evaluation_interval: '1s' },
     rule_files: ruleFiles,
     scrape_configs: Object.entries(jobs).map(([job, targets]) => ({ job_name: job, static_configs: [{ targets: targets.map((url) => new URL(url).host) }] })),
   };
