@@ -45,7 +45,7 @@ export const NEEDS: Need[] = [
   },
   {
     name: 'Chromium',
-    why: 'the CORS test drives a real browser',
+    why: 'the CORS test drives a real browser, and the monitoring test photographs the dashboard with one',
     for: ['test'],
     programs: [['chromium', 'chromium-browser']],
     packages: { apt: ['chromium'], dnf: ['chromium'], brew: ['--cask chromium'] },
