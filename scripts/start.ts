@@ -1,7 +1,9 @@
 /**
  * `npm start`: every service in services.json (or SERVICES_FILE) and the gateway, each with
- * `npm start` in its workspace, their logs prefixed with their names. PORT moves the gateway; each
- * service listens on its port in the list. The npm script builds first and sets the development
+ * `npm start` in its workspace, their logs prefixed with their names. PORT and METRICS_PORT move
+ * the gateway; each service listens on its port in the list, and serves its metrics on the one
+ * shared/src/platform/services.ts gives it (FIRST_SERVICE_METRICS_PORT); METRICS_PORT=0 puts
+ * every process's metrics on a free port (tests run several at once). The npm script builds first and sets the development
  * public key. MySQL and Redis are the configured ones when they answer, else the project's own
  * (scripts/setup/local-servers.ts), stopped after the processes that use them.
  *
@@ -70,10 +72,14 @@ async function identity(withIdp: boolean, idpPort: string | undefined) {
   };
 }
 const commands = [
-  ...services.map(({ name, workspace, port, schema }, i) => ({
+  ...services.map(({ name, workspace, port, metricsPort, schema }, i) => ({
     name,
     command: `exec npm start -w ${workspace}`,
-    env: { PORT: String(port), ...(servers.mysqlUrl ? { DATABASE_URL: `${servers.mysqlUrl}/${schema}` } : {}) },
+    env: {
+      PORT: String(port),
+      METRICS_PORT: process.env.METRICS_PORT === '0' ? '0' : String(metricsPort),
+      ...(servers.mysqlUrl ? { DATABASE_URL: `${servers.mysqlUrl}/${schema}` } : {}),
+    },
     prefixColor: COLORS[i % COLORS.length],
   })),
   { name: 'gateway', command: 'exec npm start -w gateway', env: { ...(servers.redisUrl ? { REDIS_URL: servers.redisUrl } : {}), ...gatewayAuth }, prefixColor: 'green' },
@@ -81,6 +87,7 @@ const commands = [
 for (const line of [
   ...servers.where,
   `the gateway: ${gateway} (each service on its port in services.json)`,
+  ...(process.env.METRICS_PORT === '0' ? [] : [`metrics: GET /metrics on 127.0.0.1:${process.env.METRICS_PORT || 9464} (gateway), ${services.map(({ name, metricsPort }) => `${metricsPort} (${name})`).join(', ')}`]),
   ...tokenHow,
   'Ctrl-C stops everything it started',
 ]) {

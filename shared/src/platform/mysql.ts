@@ -23,6 +23,39 @@ export interface DatabaseLimits {
   writeDeadlineMs: number;
 }
 
+/** What queries are counted by: a statement's first word, never its text (bounded). */
+export const STATEMENT_KINDS = ['select', 'insert', 'update', 'delete', 'other'] as const;
+export type StatementKind = (typeof STATEMENT_KINDS)[number];
+
+const FIRST_WORD = /^\s*([A-Za-z]+)/;
+
+/** The kind of `sql`: select, insert, update or delete by its first word; anything else (transaction control, DDL) is other. */
+export function statementKind(sql: string): StatementKind {
+  const word = FIRST_WORD.exec(sql)?.[1]?.toLowerCase();
+  return word === 'select' || word === 'insert' || word === 'update' || word === 'delete' ? word : 'other';
+}
+
+/** Told of what a Database does, for metrics: each statement's kind and duration, each write rolled back at its deadline. */
+export interface DatabaseObserver {
+  statement(kind: StatementKind, seconds: number): void;
+  writeDeadlineRollback(): void;
+}
+
+/** What a pool holds now: connections in use and idle, requests waiting for one, and its limit. */
+export interface PoolUse {
+  inUse: number;
+  idle: number;
+  waiting: number;
+  limit: number;
+}
+
+/** The fields of mysql2's pool that say what it holds: its own, untyped, but its stats have no other source. */
+interface PoolQueues {
+  _allConnections: { length: number };
+  _freeConnections: { length: number };
+  _connectionQueue: { length: number };
+}
+
 /** WRITE_DEADLINE_MS by default; a gateway's SERVICE_WRITE_DEADLINE_MS must not be less. */
 export const DEFAULT_WRITE_DEADLINE_MS = 5_000;
 
@@ -105,8 +138,14 @@ export class Database {
   readonly #transaction = new AsyncLocalStorage<Transaction>();
   /** The write deadline (performance.now() time) of the request the current async context serves. */
   readonly #requestDeadline = new AsyncLocalStorage<number>();
+  /** The problems #pastDeadline made: a transaction that fails with one was rolled back at its deadline. */
+  readonly #pastDeadlineProblems = new WeakSet<object>();
 
-  constructor(url: string, limits: Partial<DatabaseLimits> = {}) {
+  constructor(
+    url: string,
+    limits: Partial<DatabaseLimits> = {},
+    private readonly observer?: DatabaseObserver,
+  ) {
     this.#limits = { ...defaultLimits, ...limits };
     this.#pool = mysql.createPool({
       uri: url,
@@ -223,7 +262,9 @@ export class Database {
         // A connection whose transaction state is unknown is not given back to the pool.
         await control('ROLLBACK', undefined).then(() => connection.release(), () => connection.destroy());
       }
-      throw this.#classify(error);
+      const failure = this.#classify(error);
+      if (this.#pastDeadlineProblems.has(failure as object)) this.observer?.writeDeadlineRollback();
+      throw failure;
     }
     connection.release();
     return result;
@@ -245,6 +286,14 @@ export class Database {
     }
   }
 
+  /** What the pool holds now (for metrics). */
+  poolUse(): PoolUse {
+    const pool = this.#pool as unknown as PoolQueues;
+    const all = pool._allConnections.length;
+    const idle = pool._freeConnections.length;
+    return { inUse: all - idle, idle, waiting: pool._connectionQueue.length, limit: this.#limits.connectionLimit };
+  }
+
   close(): Promise<void> {
     return new Promise((resolve, reject) => this.#pool.end((error) => (error ? reject(error) : resolve())));
   }
@@ -261,8 +310,10 @@ export class Database {
     done: (error: unknown, result?: unknown, timedOut?: boolean) => void,
     transaction?: Transaction,
   ): void {
+    const started = performance.now();
     try {
       connection[kind]({ sql, values, timeout: this.#timeoutBefore(transaction?.deadline) }, (error: unknown, result: unknown) => {
+        this.observer?.statement(statementKind(sql), (performance.now() - started) / 1000);
         if (!error) {
           done(undefined, result);
           return;
@@ -301,7 +352,9 @@ export class Database {
   }
 
   #pastDeadline(): HttpProblem {
-    return problems.unavailable(`The write did not complete within ${this.#limits.writeDeadlineMs} ms of the request and was not applied; try again shortly`);
+    const problem = problems.unavailable(`The write did not complete within ${this.#limits.writeDeadlineMs} ms of the request and was not applied; try again shortly`);
+    this.#pastDeadlineProblems.add(problem);
+    return problem;
   }
 
   #classify(error: unknown, deadline?: number): unknown {

@@ -75,14 +75,23 @@ export interface ServiceEntry extends z.infer<typeof entry> {
   scopes: { read: string; write: string; admin: string };
   /** Its MySQL schema (and user, in the deployments). */
   schema: string;
+  /** Its METRICS_PORT's default (see FIRST_SERVICE_METRICS_PORT). */
+  metricsPort: number;
 }
+
+/**
+ * The metrics port of the list's first service; each next one's is one more. The gateway's is the
+ * one before (9464), so `npm start` runs every process on one machine with none shared. In a
+ * container every process has 9464 to itself (its image or deployment sets METRICS_PORT).
+ */
+export const FIRST_SERVICE_METRICS_PORT = 9465;
 
 /** The scopes of the service named `name`: the one place their spelling is decided. */
 export const scopesOfService = (name: string): ServiceEntry['scopes'] => ({ read: `${name}:read`, write: `${name}:write`, admin: `${name}:admin` });
 
-function describeService(declared: z.infer<typeof entry>): ServiceEntry {
+function describeService(declared: z.infer<typeof entry>, index: number): ServiceEntry {
   const { name } = declared;
-  return { ...declared, workspace: `${name}-service`, prefix: `${API_PREFIX}/${name}`, scopes: scopesOfService(name), schema: name };
+  return { ...declared, workspace: `${name}-service`, prefix: `${API_PREFIX}/${name}`, scopes: scopesOfService(name), schema: name, metricsPort: FIRST_SERVICE_METRICS_PORT + index };
 }
 
 /** The services `file` declares, checked; throws naming what is wrong. */
@@ -107,7 +116,10 @@ export const ownershipOf = (name: string): Ownership => serviceEntry(name).owner
 /** What a service process takes from its entry in services.json (serviceDefaults). */
 export interface ServiceDefaults {
   name: string;
+  /** Its name in services.json (`users`): the `service` label of its metrics. */
+  entryName: string;
   defaultPort: number;
+  defaultMetricsPort: number;
   defaultDatabaseUrl: string;
   ownership: Ownership;
   /** The largest request body it takes, where its entry sets one (else BODY_LIMIT_BYTES). */
@@ -116,14 +128,16 @@ export interface ServiceDefaults {
 
 /**
  * What a service process takes from its entry in `file` (services.json unless given): its name, its
- * port and its schema on a local MySQL as defaults, its ownership and its body limit. Throws when
+ * ports and its schema on a local MySQL as defaults, its ownership and its body limit. Throws when
  * the file declares no service `name`.
  */
 export function serviceDefaults(name: string, file?: string): ServiceDefaults {
   const service = serviceEntry(name, file);
   return {
     name: service.workspace,
+    entryName: service.name,
     defaultPort: service.port,
+    defaultMetricsPort: service.metricsPort,
     defaultDatabaseUrl: `mysql://root@127.0.0.1:3306/${service.schema}`,
     ownership: service.owner,
     ...(service.body && { bodyLimitBytes: service.body.limitBytes }),

@@ -32,11 +32,14 @@ export class MySqlIdempotencyStore implements IdempotencyStore {
   readonly #leaseMs: number;
   readonly #scopeBytes: number;
   readonly claimSeconds: number;
+  /** Told of each request answered with its key's stored response (for metrics). */
+  readonly #onReplay: () => void;
 
   constructor(
     private readonly db: Database,
-    options: { ttlSeconds?: number; scopeBytes?: number } = {},
+    options: { ttlSeconds?: number; scopeBytes?: number; onReplay?: () => void } = {},
   ) {
+    this.#onReplay = options.onReplay ?? (() => undefined);
     this.#ttlMs = (options.ttlSeconds ?? DEFAULT_IDEMPOTENCY_TTL_SECONDS) * 1000;
     this.#leaseMs = db.writeDeadlineMs + COMMIT_MARGIN_MS;
     this.claimSeconds = Math.ceil(this.#leaseMs / 1000);
@@ -81,6 +84,7 @@ export class MySqlIdempotencyStore implements IdempotencyStore {
           headers: JSON.parse(row.response_headers as string) as Record<string, string>,
           body: row.response_body as string,
         };
+        this.#onReplay();
         return { kind: 'replay', response };
       }
       const lockedForMs = (row.locked_until as Date).getTime() - now;
