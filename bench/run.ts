@@ -6,7 +6,7 @@
  *   the gateway with the cache off · the gateway with a warm cache · both again with authentication
  *   (a bearer token on every request) and rate limits (counted in Redis) on ·
  *   nginx as a plain proxy · nginx with proxy_cache, warm · a bare node:http ceiling (the same bytes) ·
- *   a bare node:http proxy · fastify + @fastify/http-proxy · node:http + http-proxy-middleware alone
+ *   the same-bytes peer (bare node:http answering the warm hit's exact bytes) · a bare node:http proxy · fastify + @fastify/http-proxy · node:http + http-proxy-middleware alone
  *
  * Every server runs on core 0 and wrk on core 1 (taskset) where the machine has two cores, so the
  * ratios compare one core with one core. Each target: a warm-up, then BENCH_RUNS runs of
@@ -26,11 +26,13 @@
  * `npm run bench -- --tracing`: what tracing costs the gateway instead (see tracing.ts).
  * `npm run bench -- --jwks`: what checking tokens against a JWKS URL's key set costs the gateway instead (see jwks.ts).
  * `npm run bench -- --compression`: what compressing a page of 200 products costs and saves (see compression.ts).
+ * `npm run bench -- --hit`: only the warm hit, its peers and the proxied read's bars (see hit.ts).
  */
 import { copyFile, mkdir, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { chartSvg, type ChartRow } from './chart.ts';
 import { runCompression } from './compression.ts';
+import { runHit, sameBytesPeer } from './hit.ts';
 import { startNginx } from './nginx.ts';
 import { runScale } from './scale.ts';
 import { runJwks } from './jwks.ts';
@@ -137,6 +139,7 @@ async function startTargets(schema: string, { products, path, body, answered }: 
   for (const gateway of cached) await warm(`${gateway.url}${path}`, {});
   for (const gateway of cachedGuarded) await warm(`${gateway.url}${path}`, authorised.headers);
   await warm(`${nginx.cached.url}${path}`, {});
+  const sameBytes = await sameBytesPeer(cachedGuarded[0]!, path, authorised.headers);
   const targets: Target[] = [
     { key: 'service', label: 'products-service straight', group: 'ours', servers: [products] },
     { key: 'floor', label: 'floor: node:http + mysql2', group: 'reference', servers: [floor] },
@@ -148,6 +151,8 @@ async function startTargets(schema: string, { products, path, body, answered }: 
     { key: 'nginxProxy', label: 'nginx proxy, no cache', group: 'nginx', servers: [nginx.plain] },
     { key: 'nginxCache', label: 'nginx proxy_cache, warm', group: 'nginx', servers: [nginx.cached] },
     { key: 'ceiling', label: 'bare node:http ceiling', group: 'reference', servers: [ceiling] },
+    // Asked as the hit is, token included: Node parses the same request on both sides.
+    { key: 'sameBytes', label: "bare node:http, the hit's exact bytes", group: 'reference', servers: [sameBytes], headers: authorised.headers },
     { key: 'bareProxy', label: 'bare node:http proxy', group: 'reference', servers: [bareProxy] },
     { key: 'fastifyProxy', label: 'fastify + @fastify/http-proxy', group: 'reference', servers: [fastify] },
     { key: 'hpmProxy', label: 'node:http + http-proxy-middleware alone', group: 'reference', servers: [hpmProxy] },
@@ -178,7 +183,9 @@ function judge(figures: Record<string, Figures>, paired: Record<'warm' | 'cacheO
   // gateway keeps: the bare proxy and fastify are reported beside it, with no goal, as is what
   // the library costs by itself against them.
   const cpuRatios: Record<string, Judged> = {
-    'warm hit / node:http ceiling': { ...cpuRatio(figures, 'gatewayWarmGuarded', 'ceiling'), goal: 1.5 },
+    // Issue 49: the hit against a server writing its very bytes; the ceiling's, as issue 38 judged it, beside it.
+    'warm hit / same-bytes peer': { ...cpuRatio(figures, 'gatewayWarmGuarded', 'sameBytes'), goal: 1.4 },
+    'warm hit / node:http ceiling': cpuRatio(figures, 'gatewayWarmGuarded', 'ceiling'),
     'proxied read / http-proxy-middleware alone': { ...cpuRatio(figures, 'gatewayCacheOffGuarded', 'hpmProxy'), goal: 1.25 },
     ...(figures.listCompressedHit ? { 'compressed hit / identity hit': { ...cpuRatio(figures, 'listCompressedHit', 'listIdentityHit'), goal: 1.1 } } : {}),
     'proxied read / bare node:http proxy': cpuRatio(figures, 'gatewayCacheOffGuarded', 'bareProxy'),
@@ -278,10 +285,11 @@ async function compare(publish: boolean): Promise<void> {
 }
 
 const { values } = parseArgs({
-  options: { scale: { type: 'boolean', default: false }, tracing: { type: 'boolean', default: false }, jwks: { type: 'boolean', default: false }, compression: { type: 'boolean', default: false }, publish: { type: 'boolean', default: false } },
+  options: { scale: { type: 'boolean', default: false }, tracing: { type: 'boolean', default: false }, jwks: { type: 'boolean', default: false }, compression: { type: 'boolean', default: false }, hit: { type: 'boolean', default: false }, publish: { type: 'boolean', default: false } },
 });
 if (values.scale) await runScale(values.publish);
 else if (values.compression) await runCompression();
+else if (values.hit) await runHit();
 else if (values.tracing) await runTracing();
 else if (values.jwks) await runJwks();
 else await compare(values.publish);

@@ -43,6 +43,15 @@ export interface TokenRules {
 /** How many verified tokens a TokenVerifier remembers at most (the least recently used are forgotten first). */
 export const REMEMBERED_TOKENS = 10_000;
 
+/**
+ * How many bytes of remembered tokens a TokenVerifier holds at most, counted as each Authorization
+ * header's length and REMEMBERED_ENTRY_BYTES: 10,000 tokens of up to 600 characters fit; larger
+ * tokens (an identity provider's with many claims) are remembered fewer at a time rather than
+ * growing the heap by the header's size, up to Node's 16 KiB, ten thousand times.
+ */
+export const REMEMBERED_TOKEN_BYTES = 16 * 2 ** 20;
+/** What a remembered token costs beyond its header: its principal (a subject of up to 255 characters, in three forms, and the scopes) and the cache's own. */
+const REMEMBERED_ENTRY_BYTES = 1_024;
 
 /** Why jose refused a token, in words a client can act on (never the token's contents). */
 function reason(error: unknown): string {
@@ -91,7 +100,11 @@ export class TokenVerifier {
   readonly #keys: KeyObject | JWTVerifyGetKey;
   // Each entry's expiry is its own, checked on lookup: lru-cache's ttl would read the clock through a
   // timer it sets anew every millisecond under load (its ttlResolution), on every cache hit's path.
-  readonly #verified = new LRUCache<string, { authorization: string; principal: Principal; expiresAt: number; generation: number | undefined }>({ max: REMEMBERED_TOKENS });
+  readonly #verified = new LRUCache<string, { authorization: string; principal: Principal; expiresAt: number; generation: number | undefined }>({
+    max: REMEMBERED_TOKENS,
+    maxSize: REMEMBERED_TOKEN_BYTES,
+    sizeCalculation: (entry) => entry.authorization.length + REMEMBERED_ENTRY_BYTES,
+  });
   /** The generation of the keys a token is verified under (key-source.ts): a configured key's never changes. */
   readonly #generation: () => number | undefined;
 

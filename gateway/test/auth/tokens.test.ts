@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { SignJWT } from 'jose';
 import { CLAIM_PRESETS } from '../../src/auth/claims.js';
 import { type KeySource, KeysUnavailable, RemoteKeySet } from '../../src/auth/key-source.js';
-import { InvalidToken, TokenVerifier } from '../../src/auth/tokens.js';
+import { InvalidToken, REMEMBERED_TOKEN_BYTES, TokenVerifier } from '../../src/auth/tokens.js';
 
 const rules = { issuer: 'https://issuer.test', audience: 'api', algorithms: ['ES256'], clockToleranceSeconds: 30, maxLifetimeSeconds: 86_400, claims: CLAIM_PRESETS.generic };
 
@@ -60,6 +60,19 @@ describe('TokenVerifier', () => {
     // Forgotten, not just hidden: the clock turned back does not bring it back.
     now = expiresAt - 1;
     expect(verifier.remembered(header)).toBeUndefined();
+  });
+
+  it('remembers tokens up to a bound on their bytes too, forgetting the least recently used first', async () => {
+    const verifier = new TokenVerifier({ publicKey }, rules);
+    // Each header a little over a tenth of the bound: ten fit, not sixteen.
+    const pad = 'x'.repeat(Math.ceil(REMEMBERED_TOKEN_BYTES / 14));
+    const headers: string[] = [];
+    for (let n = 0; n < 16; n++) {
+      headers.push(`Bearer ${await claims(privateKey, { jti: `big-${n}`, pad })}`);
+      await verifier.verify(headers.at(-1)!);
+    }
+    expect(verifier.remembered(headers[0]!)).toBeUndefined();
+    expect(verifier.remembered(headers[15]!)).toMatchObject({ tokenId: 'big-15' });
   });
 
   it('remembers only the very header it verified, not one that ends the same', async () => {

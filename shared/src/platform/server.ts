@@ -3,6 +3,7 @@ import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { RequestListener } from 'node:http';
 import { answerClientErrors, lastResponseOf, responseDone, responseOwed } from './http/client-errors.js';
+import { responseClosed, watchedClose } from './http/observation.js';
 import type { Lifecycle } from './http/lifecycle.js';
 import { LISTEN_BACKLOG, listenShared } from './http/listening-sockets.js';
 import { refuseMalformedRequests, refuseUnmetExpectations } from './http/malformed-requests.js';
@@ -86,12 +87,14 @@ function trackRequests(server: http.Server, awaitNextHead: (socket: net.Socket) 
   });
   let closing = false;
   const endLongTurn = endLongPollPhases();
-  // One listener for every response (no closure per request: see observeRequest in http/observation.ts).
+  // One listener for every response (no closure per request: see observeRequest in http/observation.ts),
+  // and the only one: the request's observation is finished from here too (`watchedClose`).
   const forget = function (this: http.ServerResponse) {
     const socket = this.req.socket;
     responseDone(socket);
     // No later request has come on the connection: its next head is due.
     if (lastResponseOf(socket) === this) awaitNextHead(socket);
+    responseClosed(this);
   };
   // Before the handler, which may have answered by the time a later listener runs (a cache hit is sent at once).
   server.prependListener('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
@@ -100,6 +103,7 @@ function trackRequests(server: http.Server, awaitNextHead: (socket: net.Socket) 
     if (closing) res.setHeader('Connection', 'close');
     responseOwed(res);
     res.on('close', forget);
+    watchedClose(res);
   });
   return {
     startClosing() {

@@ -100,7 +100,23 @@ class RequestObservation {
 }
 
 const OBSERVATION = Symbol('observation');
-type ObservedResponse = ServerResponse & { [OBSERVATION]?: RequestObservation };
+/** Set on a response whose server calls `responseClosed` from a 'close' listener of its own (platform/server.ts). */
+const CLOSE_WATCHED = Symbol('close watched by its server');
+type ObservedResponse = ServerResponse & { [OBSERVATION]?: RequestObservation; [CLOSE_WATCHED]?: true };
+
+/**
+ * For a server that listens for every response's 'close' itself: `responseClosed` is then called
+ * from that listener, and the observation adds none of its own. A second listener would make Node
+ * keep an array of listeners for each response, copied at every emit.
+ */
+export function watchedClose(res: ServerResponse): void {
+  (res as ObservedResponse)[CLOSE_WATCHED] = true;
+}
+
+/** What the observation does when the response closes, called by the server that watches it (`watchedClose`). */
+export function responseClosed(res: ServerResponse): void {
+  (res as ObservedResponse)[OBSERVATION]?.finished(res);
+}
 
 // One listener for every response, its state on the response: a closure per request attached to
 // the response kept whole requests alive through young-generation GCs, so under load the heap grew
@@ -129,7 +145,7 @@ export function observeRequest(logger: Logger, req: IncomingMessage, res: Server
 export function observeResponse(logger: Logger, req: IncomingMessage, res: ServerResponse, onFinished?: OnFinished): ObservedRequest {
   const observation = new RequestObservation(req, requestIdOf(req.headers[REQUEST_ID_FIELD]), req.method ?? 'GET', req.url ?? '/', logger, onFinished);
   (res as ObservedResponse)[OBSERVATION] = observation;
-  res.on('close', onResponseClose);
+  if (!(res as ObservedResponse)[CLOSE_WATCHED]) res.on('close', onResponseClose);
   return observation;
 }
 
