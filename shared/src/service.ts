@@ -156,11 +156,10 @@ export function createServiceApp(service: ServiceDefinition, { db, logger, lifec
   app.use(documentRoutes(service));
   app.use(notFound);
   app.use(problemHandler());
-  // One template for a resource's items, whether express or the item reads served the request.
+  // One template for a resource's items, in spans and metrics, whether express or the item reads served the request.
   const items = `${resource.path}/`;
-  configureServerSpans({ routeOf: (req) => (req.url?.startsWith(items) ? `${items}{id}` : undefined) });
-  // The item reads served before express, by the template express would have matched them with.
-  const itemTemplate = `${items}:id`;
+  const itemTemplate = `${items}{id}`;
+  configureServerSpans({ routeOf: (req) => (req.url?.startsWith(items) ? itemTemplate : undefined) });
   return withItemReads(app, resource, logger, metrics && ((finished) => metrics.requestFinished(itemTemplate, finished)));
 }
 

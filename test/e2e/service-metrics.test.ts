@@ -79,12 +79,12 @@ test('after a read, a write, a 404 and an idempotent replay, the scrape counts e
   const requests = (labels: Record<string, string>) => valueOf(samples, 'service_http_requests_total', labels);
   expect({
     created: requests({ route: '/api/products', method: 'POST', status: '201' }),
-    readItem: requests({ route: '/api/products/:id', method: 'GET', status: '200' }),
+    readItem: requests({ route: '/api/products/{id}', method: 'GET', status: '200' }),
     readList: requests({ route: '/api/products', method: 'GET', status: '200' }),
-    unknownItem: requests({ route: '/api/products/:id', method: 'GET', status: '404' }),
+    unknownItem: requests({ route: '/api/products/{id}', method: 'GET', status: '404' }),
     noRoute: requests({ route: 'unmatched', method: 'GET', status: '404' }),
-    readItemTimed: valueOf(samples, 'service_http_request_duration_seconds_count', { route: '/api/products/:id', method: 'GET', status: '200' }),
-    readItemUnder10s: valueOf(samples, 'service_http_request_duration_seconds_bucket', { route: '/api/products/:id', method: 'GET', status: '200', le: '10' }),
+    readItemTimed: valueOf(samples, 'service_http_request_duration_seconds_count', { route: '/api/products/{id}', method: 'GET', status: '200' }),
+    readItemUnder10s: valueOf(samples, 'service_http_request_duration_seconds_bucket', { route: '/api/products/{id}', method: 'GET', status: '200', le: '10' }),
   }).toEqual({ created: 3, readItem: 1, readList: 1, unknownItem: 1, noRoute: 1, readItemTimed: 1, readItemUnder10s: 1 });
   // Only templates: no label holds an id.
   expect(samples.filter(({ labels }) => Object.values(labels).some((value) => value.includes(id)))).toEqual([]);
@@ -123,7 +123,7 @@ test('1,000 distinct ids asked for add no series, and a scrape after them answer
   await getAll(distinctPaths(1_000));
   const after = await scrape();
   expect(serviceSeries(after.samples)).toBe(before);
-  expect(valueOf(after.samples, 'service_http_requests_total', { route: '/api/products/:id', status: '404' })).toBeGreaterThanOrEqual(1_005);
+  expect(valueOf(after.samples, 'service_http_requests_total', { route: '/api/products/{id}', status: '404' })).toBeGreaterThanOrEqual(1_005);
   // The median of three, so that one scrape slowed by a busy machine does not decide.
   const times = [after.ms, (await scrape()).ms, (await scrape()).ms].sort((a, b) => a - b);
   expect(times[1]).toBeLessThan(50);

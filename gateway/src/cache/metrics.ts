@@ -1,7 +1,7 @@
 import { currentServerSpan } from '@app/shared/telemetry/spans';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { CacheOutcome } from '../exchange.js';
-import { addTallies, type Tally } from '../metrics/gateway-metrics.js';
+import { addTallies, Tally } from '@app/shared/platform/tallies';
 
 /**
  * `gateway_cache_outcomes_total`, in `registry`; returns what counts an outcome (and puts it on the
@@ -20,7 +20,7 @@ export function cacheOutcomeCounter(registry: Registry): (outcome: CacheOutcome)
   return (outcome) => {
     currentServerSpan()?.setAttribute('gateway.cache.outcome', outcome);
     let tally = tallies.get(outcome);
-    if (!tally) tallies.set(outcome, (tally = { labels: { outcome }, uncounted: 0 }));
+    if (!tally) tallies.set(outcome, (tally = new Tally({ outcome })));
     tally.uncounted += 1;
   };
 }
