@@ -2,13 +2,12 @@ import type { Endpoint } from '@app/shared/api-description/openapi';
 import type { Logger } from '@app/shared/platform/logger';
 import { authDescription } from './description.js';
 import { defineFeature, type SettingsOf } from '../feature.js';
-import type { Registry } from 'prom-client';
 import { redisClientOptions } from '../redis/config.js';
 import { createCacheClient, redisTarget, type CacheClient } from '../redis/client.js';
 import { CLAIM_PRESETS } from './claims.js';
 import { authConfig, authConfigProblems, devKeyProblems } from './config.js';
 import { RemoteKeySet, remoteKeySettingsOf } from './key-source.js';
-import { keyFetchCounter } from './metrics.js';
+import { keyFetchCounter, type KeyFetchOutcome } from './metrics.js';
 import { revocationEndpoint } from './revocation-endpoint.js';
 import { recordRevocation, RevocationFeed, RevocationList, tokenClockOf } from './revocations.js';
 import { authStages } from './stages.js';
@@ -20,7 +19,7 @@ type AuthSettings = SettingsOf<typeof authConfig>;
  * What verifies tokens (while AUTH_ENABLED): `given`, or the configured key, or the identity
  * provider's key set (AUTH_JWKS_URL or AUTH_DISCOVERY), fetched from now on: /readyz waits for it.
  */
-function tokenParts(config: AuthSettings, given: TokenVerifier | undefined, metrics: Registry, logger: Logger): { tokens?: TokenVerifier; remoteKeys?: RemoteKeySet } {
+function tokenParts(config: AuthSettings, given: TokenVerifier | undefined, onFetch: (outcome: KeyFetchOutcome) => void, logger: Logger): { tokens?: TokenVerifier; remoteKeys?: RemoteKeySet } {
   if (given || !config.AUTH_ENABLED) return { tokens: given };
   const rules = {
     issuer: config.AUTH_ISSUER,
@@ -32,7 +31,7 @@ function tokenParts(config: AuthSettings, given: TokenVerifier | undefined, metr
   };
   // authConfigProblems made sure exactly one source is set.
   if (config.AUTH_PUBLIC_KEY) return { tokens: new TokenVerifier({ publicKey: config.AUTH_PUBLIC_KEY }, rules) };
-  const remoteKeys = new RemoteKeySet(remoteKeySettingsOf(config), { logger, onFetch: keyFetchCounter(metrics) });
+  const remoteKeys = new RemoteKeySet(remoteKeySettingsOf(config), { logger, onFetch });
   void remoteKeys.refresh();
   return { tokens: new TokenVerifier({ remote: remoteKeys }, rules), remoteKeys };
 }
@@ -72,7 +71,8 @@ export const auth = defineFeature({
   exposedHeaders: ['WWW-Authenticate', 'Retry-After'],
   configProblems: (config, parts) => (parts.tokens ? [] : [...authConfigProblems(config), ...devKeyProblems(config)]),
   create({ config, logger, metrics, writer, parts }) {
-    const { tokens, remoteKeys } = tokenParts(config, parts.tokens, metrics, logger);
+    // Registered whatever the key source, so the metric an alert names is always in the scrape.
+    const { tokens, remoteKeys } = tokenParts(config, parts.tokens, keyFetchCounter(metrics), logger);
     const revocations = tokens && revocationParts(config, logger, parts.revocationPollMs);
     const { identify, enforce } = authStages({ tokens, revocations: revocations?.feed.list, writer, traceSubject: config.TRACE_RECORD_SUBJECT });
     const details = tokens
