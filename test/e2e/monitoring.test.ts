@@ -4,6 +4,7 @@
  * in their live scrapes, every panel's query answers with data, and the faults' alerts go pending
  * (products-service stopped, Redis cut off) and resolve once they are over.
  */
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -13,15 +14,18 @@ import { startWorkspace } from '../../tools/process.js';
 import { TcpProxy } from '../../tools/tcp-proxy.js';
 import { RULES_FILE } from '../../scripts/monitoring.ts';
 import { DASHBOARD_FILE, dashboardPicture, type Dashboard } from '../../scripts/dashboard-picture.ts';
-import { TEST_RULES, testPublicKeyPem } from '../support/auth.js';
+import { TEST_RULES, testPublicKeyPem, testToken } from '../support/auth.js';
 import { eventually } from '../support/eventually.js';
-import { client } from '../support/http.js';
+import { client, type TestResponse } from '../support/http.js';
 import { type ActiveAlert, type RunningPrometheus, startPrometheus } from '../support/prometheus.js';
 import { throwawayDatabases } from '../support/stack.js';
 import { metricNames, rulesOf } from '../monitoring/promql.js';
 
 /** Starting three processes and Prometheus, and waiting for its first ratios, takes a while on a busy machine. */
 const SETUP_MS = 90_000;
+
+/** Clients sending the successes after the outage at once: each is held to its caller's rate limits (6,000 reads, 3,000 writes a minute). */
+const CALLERS = 16;
 
 const databaseUrl = throwawayDatabases();
 const dashboard = JSON.parse(readFileSync(DASHBOARD_FILE, 'utf8')) as Dashboard;
@@ -30,6 +34,7 @@ type Started = Awaited<ReturnType<typeof startWorkspace>>;
 const started: Started[] = [];
 let prometheus: RunningPrometheus;
 let redis: TcpProxy;
+let gateway: Started;
 let products: Started;
 const productsDatabase = databaseUrl('products');
 const traffic = new AbortController();
@@ -64,11 +69,49 @@ async function drive(gatewayUrl: string, signal: AbortSignal): Promise<void> {
 
 const alertsNamed = async (name: string) => (await prometheus.alerts()).filter((alert: ActiveAlert) => alert.labels.alertname === name);
 
+/** The failed share of requests above which ErrorBudgetBurnFast holds for availability: its comparison's right-hand side in the rules file, as Prometheus evaluates it. */
+async function fastBurnThreshold(): Promise<number> {
+  const { expr } = rulesOf().find((rule) => rule.alert === 'ErrorBudgetBurnFast')!;
+  const threshold = /> on \(slo\) group_left \(\) (.+)$/m.exec(expr)![1]!;
+  const answer = await prometheus.query(threshold);
+  return Number(answer.data!.result.find((sample) => sample.metric.slo === 'availability')!.value[1]);
+}
+
+/** The gateway's /api requests answered with a 5xx so far, by class (reads: GET and HEAD), as the SLO rules count them. */
+async function apiErrors(): Promise<{ read: number; write: number }> {
+  const metrics = readMetrics(await (await fetch(`${gateway.metricsUrl}/metrics`)).text());
+  const errors = { read: 0, write: 0 };
+  for (const { labels, value } of metrics.samples('gateway_http_requests_total')) {
+    if (/^\/api\/./.test(labels.route ?? '') && /^5/.test(labels.status ?? '')) errors[/^(GET|HEAD)$/.test(labels.method ?? '') ? 'read' : 'write'] += value;
+  }
+  return errors;
+}
+
+/**
+ * Sends until `count` requests have succeeded (2xx), from CALLERS clients at once, each its own
+ * caller with its own rate limits, as a busy API's traffic comes; fails once as many have not.
+ */
+async function succeed(count: number, send: (api: ReturnType<typeof client>, n: number) => Promise<TestResponse>): Promise<void> {
+  let sent = 0;
+  let succeeded = 0;
+  let failed = 0;
+  const caller = async (subject: string) => {
+    const api = client(gateway.url, { token: await testToken({ subject }) });
+    while (succeeded < count) {
+      if (failed >= count) throw new Error(`${failed} of ${sent} requests failed before ${count} succeeded`);
+      sent += 1;
+      if ((await send(api, sent)).status < 300) succeeded += 1;
+      else failed += 1;
+    }
+  };
+  await Promise.all(Array.from({ length: CALLERS }, () => caller(`diluting-${randomUUID()}`)));
+}
+
 beforeAll(async () => {
   redis = await new TcpProxy({ host: new URL(process.env.TEST_REDIS_URL!).hostname, port: Number(new URL(process.env.TEST_REDIS_URL!).port) }).start();
   const users = await start('users-service', { DATABASE_URL: databaseUrl('users') });
   products = await start('products-service', { DATABASE_URL: productsDatabase });
-  const gateway = await start('gateway', {
+  gateway = await start('gateway', {
     GATEWAY_UPSTREAMS: `users=${users.url},products=${products.url}`,
     AUTH_PUBLIC_KEY: testPublicKeyPem,
     AUTH_ISSUER: TEST_RULES.issuer,
@@ -130,7 +173,7 @@ test('every panel of the dashboard answers from the live Prometheus, with data',
   }
 });
 
-test('with products-service stopped its replica-down, service-down and availability burn alerts go pending, and the first two resolve once it is back', async () => {
+test('with products-service stopped its replica-down, service-down and availability burn alerts go pending, and resolve once it is back and enough requests succeed', async () => {
   // Before the fault, none of its alerts (a busy machine may slow requests past the latency SLO's
   // threshold, which this test is not about).
   expect((await prometheus.alerts()).filter((alert) => ['ReplicaDown', 'ServiceDown', 'ErrorBudgetBurnFast'].includes(alert.labels.alertname!) && alert.labels.slo !== 'latency')).toEqual([]);
@@ -142,7 +185,25 @@ test('with products-service stopped its replica-down, service-down and availabil
   await eventually(async () => (await alertsNamed('ErrorBudgetBurnFast')).some((alert) => alert.labels.slo === 'availability'), { withinMs: 30_000, everyMs: 250 });
   products = await start('products-service', { DATABASE_URL: productsDatabase, PORT: port, METRICS_PORT: metricsPort });
   await eventually(async () => (await alertsNamed('ReplicaDown')).length + (await alertsNamed('ServiceDown')).length === 0, { withinMs: 20_000, everyMs: 250 });
-}, 90_000);
+  // The burn rate is a share of requests: as many successes as put the outage's errors under the
+  // threshold on their own (counting none already sent) end the alert, as traffic does in production.
+  const threshold = await fastBurnThreshold();
+  const errors = await apiErrors();
+  const needed = { read: Math.ceil(errors.read / threshold), write: Math.ceil(errors.write / threshold) };
+  await Promise.all([
+    succeed(needed.read, (api) => api.get('/api/products?limit=5')),
+    succeed(needed.write, (api, n) => api.post('/api/users', { email: `diluting-${n}@example.com`, name: 'Diluting' })),
+  ]);
+  const burning = async () => (await alertsNamed('ErrorBudgetBurnFast')).filter((alert) => alert.labels.slo === 'availability');
+  await eventually(async () => (await burning()).length === 0, { withinMs: 30_000, everyMs: 250 }).catch(async (error: unknown) => {
+    const ratios = await prometheus.query('class_slo:gateway_api_errors:ratio_rate5m{slo="availability"}');
+    throw new Error(
+      `ErrorBudgetBurnFast still ${JSON.stringify(await burning())} after ${needed.read} reads and ${needed.write} writes succeeded against ` +
+        `${errors.read} and ${errors.write} failed (threshold ${threshold}; 5m ratios ${JSON.stringify(ratios.data?.result)})`,
+      { cause: error },
+    );
+  });
+}, 240_000);
 
 test('with Redis cut off the gateway\'s Redis-down alert goes pending, and resolves once Redis is back', async () => {
   expect(await alertsNamed('GatewayRedisDown')).toEqual([]);
