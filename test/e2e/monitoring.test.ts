@@ -10,7 +10,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { readMetrics } from '../../tools/metrics.js';
-import { startWorkspace } from '../../tools/process.js';
+import { deployedNodeOptions, startWorkspace } from '../../tools/process.js';
 import { TcpProxy } from '../../tools/tcp-proxy.js';
 import { RULES_FILE } from '../../scripts/monitoring.ts';
 import { DASHBOARD_FILE, dashboardPicture, type Dashboard } from '../../scripts/dashboard-picture.ts';
@@ -41,7 +41,7 @@ const traffic = new AbortController();
 let driving: Promise<void>;
 
 async function start(workspace: string, env: Record<string, string>): Promise<Started> {
-  const process = await startWorkspace(workspace, env);
+  const process = await startWorkspace(workspace, env, deployedNodeOptions(workspace));
   started.push(process);
   return process;
 }
@@ -117,9 +117,6 @@ beforeAll(async () => {
     AUTH_ISSUER: TEST_RULES.issuer,
     AUTH_AUDIENCE: TEST_RULES.audience,
     CACHE_ENABLED: 'true',
-    // This machine has no container limit, so the gateway would judge its memory against 256 MB and
-    // shed under the test's traffic (GatewayOverloaded): this test is about other faults.
-    GATEWAY_MEMORY_LIMIT_MB: '2048',
     REDIS_URL: redis.rewrite(process.env.TEST_REDIS_URL!),
   });
   prometheus = await startPrometheus({ gateway: [gateway.metricsUrl!], 'users-service': [users.metricsUrl!], 'products-service': [products.metricsUrl!] }, [RULES_FILE]);

@@ -178,9 +178,10 @@ export const METRICS_MAX_CONNECTIONS = 64;
 /**
  * A process's HTTP server from start to exit: listens on `port` at `host`, and on `metrics.port` at
  * `metrics.host` for its metrics when given, each connection within `connections`, says where (with
- * `details`), and on SIGTERM or SIGINT shuts down in order: readiness turns 503, the servers stop
- * accepting and drain (the API port's idle connections kept for DRAIN_IDLE_GRACE_MS), `release`
- * closes pools and clients, the spans still held are sent, and the process exits 0.
+ * `details`), and on SIGTERM or SIGINT (from before it binds a port) shuts down in order:
+ * readiness turns 503, the servers stop accepting and drain (the API port's idle connections kept
+ * for DRAIN_IDLE_GRACE_MS), `release` closes pools and clients, the spans still held are sent, and
+ * the process exits 0.
  */
 export async function serve(options: {
   name: string;
@@ -199,15 +200,28 @@ export async function serve(options: {
   details?: Record<string, unknown>;
 }): Promise<void> {
   const { name, handler, port, host, metrics, logger, listenSockets, connections, details } = options;
-  const running = await listen(handler, port, host, logger, listenSockets, connections);
-  const metricsServer = metrics && (await listen(metrics.handler, metrics.port, metrics.host, logger, 1, { ...connections, total: Math.min(connections.total, METRICS_MAX_CONNECTIONS) }));
+  // Handled before a port is bound: a signal sent the moment the process is up (an orchestrator
+  // stopping it as soon as it answers) would otherwise find Node's default, which exits at once. The
+  // handler runs on a later turn of the event loop, when `listening` is set. The metrics port's idle
+  // connections close at once: a scraper keeps its own for longer than any grace would wait, and a
+  // scrape lost costs nothing.
+  stopOnSignals({
+    ...options,
+    close: async (timeoutMs) => {
+      const [running, metricsServer] = await listening;
+      await Promise.all([running.close(timeoutMs, DRAIN_IDLE_GRACE_MS), metricsServer?.close(timeoutMs)]);
+    },
+  });
+  const listening = (async () => {
+    const running = await listen(handler, port, host, logger, listenSockets, connections);
+    const metricsBudget = { ...connections, total: Math.min(connections.total, METRICS_MAX_CONNECTIONS) };
+    return [running, metrics && (await listen(metrics.handler, metrics.port, metrics.host, logger, 1, metricsBudget))] as const;
+  })();
+  const [running, metricsServer] = await listening;
   logger.info(
     { port: running.port, host, ...(metrics && metricsServer && { metricsPort: metricsServer.port, metricsHost: metrics.host }), listenSockets: running.listenSockets, ...details },
     `${name} listening`,
   );
-  // The metrics port's idle connections close at once: a scraper keeps its own for longer than any
-  // grace would wait, and a scrape lost costs nothing.
-  stopOnSignals({ ...options, close: (timeoutMs) => Promise.all([running.close(timeoutMs, DRAIN_IDLE_GRACE_MS), metricsServer?.close(timeoutMs)]) });
 }
 
 /** How long closing pools and clients and sending the last spans may take after the drain's limit. */
