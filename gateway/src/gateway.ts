@@ -9,7 +9,7 @@ import { exchangeOf } from './exchange.js';
 import { chainOf, type FeatureContext, type GatewayFeature, type GatewayParts, type SharedParts } from './feature.js';
 import { FEATURES } from './features.js';
 import { GatewayMetrics } from './metrics/gateway-metrics.js';
-import { metricsApp } from './metrics/metrics-app.js';
+import { metricsApp } from '@app/shared/platform/metrics-app';
 import { pipeline } from './pipeline.js';
 import { createCacheClient, redisTarget, type CacheClient } from './redis/client.js';
 import { redisClientOptions } from './redis/config.js';
@@ -81,7 +81,7 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
   for (const feature of FEATURES) features.push(feature.create({ ...context, before: [...features] }));
   return {
     handler: pipeline(chainOf(features), { routing, writer, logger, onFinished: metrics.requestFinished }),
-    metricsHandler: metricsApp(metrics, logger),
+    metricsHandler: metricsApp(metrics.registry, logger),
     logger,
     lifecycle,
     cache: shared.cache,

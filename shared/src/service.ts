@@ -18,7 +18,8 @@ import { kindOf } from './platform/http/method-kind.js';
 import { observeResponse, requestContext, type OnFinished } from './platform/http/observation.js';
 import { canonicalTargetsOnly, notFound } from './platform/http/routing.js';
 import { createLogger, type Logger } from './platform/logger.js';
-import { metricsApp, routeTemplateOf, ServiceMetrics } from './platform/metrics.js';
+import { routeTemplateOf, ServiceMetrics } from './platform/metrics.js';
+import { metricsApp } from './platform/metrics-app.js';
 import { migrate } from './platform/migrate.js';
 import { Database, DEFAULT_WRITE_DEADLINE_MS } from './platform/mysql.js';
 import { UUID_V7 } from './platform/request-target.js';
@@ -198,7 +199,7 @@ export async function runService(service: ServiceDefinition): Promise<void> {
     handler: createServiceApp(service, { db, logger, lifecycle, idempotency, metrics }),
     port: config.PORT,
     host: config.HOST,
-    metrics: { handler: metricsApp(metrics, logger), port: config.METRICS_PORT, host: config.METRICS_HOST },
+    metrics: { handler: metricsApp(metrics.registry, logger), port: config.METRICS_PORT, host: config.METRICS_HOST },
     lifecycle,
     logger,
     shutdownTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,

@@ -1,11 +1,6 @@
-import type { IncomingMessage, RequestListener } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
-import { baseApp } from './http/app.js';
-import { problemHandler } from './http/failures.js';
 import type { FinishedRequest } from './http/observation.js';
-import { requestContext } from './http/observation.js';
-import { allowOnly, notFound } from './http/routing.js';
-import type { Logger } from './logger.js';
 import { STATEMENT_KINDS, type DatabaseObserver, type PoolUse, type StatementKind } from './mysql.js';
 import { DurationTally, RequestTallies, talliedCounterAndHistogram } from './tallies.js';
 
@@ -109,17 +104,4 @@ export class ServiceMetrics {
     gauge('service_mysql_pool_limit', 'The most connections the MySQL pool opens (DATABASE_POOL_SIZE).', (use, limit) => limit.set(use.limit));
     gauge('service_mysql_pool_waiting', 'Requests waiting for a MySQL connection (at most DATABASE_QUEUE_LIMIT).', (use, waiting) => waiting.set(use.waiting));
   }
-}
-
-/** The metrics' own app, `GET /metrics`: what they tell is for the operator's scraper only, on a port clients are not given. */
-export function metricsApp(metrics: ServiceMetrics, logger: Logger): RequestListener {
-  const app = baseApp();
-  app.use(requestContext(logger));
-  app.get('/metrics', async (_req, res) => {
-    res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
-  });
-  app.all('/metrics', allowOnly(['GET']));
-  app.use(notFound);
-  app.use(problemHandler());
-  return app;
 }
