@@ -183,6 +183,9 @@ export const METRICS_MAX_CONNECTIONS = 64;
  * for DRAIN_IDLE_GRACE_MS), `release` closes pools and clients, the spans still held are sent, and
  * the process exits 0.
  */
+/** The API's server and the metrics' (when asked for), once both listen. */
+type Listening = readonly [RunningServer, RunningServer | undefined];
+
 export async function serve(options: {
   name: string;
   handler: RequestListener;
@@ -201,23 +204,20 @@ export async function serve(options: {
 }): Promise<void> {
   const { name, handler, port, host, metrics, logger, listenSockets, connections, details } = options;
   // Handled before a port is bound: a signal sent the moment the process is up (an orchestrator
-  // stopping it as soon as it answers) would otherwise find Node's default, which exits at once. The
-  // handler runs on a later turn of the event loop, when `listening` is set. The metrics port's idle
-  // connections close at once: a scraper keeps its own for longer than any grace would wait, and a
-  // scrape lost costs nothing.
-  stopOnSignals({
-    ...options,
-    close: async (timeoutMs) => {
-      const [running, metricsServer] = await listening;
-      await Promise.all([running.close(timeoutMs, DRAIN_IDLE_GRACE_MS), metricsServer?.close(timeoutMs)]);
-    },
-  });
-  const listening = (async () => {
+  // stopping it as soon as it answers) would otherwise find Node's default, which exits at once. A
+  // signal during start-up waits for the servers to listen; once they do, they stop accepting in the
+  // signal's own turn, before its log line says so. The metrics port's idle connections close at
+  // once: a scraper keeps its own for longer than any grace would wait, and a scrape lost costs nothing.
+  const closeBoth = ([running, metricsServer]: Listening, timeoutMs: number) =>
+    Promise.all([running.close(timeoutMs, DRAIN_IDLE_GRACE_MS), metricsServer?.close(timeoutMs)]);
+  let listened: Listening | undefined;
+  stopOnSignals({ ...options, close: (timeoutMs) => (listened ? closeBoth(listened, timeoutMs) : listening.then((both) => closeBoth(both, timeoutMs))) });
+  const listening = (async (): Promise<Listening> => {
     const running = await listen(handler, port, host, logger, listenSockets, connections);
     const metricsBudget = { ...connections, total: Math.min(connections.total, METRICS_MAX_CONNECTIONS) };
-    return [running, metrics && (await listen(metrics.handler, metrics.port, metrics.host, logger, 1, metricsBudget))] as const;
+    return [running, metrics && (await listen(metrics.handler, metrics.port, metrics.host, logger, 1, metricsBudget))];
   })();
-  const [running, metricsServer] = await listening;
+  const [running, metricsServer] = (listened = await listening);
   logger.info(
     { port: running.port, host, ...(metrics && metricsServer && { metricsPort: metricsServer.port, metricsHost: metrics.host }), listenSockets: running.listenSockets, ...details },
     `${name} listening`,
