@@ -23,7 +23,7 @@ import { metricsApp } from './platform/metrics-app.js';
 import { migrate } from './platform/migrate.js';
 import { Database, DEFAULT_WRITE_DEADLINE_MS } from './platform/mysql.js';
 import { UUID_V7 } from './platform/request-target.js';
-import type { Ownership } from './platform/ownership-policy.js';
+import type { ServiceDefaults } from './platform/services.js';
 import { serve } from './platform/server.js';
 import { configureServerSpans } from './telemetry/spans.js';
 import { MySqlIdempotencyStore } from './resource/idempotency-store.js';
@@ -33,18 +33,7 @@ import type { ResourceRoutes } from './resource/routes.js';
 import { apiDocument, describe, documentEndpoint, probeEndpoints, routerOf, type Endpoint, type OpenApiDocument } from './api-description/openapi.js';
 
 /** What a service needs to run: everything else about the two services is the same. */
-export interface ServiceDefinition {
-  name: string;
-  /** Its name in services.json (`users`): the `service` label of its metrics. */
-  entryName: string;
-  defaultPort: number;
-  /** Where it serves GET /metrics unless METRICS_PORT says otherwise (services.ts, FIRST_SERVICE_METRICS_PORT). */
-  defaultMetricsPort: number;
-  defaultDatabaseUrl: string;
-  /** Who may see and change its records: its entry's `owner` in services.json (serviceDefaults). */
-  ownership: Ownership;
-  /** The largest request body it takes: its entry's `body.limitBytes` in services.json (serviceDefaults); BODY_LIMIT_BYTES where it sets none. */
-  bodyLimitBytes?: number;
+export interface ServiceDefinition extends ServiceDefaults {
   /** `<service>/migrations`, as a file URL relative to the compiled module. */
   migrations: URL;
   /** The routes, on the service's database and its store of idempotency keys, taking bodies of at most `bodyLimitBytes`. */

@@ -119,10 +119,12 @@ export interface ServiceDefaults {
   /** Its name in services.json (`users`): the `service` label of its metrics. */
   entryName: string;
   defaultPort: number;
+  /** Where it serves GET /metrics unless METRICS_PORT says otherwise (FIRST_SERVICE_METRICS_PORT). */
   defaultMetricsPort: number;
   defaultDatabaseUrl: string;
+  /** Who may see and change its records: its entry's `owner`. */
   ownership: Ownership;
-  /** The largest request body it takes, where its entry sets one (else BODY_LIMIT_BYTES). */
+  /** The largest request body it takes: its entry's `body.limitBytes`; BODY_LIMIT_BYTES where it sets none. */
   bodyLimitBytes?: number;
 }
 
