@@ -21,9 +21,9 @@ type WithExchange = IncomingMessage & { [EXCHANGE]?: Exchange };
 export class Exchange {
   /** Who the rate limits and the fair share of a service's slots count it against: `sub:<subject>` or `addr:<address>`. */
   caller: string | undefined = undefined;
-  /** The RateLimit headers its budget gave it, for its response. */
+  /** The RateLimit headers its budget gave it, for its response (rate-limits/stage.ts: `rateLimitHeaders`). */
   rateLimit: Record<string, string> | undefined = undefined;
-  /** Response headers a feature's stage decided (name, value, name, value…), for whatever answers the request (respond.ts). */
+  /** Response headers stages decided (name, value, name, value…; each stage appends), for whatever answers the request (respond.ts). */
   responseHeaders: string[] | undefined = undefined;
   /** A refusal the auth stage decided, answered once the request has counted against its budget. */
   refusal: HttpProblem | undefined = undefined;

@@ -8,7 +8,7 @@ import type { TokenVerifier } from './auth/tokens.js';
 import type { BaseConfig } from './base-config.js';
 import type { MemoryTier } from './cache/memory-tier.js';
 import type { ResponseCache } from './cache/response-cache.js';
-import type { CacheOutcome, Exchange } from './exchange.js';
+import type { Exchange } from './exchange.js';
 import type { ConcurrencyLimitSettings } from './load-shedding/concurrency-limit.js';
 import type { MemoryPressure, MemoryReader } from './load-shedding/overload.js';
 import type { MethodKind } from '@app/shared/platform/http/method-kind';
@@ -18,7 +18,7 @@ import type { Deadlines } from './proxy/upstream.js';
 import type { ResolveEndpoints } from './proxy/upstream-agent.js';
 import type { RateLimits } from './rate-limits/budgets.js';
 import type { CacheClient } from './redis/client.js';
-import type { ResponseWriter } from './respond.js';
+import type { ResponseHeaders, ResponseWriter } from './respond.js';
 import type { Routing } from './routing/service-routes.js';
 import type { ServedUpstream, Upstream } from './upstream-model.js';
 
@@ -66,8 +66,6 @@ export interface SharedParts {
   concurrency?: ConcurrencyLimitSettings;
   /** The response cache (cache/), while CACHE_ENABLED. */
   cache?: ResponseCache;
-  /** Counts what the cache did for a read (cache/: `gateway_cache_outcomes_total`), which the response writer says in X-Cache. */
-  countCacheOutcome?: (outcome: CacheOutcome) => void;
   /** What a proxied write's settling does before its client hears back (cache/: what it renews). */
   onWriteSettled?: (exchange: Exchange, status: number) => Promise<void> | undefined;
 }
@@ -99,6 +97,8 @@ export interface GatewayFeature {
   readonly name: string;
   /** Its stages, each in its phase; none while the feature is off. */
   stages?: Partial<Record<Phase, Stage>>;
+  /** Adds its headers to every response the gateway writes, from what its stages decided (respond.ts). */
+  responseHeaders?: ResponseHeaders;
   /** Endpoints it adds to the gateway's own, outside /api (its administration). */
   endpoints?: readonly Endpoint[];
   /** Why the gateway is not ready for traffic, while this feature holds it back (`GET /readyz`). */

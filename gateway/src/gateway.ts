@@ -13,7 +13,7 @@ import { metricsApp } from '@app/shared/platform/metrics-app';
 import { pipeline } from './pipeline.js';
 import { createCacheClient, redisTarget, type CacheClient } from './redis/client.js';
 import { redisClientOptions } from './redis/config.js';
-import { ResponseWriter } from './respond.js';
+import { ResponseWriter, type ResponseHeaders } from './respond.js';
 import { Routing } from './routing/service-routes.js';
 import { upstreamSettings } from './routing/upstreams.js';
 
@@ -59,7 +59,8 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
     return routing.label(target) ?? (target && OWN_ROUTES.has(path) ? path : 'other');
   });
   const shared: SharedParts = {};
-  const writer = new ResponseWriter((outcome) => shared.countCacheOutcome?.(outcome));
+  const featureHeaders: ResponseHeaders[] = [];
+  const writer = new ResponseWriter(featureHeaders);
   // One client for the cache and the rate limits, made when one of them first asks.
   let made: CacheClient | undefined;
   const redis = () => parts.redis ?? (made ??= createCacheClient(redisTarget(config), logger, redisClientOptions(config)));
@@ -79,6 +80,7 @@ export function createGateway(config: GatewayConfig, parts: GatewayParts = {}): 
     descriptions: FEATURES.flatMap((feature) => feature.description ?? []),
   };
   for (const feature of FEATURES) features.push(feature.create({ ...context, before: [...features] }));
+  featureHeaders.push(...features.flatMap((feature) => feature.responseHeaders ?? []));
   return {
     handler: pipeline(chainOf(features), { routing, writer, logger, onFinished: metrics.requestFinished }),
     metricsHandler: metricsApp(metrics.registry, logger),

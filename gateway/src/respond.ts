@@ -1,20 +1,24 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { answerFailure } from '@app/shared/platform/http/failures';
-import { CACHE_OUTCOME_HEADER, REQUEST_ID_FIELD, REQUEST_ID_HEADER } from '@app/shared/platform/http/headers';
+import { REQUEST_ID_FIELD, REQUEST_ID_HEADER } from '@app/shared/platform/http/headers';
 import { NOSNIFF, writeProblem } from '@app/shared/platform/http/responses';
 import type { HttpProblem } from '@app/shared/platform/problem';
 import { etagMatches } from '@app/shared/resource/rules';
 import { pipeline } from 'node:stream';
 import { compressor, isCompressible, negotiateCoding, variantHeaders, type Coding } from './cache/compression.js';
 import { headerList, type CachedResponse, type Representation } from './cache/entry.js';
-import type { CacheOutcome, Exchange } from './exchange.js';
+import type { Exchange } from './exchange.js';
 import { hasBody } from './proxy/request-body.js';
 import { HOP_BY_HOP } from './proxy/upstream.js';
 
 /** A response the gateway holds whole: an entry of its cache, or a fill it fetched for it. */
 export type HeldResponse = Pick<CachedResponse, 'status' | 'headers' | 'body' | 'headerList' | 'variants'>;
 
-const X_CACHE: Record<CacheOutcome, string> = { hit: 'HIT', miss: 'MISS', collapsed: 'MISS', stale: 'STALE', bypass: 'BYPASS' };
+/**
+ * A feature's side of every response (Envoy's encode side): it adds to `headers` (name, value, …)
+ * what its stages decided about `exchange`, on whatever answers the request.
+ */
+export type ResponseHeaders = (exchange: Exchange, headers: string[]) => void;
 
 /** Response headers of a service the gateway does not relay: hop-by-hop ones, and those it sets itself. */
 const NOT_RELAYED = new Set([...HOP_BY_HOP, REQUEST_ID_FIELD, NOSNIFF[0].toLowerCase()]);
@@ -61,16 +65,17 @@ function relayCoding(acceptEncoding: string | undefined, proxyRes: IncomingMessa
 /**
  * The one writer of the gateway's responses: cache hits and fills, relayed service responses,
  * problems, and the gateway's own endpoints. It adds the gateway's own headers, and nothing else
- * does: `X-Request-Id`, `X-Content-Type-Options`, `X-Cache` (on every read under /api, `BYPASS` when the cache took no part),
- * the RateLimit headers, those a feature's stage decided (`exchange.responseHeaders`), and `Connection: close` when the request's body may still be arriving or
- * was never read.
+ * does: `X-Request-Id`, `X-Content-Type-Options`, each feature's (its `responseHeaders`: X-Cache
+ * from cache/, the RateLimit headers from rate-limits/), those a stage put in
+ * `exchange.responseHeaders`, and `Connection: close` when the request's body may still be
+ * arriving or was never read.
  * A response it writes whole goes out in one `writeHead` of a header list: Node then writes it
  * without building a header map, as for a bare `node:http` server.
  */
 export class ResponseWriter {
   constructor(
-    /** Counts the cache's outcome of every response to a read under /api. */
-    private readonly countCacheOutcome: (outcome: CacheOutcome) => void,
+    /** Each feature's headers, in the feature list's order (filled once the features are made, before any request). */
+    private readonly featureHeaders: readonly ResponseHeaders[],
   ) {}
 
   /**
@@ -172,13 +177,7 @@ export class ResponseWriter {
 
   #addOwn(exchange: Exchange, headers: string[]): void {
     headers.push(REQUEST_ID_HEADER, exchange.requestId, NOSNIFF[0], NOSNIFF[1]);
-    const outcome = exchange.kind === 'read' ? (exchange.cache ?? (exchange.underApi || exchange.target === undefined ? 'bypass' : undefined)) : undefined;
-    if (outcome !== undefined) {
-      headers.push(CACHE_OUTCOME_HEADER, X_CACHE[outcome]);
-      this.countCacheOutcome(outcome);
-    }
-    const limits = exchange.rateLimit;
-    if (limits) for (const name in limits) headers.push(name, limits[name] as string);
+    for (const add of this.featureHeaders) add(exchange, headers);
     if (exchange.responseHeaders) headers.push(...exchange.responseHeaders);
     if (exchange.closeConnection || bodyUnread(exchange)) headers.push('Connection', 'close');
   }

@@ -1,6 +1,10 @@
 import type { ServerResponse } from 'node:http';
 import net from 'node:net';
 import type { CachedResponse } from '../src/cache/entry.js';
+import { cacheOutcomeHeader } from '../src/cache/outcome-header.js';
+import type { CacheOutcome } from '../src/exchange.js';
+import { rateLimitHeaders } from '../src/rate-limits/stage.js';
+import { ResponseWriter } from '../src/respond.js';
 
 /** A cached item as the unit tests of the cache and the response writer hold it: a strong ETag, a body with a newline. */
 export const cachedItem: CachedResponse = {
@@ -42,3 +46,7 @@ export async function freePort(): Promise<number> {
   await new Promise((resolve) => server.close(resolve));
   return port;
 }
+
+/** The response writer as the gateway makes it: with the rate limits' and the cache's headers, in the feature list's order. */
+export const responseWriter = (countCacheOutcome: (outcome: CacheOutcome) => void = () => undefined): ResponseWriter =>
+  new ResponseWriter([rateLimitHeaders, cacheOutcomeHeader(countCacheOutcome)]);

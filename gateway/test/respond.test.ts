@@ -7,8 +7,7 @@ import { requestTarget } from '@app/shared/platform/request-target';
 import { headerList, representations, type CachedResponse } from '../src/cache/entry.js';
 import { Exchange, type CacheOutcome } from '../src/exchange.js';
 import { RATE_LIMITED } from '../src/rate-limits/problems.js';
-import { ResponseWriter } from '../src/respond.js';
-import { cachedItem } from './fixtures.js';
+import { cachedItem, responseWriter } from './fixtures.js';
 
 /** The one writer of the gateway's responses: held entries, relayed answers, problems, and its own headers on each. */
 const entry = cachedItem;
@@ -64,7 +63,7 @@ function asObject(list: string[]): Record<string, string> {
 
 function writer() {
   const counted: CacheOutcome[] = [];
-  return { writer: new ResponseWriter((outcome) => counted.push(outcome)), counted };
+  return { writer: responseWriter((outcome) => void counted.push(outcome)), counted };
 }
 
 const ITEM = '/api/products/0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b';

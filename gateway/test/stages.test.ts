@@ -3,15 +3,14 @@ import { createLogger } from '@app/shared/platform/logger';
 import { requestTarget } from '@app/shared/platform/request-target';
 import { Exchange } from '../src/exchange.js';
 import { RateLimits, type RateLimitOutcome } from '../src/rate-limits/budgets.js';
-import { ResponseWriter } from '../src/respond.js';
 import { canonicalOnly } from '../src/routing/canonical-stage.js';
 import { notFound } from '../src/routing/not-found-stage.js';
 import { rateLimitStage } from '../src/rate-limits/stage.js';
-import { recordingResponse } from './fixtures.js';
+import { recordingResponse, responseWriter } from './fixtures.js';
 
 /** The small stages on their own: what each decides of a request, and what it answers. */
 const logger = createLogger('stages-test', 'silent');
-const writer = new ResponseWriter(() => undefined);
+const writer = responseWriter();
 
 /** A request from `address` (and the X-Forwarded-For it sends), with a response that records the problem written to it. */
 function exchangeOf(method: string, url: string, options: { address?: string; forwardedFor?: string } = {}) {

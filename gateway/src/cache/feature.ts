@@ -7,6 +7,7 @@ import { cacheConfig } from './config.js';
 import { Fills } from './fills.js';
 import { createMemoryTier } from './memory-tier.js';
 import { cacheOutcomeCounter, observeCache } from './metrics.js';
+import { cacheOutcomeHeader } from './outcome-header.js';
 import { CacheRead } from './read-stage.js';
 import { ResponseCache } from './response-cache.js';
 import { writeRenewal } from './write-renewal.js';
@@ -22,9 +23,9 @@ export const cache = defineFeature({
   description: cacheDescription,
   exposedHeaders: ['X-Cache', 'Age'],
   create({ config, logger, metrics, writer, parts, redis, shared, upstreams }) {
-    // Counted with the cache off too: every read is then a BYPASS.
-    shared.countCacheOutcome = cacheOutcomeCounter(metrics);
-    if (!config.CACHE_ENABLED) return { name: 'cache', details: { cache: 'disabled' } };
+    // Said and counted with the cache off too: every read is then a BYPASS.
+    const responseHeaders = cacheOutcomeHeader(cacheOutcomeCounter(metrics));
+    if (!config.CACHE_ENABLED) return { name: 'cache', responseHeaders, details: { cache: 'disabled' } };
     const { hops } = shared;
     if (!hops) throw new Error('The cache fills through the proxy: list the proxy before it (features.ts)');
     const client = redis();
@@ -47,6 +48,7 @@ export const cache = defineFeature({
     return {
       name: 'cache',
       stages: { lookup: read },
+      responseHeaders,
       details: { cache: { ...responses.settings, memoryBytes: memory?.maxBytes ?? 0 } },
       release: async () => {
         responses.close();

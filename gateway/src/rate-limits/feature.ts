@@ -2,7 +2,7 @@ import { rateLimitsDescription } from './description.js';
 import { defineFeature } from '../feature.js';
 import { RateLimits } from './budgets.js';
 import { rateLimitsConfig } from './config.js';
-import { rateLimitStage } from './stage.js';
+import { rateLimitHeaders, rateLimitStage } from './stage.js';
 
 /** Each caller's budgets of reads and writes (RATE_LIMIT_*), counted in Redis: the `count` phase. */
 export const rateLimits = defineFeature({
@@ -18,6 +18,7 @@ export const rateLimits = defineFeature({
     return {
       name: 'rate limits',
       stages: { count: rateLimitStage({ limits, trustedProxyHops: config.TRUSTED_PROXY_HOPS, writer }) },
+      responseHeaders: rateLimitHeaders,
       details: { rateLimits: settings },
     };
   },

@@ -7,7 +7,7 @@ import type { Exchange } from '../exchange.js';
 import type { Stage } from '../pipeline.js';
 import type { Budget, RateLimitOutcome, RateLimits } from './budgets.js';
 import { overBudget } from './problems.js';
-import type { ResponseWriter } from '../respond.js';
+import type { ResponseHeaders, ResponseWriter } from '../respond.js';
 
 /** The orchestrator's probes are never counted: a busy client must not make a replica look dead. */
 const UNCOUNTED = new Set(PROBE_PATHS);
@@ -17,8 +17,8 @@ const UNCOUNTED = new Set(PROBE_PATHS);
  * the API description and the docs page cost work too) from its caller's budget: the verified
  * subject's, or its address's (`TRUSTED_PROXY_HOPS` proxies in front are trusted to name it). Over
  * the budget, 429 with Retry-After; a budget that cannot be counted now (Redis full), 503. The
- * RateLimit headers go on the response either way (respond.ts). A budget leased to this replica is
- * decided synchronously.
+ * RateLimit headers go on the response either way (`rateLimitHeaders`). A budget leased to this
+ * replica is decided synchronously.
  */
 export function rateLimitStage(options: { limits: RateLimits; trustedProxyHops: number; writer: ResponseWriter }): Stage {
   const { limits, writer } = options;
@@ -29,7 +29,7 @@ export function rateLimitStage(options: { limits: RateLimits; trustedProxyHops: 
     const retryAfter = outcome.headers[RETRY_AFTER_HEADER];
     if (outcome.allowed || retryAfter === undefined) return false;
     currentServerSpan()?.setAttribute('gateway.rate_limited', true);
-    // Retry-After goes out with the other RateLimit headers (`exchange.rateLimit`, respond.ts).
+    // Retry-After goes out with the other RateLimit headers (`rateLimitHeaders`).
     const problem = outcome.uncounted
       ? new HttpProblem('service-unavailable', `The ${budget} budget of this client cannot be counted now; retry after ${retryAfter} s`)
       : overBudget(budget, retryAfter);
@@ -49,3 +49,9 @@ export function rateLimitStage(options: { limits: RateLimits; trustedProxyHops: 
     },
   };
 }
+
+/** The RateLimit headers (and Retry-After) the request's budget gave it, on whatever answers it. */
+export const rateLimitHeaders: ResponseHeaders = (exchange, headers) => {
+  const limits = exchange.rateLimit;
+  if (limits) for (const name in limits) headers.push(name, limits[name] as string);
+};

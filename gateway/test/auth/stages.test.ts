@@ -6,14 +6,13 @@ import { RevocationList } from '../../src/auth/revocations.js';
 import { KeysUnavailable } from '../../src/auth/key-source.js';
 import { InvalidToken, type Principal, type TokenVerifier } from '../../src/auth/tokens.js';
 import { Exchange } from '../../src/exchange.js';
-import { ResponseWriter } from '../../src/respond.js';
 import { Routing } from '../../src/routing/service-routes.js';
 import { authStages } from '../../src/auth/stages.js';
-import { recordingResponse } from '../fixtures.js';
+import { recordingResponse, responseWriter } from '../fixtures.js';
 
 /** The auth stages in process: what `identify` decides of a request, and what `enforce` answers. */
 const logger = createLogger('auth-stage-test', 'silent');
-const writer = new ResponseWriter(() => undefined);
+const writer = responseWriter();
 const routing = new Routing([
   { name: 'users', url: 'http://127.0.0.1:1', prefix: '/api/users', cachedReads: true, publicReads: false, owner: 'none' },
   { name: 'products', url: 'http://127.0.0.1:1', prefix: '/api/products', cachedReads: true, publicReads: true, owner: 'none' },

@@ -8,12 +8,11 @@ import type { Lookup, ResponseCache } from '../../src/cache/response-cache.js';
 import type { ReadKeying } from '../../src/cache/keys.js';
 import { ConcurrencyLimit } from '../../src/load-shedding/concurrency-limit.js';
 import { Exchange, type CacheOutcome } from '../../src/exchange.js';
-import { ResponseWriter } from '../../src/respond.js';
 import { Routing } from '../../src/routing/service-routes.js';
 import type { ServiceHop } from '../../src/proxy/service-hop.js';
 import { CacheRead } from '../../src/cache/read-stage.js';
 import type { FetchedResponse } from '../../src/proxy/upstream.js';
-import { cachedItem } from '../fixtures.js';
+import { cachedItem, responseWriter } from '../fixtures.js';
 
 /**
  * The cache's read stage on its own: which reads it takes part in, and what each client is answered
@@ -143,7 +142,7 @@ function setup(options: { trustedProxyHops?: number } = {}) {
       ['users', service.hop],
       ['orders', service.hop],
     ]),
-    writer: new ResponseWriter((outcome) => outcomes.push(outcome)),
+    writer: responseWriter((outcome) => void outcomes.push(outcome)),
     addressCaller: addressCallerOf(options.trustedProxyHops ?? 0),
   });
   /** Runs one request through the stage: what it returned (a promise when it waits), and what the client got. */

@@ -2,12 +2,12 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import { createLogger } from '@app/shared/platform/logger';
 import { requestTarget } from '@app/shared/platform/request-target';
 import { Exchange } from '../../src/exchange.js';
-import { ResponseWriter } from '../../src/respond.js';
+import { responseWriter } from '../fixtures.js';
 import { corsStages } from '../../src/cors/stages.js';
 
 /** The CORS stages in process: the headers every response to an allowed origin gets, and the preflights answered. */
 const logger = createLogger('cors-stage-test', 'silent');
-const writer = new ResponseWriter(() => undefined);
+const writer = responseWriter();
 const ORIGIN = 'https://app.example.com';
 // Made in each test rather than once, so that what they configure is run (and mutated) under a test.
 const stages = () => corsStages(['https://other.example.com', ORIGIN], writer, EXPOSED.split(','));

@@ -2,12 +2,12 @@ import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http
 import { createLogger } from '@app/shared/platform/logger';
 import { requestTarget } from '@app/shared/platform/request-target';
 import { Exchange } from '../../src/exchange.js';
-import { ResponseWriter } from '../../src/respond.js';
+import { responseWriter } from '../fixtures.js';
 import { ownEndpoints } from '../../src/own-endpoints/stage.js';
 
 /** The stage that hands every request outside /api to the gateway's own express app. */
 const logger = createLogger('own-endpoints-stage-test', 'silent');
-const writer = new ResponseWriter(() => undefined);
+const writer = responseWriter();
 
 /** A request, with a response that records the headers set on it. */
 function exchangeOf(method: string, url: string) {
