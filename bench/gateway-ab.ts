@@ -1,9 +1,9 @@
 /**
  * `npm run bench:gateway-ab -- <before-checkout> [--cache on|off] [--guard off|on] [--before-guard off|on] [--runs N] [--seconds S]`:
  * the gateway of this checkout (after) against the gateway of another built checkout (before, e.g.
- * /work/main), side by side in one run: one products-service, both gateways in front of it, and wrk
- * runs interleaved A, B, A, B…, each on a quiet core (the machine is shared and noisy: interleaving
- * spreads the noise over both). `--guard on` runs the gateways with authentication and rate limits
+ * /work/main), side by side in one run: one products-service, both gateways in front of it, and
+ * each run loads both at once, each with its own wrk (the machine is shared and noisy: at once, its
+ * drifts fall on both alike). `--guard on` runs the gateways with authentication and rate limits
  * on and a bearer token on every request (as `npm run bench` does); `--before-guard` sets the
  * before gateway apart, so `-- . --before-guard off --guard on` says what the protections cost in
  * this checkout. Prints requests/s, CPU time and garbage-collection time per request (the bench's
@@ -31,7 +31,7 @@ import {
   stopAll,
   throwawaySchema,
 } from './support.ts';
-import { measuredRun } from './measured-runs.ts';
+import { measuredAtOnce } from './measured-runs.ts';
 import { wrk, type LoadResult } from './wrk.ts';
 import { countOf } from '../tools/env.ts';
 
@@ -86,19 +86,21 @@ try {
   const load = (which: keyof typeof gateways, runSeconds: number) => wrk(`${gateways[which].url}${path}`, { seconds: runSeconds, connections, headers: setup(guard[which]).headers });
   for (const which of ['before', 'after'] as const) await load(which, 2);
   for (let run = 0; run < runs; run++) {
-    // Alternate which goes first, so neither always runs on a machine the other just warmed.
-    const order = run % 2 === 0 ? (['before', 'after'] as const) : (['after', 'before'] as const);
-    for (const which of order) {
-      const { result, cpuMicros: micros, gcMicros } = await measuredRun(gateways[which], () => load(which, seconds));
+    // Both at once, so that whatever else the machine does in a run falls on both alike; which
+    // starts first alternates.
+    const sides = run % 2 === 0 ? (['before', 'after'] as const) : (['after', 'before'] as const);
+    const measured = await measuredAtOnce(sides.map((which) => ({ server: gateways[which], load: () => load(which, seconds) })));
+    sides.forEach((which, i) => {
+      const { result, cpuMicros: micros, gcMicros } = measured[i]!;
       cpuPerRequest[which].push(micros / Math.max(result.requests, 1));
       gcPerRequest[which].push(gcMicros! / Math.max(result.requests, 1));
       results[which].push(result);
       console.log(
         `run ${run + 1} ${which.padEnd(6)} ${String(result.requestsPerSecond).padStart(6)} req/s  ${cpuPerRequest[which].at(-1)!.toFixed(1).padStart(5)} µs CPU/req  ${gcPerRequest[which].at(-1)!.toFixed(2).padStart(5)} µs GC/req  p50 ${result.p50Ms} ms  p99 ${result.p99Ms} ms  non-2xx ${result.non2xx}`,
       );
-    }
+    });
   }
-  console.log(`\nGET ${path} through the gateway, cache ${values.cache}, wrk -t1 -c${connections}, ${runs} × ${seconds} s each, interleaved; medians:`);
+  console.log(`\nGET ${path} through the gateway, cache ${values.cache}, wrk -t1 -c${connections} each, ${runs} × ${seconds} s, both at once; medians:`);
   for (const which of ['before', 'after'] as const) {
     const r = results[which];
     console.log(
