@@ -2,8 +2,10 @@
  * The ratios `npm run bench` judges: one target's time per request over another's, round by
  * round, with the issue's goal where it has one.
  */
-import type { Figures } from './rounds.ts';
+import { measuredAtOnce } from './measured-runs.ts';
+import { CONNECTIONS, RUNS, SECONDS, type Figures, type Target } from './rounds.ts';
 import { median, round2 } from './support.ts';
+import { wrk } from './wrk.ts';
 
 /**
  * One target's CPU (or GC) time per request over another's, round by round (both measured in the
@@ -38,4 +40,27 @@ export function printRatios(ratios: Record<string, Judged>): void {
     const verdict = goal === undefined ? 'reported' : `goal ≤ ${goal}: ${ratio <= goal ? 'holds' : 'not yet'}`;
     console.log(`  ${name.padEnd(60)} ${ratio} (${byRound.join(' / ')}); ${verdict}`);
   }
+}
+
+/**
+ * `ours`'s CPU time per request over `reference`'s, both loaded at once (each with its own wrk,
+ * both on the servers' core), RUNS times, each run with the next of `ours`'s processes: whatever
+ * else the machine does in a run falls on both alike (side by side in one run, as the project
+ * judges a speed claim).
+ */
+export async function cpuRatioAtOnce(ours: Target, reference: Target, path: string): Promise<CpuRatio> {
+  const perRequest: { ours: number; reference: number }[] = [];
+  for (let run = 0; run < RUNS; run++) {
+    const sides = [ours, reference].map((target) => ({ target, server: target.servers[run % target.servers.length]! }));
+    // Which starts first alternates.
+    if (run % 2 === 1) sides.reverse();
+    const measured = await measuredAtOnce(
+      sides.map(({ target, server }) => ({ server, load: () => wrk(`${server.url}${target.path ?? path}`, { connections: CONNECTIONS, headers: target.headers, seconds: SECONDS }) })),
+    );
+    const cpu = measured.map(({ cpuMicros, result }) => cpuMicros / Math.max(result.requests, 1));
+    const pair = sides[0]!.target === ours ? { ours: cpu[0]!, reference: cpu[1]! } : { ours: cpu[1]!, reference: cpu[0]! };
+    perRequest.push(pair);
+    console.log(`  run ${run + 1}: ${ours.key} ${pair.ours.toFixed(1)} µs CPU/req, ${reference.key} ${pair.reference.toFixed(1)}: ${round2(pair.ours / pair.reference)}`);
+  }
+  return ratioByRound(perRequest.map((run) => run.reference), perRequest.map((run) => run.ours));
 }
