@@ -4,13 +4,13 @@
 #   docker build --build-arg WORKSPACE=users-service -t rest-microservices/users-service:dev .
 # (gateway/Dockerfile builds the gateway the same way.)
 
-# Every package.json and the lockfile, where they are, and nothing else: the npm ci layers below
-# are rebuilt when dependencies change, not on every change of a source file, and no workspace is
-# named here.
+# Every package.json and the lockfile, where they are, and the script of the root's postinstall
+# (npm ci runs it), and nothing else: the npm ci layers below are rebuilt when dependencies change,
+# not on every change of a source file, and no workspace is named here.
 FROM node:24-slim AS manifests
 WORKDIR /app
 COPY . .
-RUN mkdir /manifests && find . \( -name package.json -o -name package-lock.json \) -exec cp --parents {} /manifests \;
+RUN mkdir /manifests && find . \( -name package.json -o -name package-lock.json -o -path ./scripts/drop-disallowed-builds.mjs \) -exec cp --parents {} /manifests \;
 
 # Compiles every workspace: the same stage in gateway/Dockerfile, built once for the whole stack.
 FROM node:24-slim AS build
