@@ -30,8 +30,7 @@ const schema = throwawaySchema('service_ab');
 cleanUpOnSignals([schema]);
 try {
   // The schema's migrations and its product come from a process of their own, stopped before the
-  // runs: the two measured processes then start alike (one that had done that work cost 2% more
-  // in an A/A run).
+  // runs: the two measured processes then start alike, neither carrying what that work left in it.
   const { products: seeder, path } = await productsServiceWithAProduct(schema, { sku: 'SAB-1', name: 'Service A/B widget' });
   await stopServer(seeder);
   // Each with this checkout's start options, as deployed, and the GC meter after them (as startNode gives it).

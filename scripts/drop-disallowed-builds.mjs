@@ -4,9 +4,9 @@
 // Why: npm 11 honours `allowScripts` and never runs those scripts; an older npm (Debian's npm 9)
 // runs them anyway. ssh2's and cpu-features' scripts then build native bindings with whatever Node
 // headers that npm is set to (Debian's: its Node 18's, /usr/include/nodejs) for the project's
-// Node 24, which loads them: on a fresh Debian, importing testcontainers (whose Docker client
-// loads ssh2) aborted the process ("malloc(): unaligned tcache chunk detected"). Both bindings are
-// optional (ssh2 falls back to JavaScript), so every machine runs without them, as npm 11 leaves it.
+// Node 24, which loads them: a binding compiled for another V8 corrupts the heap of any process
+// that imports testcontainers (its Docker client loads ssh2). Both bindings are optional (ssh2
+// falls back to JavaScript), so every machine runs without them, as npm 11 leaves it.
 // Plain JavaScript: it runs under whichever Node the installing npm uses.
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
