@@ -2,12 +2,13 @@
  * Every connection's budget, over real sockets against a real listen(): each request head, a body
  * (an answered one too), and room: per peer address and in all.
  */
-import type net from 'node:net';
+import net from 'node:net';
 import { listen, type RunningServer } from '../src/platform/server.js';
 import { refused, served, statusLines, trickled } from '../../test/support/held-connections.js';
 
 const HEAD_MS = 100;
 const BODY_MS = 100;
+const GET = 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n';
 
 const servers: RunningServer[] = [];
 afterEach(async () => {
@@ -40,6 +41,36 @@ it('closes a kept-alive connection that sends a CRLF now and then, which starts 
   const { port } = await server({ headMs: HEAD_MS, idleMs: 100 });
   const received = await trickled(port, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n', '', '\r\n');
   expect(statusLines(received)).toEqual(['HTTP/1.1 200 OK', 'HTTP/1.1 408 Request Timeout']);
+});
+
+/**
+ * `count` requests on one connection, each sent `gapMs` after the response before it; what came
+ * back once the last was answered or the server closed the connection.
+ */
+function spaced(port: number, count: number, gapMs: number): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1', () => socket.write(GET));
+    let received = '';
+    let pause: NodeJS.Timeout | undefined;
+    socket.on('data', (chunk: Buffer) => {
+      received += chunk.toString('latin1');
+      if (statusLines(received).length >= count) socket.end();
+      else pause = setTimeout(() => socket.write(GET), gapMs);
+    });
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      clearTimeout(pause);
+      resolve(received);
+    });
+  });
+}
+
+it('keeps a kept-alive connection open while each request comes within the keep-alive time of the response before it', async () => {
+  const { port } = await server({ headMs: HEAD_MS, idleMs: 1_000 });
+  // The third request comes 1,200 ms after the first response, past the keep-alive and head time
+  // (1,100 ms) counted from that one, but 600 ms after the second response.
+  const received = await spaced(port, 3, 600);
+  expect(statusLines(received)).toEqual(['HTTP/1.1 200 OK', 'HTTP/1.1 200 OK', 'HTTP/1.1 200 OK']);
 });
 
 /** The server's side of the next connection it accepts has closed. */

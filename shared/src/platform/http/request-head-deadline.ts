@@ -6,12 +6,15 @@ import { HttpProblem } from '../problem.js';
 import { writeRawProblem } from './raw-problem.js';
 
 /**
- * A connection between requests: whether it waits for a request head now, its bytes read when it
- * began to wait (more since: a head under way), and the timers that close it when none comes in
- * time, the first head's and the later heads' (kept, and re-armed after each response).
+ * A connection between requests: whether it waits for a request head now, since when and its bytes
+ * read when it began to wait (more since: a head under way), and the timers that close it when none
+ * comes in time, the first head's and the later heads'. A response only notes the time: the later
+ * heads' timer, when it fires early for the wait under way, is set again for what is left of it,
+ * so a connection's many responses cost no timer operation each.
  */
 interface HeadWait {
   waiting: boolean;
+  waitingSince: number;
   bytesBefore: number;
   first?: NodeJS.Timeout;
   next?: NodeJS.Timeout;
@@ -64,10 +67,7 @@ export interface HeadDeadlines {
 export function closeConnectionsWithoutRequest(server: http.Server, deadlines: HeadDeadlines, logger: Logger | undefined): (socket: net.Socket) => void {
   let unlogged = 0;
   let loggedAt = -Infinity;
-  const expire = (socket: net.Socket & SocketAwaitingHead) => {
-    const wait = socket[HEAD_WAIT];
-    if (wait === undefined) return;
-    wait.first = undefined;
+  const expire = (socket: net.Socket & SocketAwaitingHead, wait: HeadWait) => {
     if (!wait.waiting || socket.destroyed || !socket.writable) return;
     wait.waiting = false;
     connectionsWithoutRequest.closed++;
@@ -80,8 +80,22 @@ export function closeConnectionsWithoutRequest(server: http.Server, deadlines: H
     if (socket.bytesRead > wait.bytesBefore) writeRawProblem(socket, new HttpProblem('request-timeout', 'The request did not arrive in time'));
     else socket.destroy();
   };
+  const firstDue = (socket: net.Socket & SocketAwaitingHead) => {
+    const wait = socket[HEAD_WAIT];
+    if (wait === undefined) return;
+    wait.first = undefined;
+    expire(socket, wait);
+  };
+  const nextDue = (socket: net.Socket & SocketAwaitingHead) => {
+    const wait = socket[HEAD_WAIT];
+    if (wait === undefined) return;
+    wait.next = undefined;
+    const left = wait.waitingSince + deadlines.nextMs - performance.now();
+    if (wait.waiting && left > 0) wait.next = setTimeout(nextDue, left, socket).unref();
+    else expire(socket, wait);
+  };
   server.on('connection', (socket: net.Socket & SocketAwaitingHead) => {
-    socket[HEAD_WAIT] = { waiting: true, bytesBefore: 0, first: setTimeout(expire, deadlines.firstMs, socket).unref() };
+    socket[HEAD_WAIT] = { waiting: true, waitingSince: 0, bytesBefore: 0, first: setTimeout(firstDue, deadlines.firstMs, socket).unref() };
     // A connection that goes first takes its deadlines along: a timer would hold the socket till then.
     socket.once('close', deadlinesGone);
   });
@@ -89,9 +103,9 @@ export function closeConnectionsWithoutRequest(server: http.Server, deadlines: H
     const wait = socket[HEAD_WAIT];
     if (wait === undefined || socket.destroyed) return;
     wait.waiting = true;
+    wait.waitingSince = performance.now();
     wait.bytesBefore = socket.bytesRead;
-    // One timer a connection, re-armed (refresh) rather than made anew for each response.
-    if (wait.next === undefined) wait.next = setTimeout(expire, deadlines.nextMs, socket).unref();
-    else wait.next.refresh();
+    // A timer already set fires early for this wait, and is set again for the rest (`nextDue`).
+    wait.next ??= setTimeout(nextDue, deadlines.nextMs, socket).unref();
   };
 }
