@@ -44,6 +44,8 @@ export function configureServerSpans(settings: Partial<ServerSpanSettings>): voi
  * request is not sampled (nothing to record).
  */
 export function currentServerSpan(): Span | undefined {
+  // With tracing off no request has a span: no context to look it up in.
+  if (tracer === undefined) return undefined;
   return getRPCMetadata(context.active())?.span;
 }
 
