@@ -31,7 +31,7 @@ import {
   stopAll,
   throwawaySchema,
 } from './support.ts';
-import { measuredAtOnce } from './measured-runs.ts';
+import { measuredPairAtOnce } from './measured-runs.ts';
 import { wrk, type LoadResult } from './wrk.ts';
 import { countOf } from '../tools/env.ts';
 
@@ -86,11 +86,9 @@ try {
   const load = (which: keyof typeof gateways, runSeconds: number) => wrk(`${gateways[which].url}${path}`, { seconds: runSeconds, connections, headers: setup(guard[which]).headers });
   for (const which of ['before', 'after'] as const) await load(which, 2);
   for (let run = 0; run < runs; run++) {
-    // Both at once, so that whatever else the machine does in a run falls on both alike; which
-    // starts first alternates.
-    const sides = run % 2 === 0 ? (['before', 'after'] as const) : (['after', 'before'] as const);
-    const measured = await measuredAtOnce(sides.map((which) => ({ server: gateways[which], load: () => load(which, seconds) })));
-    sides.forEach((which, i) => {
+    const loaded = (which: 'before' | 'after') => ({ server: gateways[which], load: () => load(which, seconds) });
+    const measured = await measuredPairAtOnce(run, loaded('before'), loaded('after'));
+    (['before', 'after'] as const).forEach((which, i) => {
       const { result, cpuMicros: micros, gcMicros } = measured[i]!;
       cpuPerRequest[which].push(micros / Math.max(result.requests, 1));
       gcPerRequest[which].push(gcMicros! / Math.max(result.requests, 1));

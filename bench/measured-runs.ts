@@ -27,7 +27,7 @@ export async function measuredRun<Result>(server: Server, load: () => Promise<Re
  * together, and each server's CPU and GC time is read around all of them (as `measuredRun` does for
  * one). Servers sharing a core this way share whatever else the machine does meanwhile.
  */
-export async function measuredAtOnce<Result>(runs: { server: Server; load: () => Promise<Result> }[]): Promise<Measured<Result>[]> {
+export async function measuredAtOnce<Result>(runs: LoadedServer<Result>[]): Promise<Measured<Result>[]> {
   await settle();
   const gcBefore = await Promise.all(runs.map(({ server }) => server.gcTime?.()));
   const before = runs.map(({ server }) => cpuMicros(server.pids()));
@@ -38,4 +38,20 @@ export async function measuredAtOnce<Result>(runs: { server: Server; load: () =>
     const [gcB, gcA] = [gcBefore[i], gcAfter[i]];
     return { result: results[i]!, cpuMicros: cpu[i]!, gcMicros: gcB && gcA && (gcA.ms - gcB.ms) * 1000 };
   });
+}
+
+/** A server and the load a measured run puts on it. */
+export interface LoadedServer<Result> {
+  server: Server;
+  load: () => Promise<Result>;
+}
+
+/**
+ * The `run`-th of a pair's measured runs at once (`measuredAtOnce`), in the pair's order: which
+ * load starts first alternates from run to run, so neither always has the head start.
+ */
+export async function measuredPairAtOnce<Result>(run: number, first: LoadedServer<Result>, second: LoadedServer<Result>): Promise<[Measured<Result>, Measured<Result>]> {
+  const swapped = run % 2 === 1;
+  const [a, b] = await measuredAtOnce(swapped ? [second, first] : [first, second]);
+  return swapped ? [b!, a!] : [a!, b!];
 }

@@ -2,7 +2,7 @@
  * The ratios `npm run bench` judges: one target's time per request over another's, round by
  * round, with the issue's goal where it has one.
  */
-import { measuredAtOnce } from './measured-runs.ts';
+import { measuredPairAtOnce } from './measured-runs.ts';
 import { CONNECTIONS, RUNS, SECONDS, type Figures, type Target } from './rounds.ts';
 import { median, round2 } from './support.ts';
 import { wrk } from './wrk.ts';
@@ -51,14 +51,13 @@ export function printRatios(ratios: Record<string, Judged>): void {
 export async function cpuRatioAtOnce(ours: Target, reference: Target, path: string): Promise<CpuRatio> {
   const perRequest: { ours: number; reference: number }[] = [];
   for (let run = 0; run < RUNS; run++) {
-    const sides = [ours, reference].map((target) => ({ target, server: target.servers[run % target.servers.length]! }));
-    // Which starts first alternates.
-    if (run % 2 === 1) sides.reverse();
-    const measured = await measuredAtOnce(
-      sides.map(({ target, server }) => ({ server, load: () => wrk(`${server.url}${target.path ?? path}`, { connections: CONNECTIONS, headers: target.headers, seconds: SECONDS }) })),
-    );
-    const cpu = measured.map(({ cpuMicros, result }) => cpuMicros / Math.max(result.requests, 1));
-    const pair = sides[0]!.target === ours ? { ours: cpu[0]!, reference: cpu[1]! } : { ours: cpu[1]!, reference: cpu[0]! };
+    const loaded = (target: Target) => {
+      const server = target.servers[run % target.servers.length]!;
+      return { server, load: () => wrk(`${server.url}${target.path ?? path}`, { connections: CONNECTIONS, headers: target.headers, seconds: SECONDS }) };
+    };
+    const measured = await measuredPairAtOnce(run, loaded(ours), loaded(reference));
+    const [oursCpu, referenceCpu] = measured.map(({ cpuMicros, result }) => cpuMicros / Math.max(result.requests, 1));
+    const pair = { ours: oursCpu!, reference: referenceCpu! };
     perRequest.push(pair);
     console.log(`  run ${run + 1}: ${ours.key} ${pair.ours.toFixed(1)} µs CPU/req, ${reference.key} ${pair.reference.toFixed(1)}: ${round2(pair.ours / pair.reference)}`);
   }

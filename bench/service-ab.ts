@@ -11,7 +11,7 @@
  */
 import { parseArgs } from 'node:util';
 import { cleanUpOnSignals, dropSchemas, ensureBenchTools, freePort, GC_METER, median, productsServiceWithAProduct, schemaUrl, startOptions, startServer, stopAll, stopServer, throwawaySchema } from './support.ts';
-import { measuredAtOnce } from './measured-runs.ts';
+import { measuredPairAtOnce } from './measured-runs.ts';
 import { wrk, type LoadResult } from './wrk.ts';
 import { countOf } from '../tools/env.ts';
 
@@ -46,10 +46,9 @@ try {
   const load = (which: keyof typeof services, runSeconds: number) => wrk(`${services[which].url}${path}`, { seconds: runSeconds, connections });
   for (const which of ['before', 'after'] as const) await load(which, 2);
   for (let run = 0; run < runs; run++) {
-    // Alternate which starts first, so neither always has the head start.
-    const sides = run % 2 === 0 ? (['before', 'after'] as const) : (['after', 'before'] as const);
-    const measured = await measuredAtOnce(sides.map((which) => ({ server: services[which], load: () => load(which, seconds) })));
-    sides.forEach((which, i) => {
+    const loaded = (which: 'before' | 'after') => ({ server: services[which], load: () => load(which, seconds) });
+    const measured = await measuredPairAtOnce(run, loaded('before'), loaded('after'));
+    (['before', 'after'] as const).forEach((which, i) => {
       const { result, cpuMicros } = measured[i]!;
       cpuPerRequest[which].push(cpuMicros / Math.max(result.requests, 1));
       results[which].push(result);
